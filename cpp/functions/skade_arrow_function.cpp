@@ -1,0 +1,119 @@
+// Shared machinery of skade's table functions: the core produces the rows as an Arrow stream,
+// DuckDB's Arrow reader converts them. Also resolves catalog and table names given as strings.
+#include "skade/functions.hpp"
+
+#include "skade/catalog.hpp"
+#include "skade/table_entry.hpp"
+
+#include "duckdb/catalog/catalog_entry/table_catalog_entry.hpp"
+#include "duckdb/common/arrow/arrow_wrapper.hpp"
+#include "duckdb/function/table/arrow.hpp"
+#include "duckdb/main/attached_database.hpp"
+#include "duckdb/main/database_manager.hpp"
+#include "duckdb/parser/qualified_name.hpp"
+
+namespace duckdb {
+
+namespace {
+
+struct ArrowFunctionGlobal : public GlobalTableFunctionState {
+	unique_ptr<ArrowArrayStreamWrapper> stream;
+};
+
+struct ArrowFunctionLocal : public LocalTableFunctionState {
+	explicit ArrowFunctionLocal(ClientContext &context) : arrow(make_uniq<ArrowArrayWrapper>(), context) {
+	}
+	ArrowScanLocalState arrow;
+};
+
+unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFunctionInitInput &input) {
+	auto &data = input.bind_data->Cast<SkadeArrowFunctionData>();
+	auto result = make_uniq<ArrowFunctionGlobal>();
+	result->stream = make_uniq<ArrowArrayStreamWrapper>();
+	result->stream->number_of_rows = -1;
+	data.open(context, result->stream->arrow_array_stream);
+	return std::move(result);
+}
+
+unique_ptr<LocalTableFunctionState> InitLocal(ExecutionContext &context, TableFunctionInitInput &input,
+                                              GlobalTableFunctionState *global) {
+	return make_uniq<ArrowFunctionLocal>(context.client);
+}
+
+void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) {
+	auto &data = input.bind_data->Cast<SkadeArrowFunctionData>();
+	auto &global = input.global_state->Cast<ArrowFunctionGlobal>();
+	auto &local = input.local_state->Cast<ArrowFunctionLocal>();
+	auto &chunk = local.arrow.chunk;
+	while (!chunk || !chunk->arrow_array.release || local.arrow.chunk_offset >= idx_t(chunk->arrow_array.length)) {
+		auto next = global.stream->GetNextChunk();
+		if (!next->arrow_array.release) {
+			return;
+		}
+		local.arrow.Reset();
+		local.arrow.chunk = std::move(next);
+	}
+	auto count = MinValue<idx_t>(STANDARD_VECTOR_SIZE, idx_t(chunk->arrow_array.length) - local.arrow.chunk_offset);
+	output.SetCardinality(count);
+	ArrowTableFunction::ArrowToDuckDB(local.arrow, data.arrow_table.GetColumns(), output);
+	local.arrow.chunk_offset += count;
+}
+
+} // namespace
+
+unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, const string &function_name,
+                                                unique_ptr<SkadeArrowFunctionData> data,
+                                                vector<LogicalType> &return_types, vector<string> &names) {
+	ArrowSchemaWrapper schema;
+	SkadeCheck(skade_function_schema(function_name.c_str(), &schema.arrow_schema));
+	ArrowTableFunction::PopulateArrowTableSchema(context, data->arrow_table, schema.arrow_schema);
+	names = data->arrow_table.GetNames();
+	return_types = data->arrow_table.GetTypes();
+	data->types = return_types;
+	return std::move(data);
+}
+
+TableFunction SkadeArrowFunction(const string &name, vector<LogicalType> arguments, table_function_bind_t bind) {
+	return TableFunction(name, std::move(arguments), Scan, bind, InitGlobal, InitLocal);
+}
+
+void SkadeRequireArguments(TableFunctionBindInput &input, const string &function_name) {
+	for (idx_t i = 0; i < input.inputs.size(); i++) {
+		if (input.inputs[i].IsNull()) {
+			throw BinderException("%s: argument %d must not be NULL", function_name, i + 1);
+		}
+	}
+}
+
+SkadeCatalog &SkadeCatalogByName(ClientContext &context, const string &name) {
+	auto db = DatabaseManager::Get(context).GetDatabase(context, name);
+	if (!db) {
+		throw BinderException("no attached database is named \"%s\"", name);
+	}
+	auto &catalog = db->GetCatalog();
+	if (catalog.GetCatalogType() != "skade") {
+		throw BinderException("database \"%s\" is not a skade catalog (it is of type %s)", name,
+		                      catalog.GetCatalogType());
+	}
+	return catalog.Cast<SkadeCatalog>();
+}
+
+SkadeTableEntry &SkadeTableByName(ClientContext &context, const string &qualified_name) {
+	auto q = QualifiedName::Parse(qualified_name);
+	auto catalog = q.catalog;
+	auto schema = q.schema;
+	// 'lake.orders' names catalog `lake` when a database of that name is attached.
+	if (catalog == INVALID_CATALOG && schema != INVALID_SCHEMA &&
+	    DatabaseManager::Get(context).GetDatabase(context, schema)) {
+		catalog = schema;
+		schema = INVALID_SCHEMA;
+	}
+	auto &entry = Catalog::GetEntry<TableCatalogEntry>(context, catalog, schema, q.name);
+	if (entry.ParentCatalog().GetCatalogType() != "skade") {
+		throw BinderException("\"%s\" is not a skade table (it belongs to catalog \"%s\" of type %s)", qualified_name,
+		                      entry.ParentCatalog().GetName(), entry.ParentCatalog().GetCatalogType());
+	}
+	return entry.Cast<SkadeTableEntry>();
+}
+
+} // namespace duckdb

@@ -1,0 +1,27 @@
+// skade_commits_since(catalog, since_seq): the durable commit feed, every commit after since_seq.
+#include "skade/functions.hpp"
+
+#include "skade/catalog.hpp"
+
+namespace duckdb {
+
+static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindInput &input,
+                                     vector<LogicalType> &return_types, vector<string> &names) {
+	SkadeRequireArguments(input, "skade_commits_since");
+	auto &catalog = SkadeCatalogByName(context, StringValue::Get(input.inputs[0]));
+	auto since = input.inputs[1].GetValue<int64_t>();
+	if (since < 0) {
+		throw BinderException("skade_commits_since: since_seq must be >= 0, got %d", since);
+	}
+	auto data = make_uniq<SkadeArrowFunctionData>();
+	data->open = [&catalog, since](ClientContext &context, ArrowArrayStream &out) {
+		SkadeCheck(skade_fn_commits_since(catalog.Handle(), uint64_t(since), &out));
+	};
+	return SkadeArrowFunctionBind(context, "skade_commits_since", std::move(data), return_types, names);
+}
+
+TableFunction SkadeCommitsSinceFunction() {
+	return SkadeArrowFunction("skade_commits_since", {LogicalType::VARCHAR, LogicalType::BIGINT}, Bind);
+}
+
+} // namespace duckdb

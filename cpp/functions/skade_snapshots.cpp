@@ -1,0 +1,27 @@
+// skade_snapshots(table): snapshot_id, parent_id, sequence_number, committed_at, operation,
+// commit_seq, summary.
+#include "skade/functions.hpp"
+
+#include "skade/table_entry.hpp"
+#include "skade/transaction.hpp"
+
+namespace duckdb {
+
+static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindInput &input,
+                                     vector<LogicalType> &return_types, vector<string> &names) {
+	SkadeRequireArguments(input, "skade_snapshots");
+	auto &table = SkadeTableByName(context, StringValue::Get(input.inputs[0]));
+	auto &catalog = table.ParentCatalog();
+	auto uuid = table.Uuid();
+	auto data = make_uniq<SkadeArrowFunctionData>();
+	data->open = [&catalog, uuid](ClientContext &context, ArrowArrayStream &out) {
+		SkadeCheck(skade_fn_snapshots(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), &out));
+	};
+	return SkadeArrowFunctionBind(context, "skade_snapshots", std::move(data), return_types, names);
+}
+
+TableFunction SkadeSnapshotsFunction() {
+	return SkadeArrowFunction("skade_snapshots", {LogicalType::VARCHAR}, Bind);
+}
+
+} // namespace duckdb

@@ -1,0 +1,24 @@
+// skade_tables(catalog): schema_name, table_name, kind, current_snapshot_id, metadata_location.
+#include "skade/functions.hpp"
+
+#include "skade/catalog.hpp"
+#include "skade/transaction.hpp"
+
+namespace duckdb {
+
+static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindInput &input,
+                                     vector<LogicalType> &return_types, vector<string> &names) {
+	SkadeRequireArguments(input, "skade_tables");
+	auto &catalog = SkadeCatalogByName(context, StringValue::Get(input.inputs[0]));
+	auto data = make_uniq<SkadeArrowFunctionData>();
+	data->open = [&catalog](ClientContext &context, ArrowArrayStream &out) {
+		SkadeCheck(skade_fn_tables(SkadeTransaction::Get(context, catalog).Handle(), &out));
+	};
+	return SkadeArrowFunctionBind(context, "skade_tables", std::move(data), return_types, names);
+}
+
+TableFunction SkadeTablesFunction() {
+	return SkadeArrowFunction("skade_tables", {LogicalType::VARCHAR}, Bind);
+}
+
+} // namespace duckdb

@@ -1,0 +1,53 @@
+// ATTACH ... (TYPE skade): the DuckDB catalog backed by one skade catalog file.
+#pragma once
+
+#include "skade/common.hpp"
+#include "duckdb/catalog/catalog.hpp"
+
+namespace duckdb {
+
+class SkadeCatalog : public Catalog {
+public:
+	SkadeCatalog(AttachedDatabase &db, SkadeCatalogHandle handle, string path);
+
+	skade_catalog *Handle() const {
+		return handle.get();
+	}
+
+	void Initialize(bool load_builtin) override;
+	string GetCatalogType() override {
+		return "skade";
+	}
+	bool SupportsTimeTravel() const override {
+		return false;
+	}
+
+	optional_ptr<CatalogEntry> CreateSchema(CatalogTransaction transaction, CreateSchemaInfo &info) override;
+	optional_ptr<SchemaCatalogEntry> LookupSchema(CatalogTransaction transaction, const EntryLookupInfo &schema_lookup,
+	                                              OnEntryNotFound if_not_found) override;
+	void ScanSchemas(ClientContext &context, std::function<void(SchemaCatalogEntry &)> callback) override;
+	void DropSchema(ClientContext &context, DropInfo &info) override;
+
+	PhysicalOperator &PlanCreateTableAs(ClientContext &context, PhysicalPlanGenerator &planner, LogicalCreateTable &op,
+	                                    PhysicalOperator &plan) override;
+	PhysicalOperator &PlanInsert(ClientContext &context, PhysicalPlanGenerator &planner, LogicalInsert &op,
+	                             optional_ptr<PhysicalOperator> plan) override;
+	PhysicalOperator &PlanDelete(ClientContext &context, PhysicalPlanGenerator &planner, LogicalDelete &op,
+	                             PhysicalOperator &plan) override;
+	PhysicalOperator &PlanUpdate(ClientContext &context, PhysicalPlanGenerator &planner, LogicalUpdate &op,
+	                             PhysicalOperator &plan) override;
+
+	DatabaseSize GetDatabaseSize(ClientContext &context) override;
+	bool InMemory() override {
+		return false;
+	}
+	string GetDBPath() override {
+		return path;
+	}
+
+private:
+	SkadeCatalogHandle handle;
+	string path;
+};
+
+} // namespace duckdb

@@ -1,0 +1,40 @@
+// skade's table functions, each in its own file under cpp/functions/.
+#pragma once
+
+#include "skade/common.hpp"
+#include "duckdb/function/table_function.hpp"
+#include "duckdb/function/table/arrow/arrow_duck_schema.hpp"
+
+namespace duckdb {
+
+class SkadeCatalog;
+class SkadeTableEntry;
+
+//! Bind data of a table function whose rows the core produces as an Arrow stream.
+struct SkadeArrowFunctionData : public TableFunctionData {
+	//! Opens the stream at init (in the executing transaction).
+	std::function<void(ClientContext &, ArrowArrayStream &)> open;
+	ArrowTableSchema arrow_table;
+	vector<LogicalType> types;
+};
+
+//! Completes a bind: reads the function's columns from the core.
+unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, const string &function_name,
+                                                unique_ptr<SkadeArrowFunctionData> data,
+                                                vector<LogicalType> &return_types, vector<string> &names);
+//! A table function over a core Arrow stream.
+TableFunction SkadeArrowFunction(const string &name, vector<LogicalType> arguments, table_function_bind_t bind);
+
+//! Refuses NULL arguments with a message naming the function.
+void SkadeRequireArguments(TableFunctionBindInput &input, const string &function_name);
+
+//! The skade catalog named `name` (an attached database of TYPE skade), or an error naming it.
+SkadeCatalog &SkadeCatalogByName(ClientContext &context, const string &name);
+//! The skade table named by a qualified name ('lake.schema.table' or 'lake.table').
+SkadeTableEntry &SkadeTableByName(ClientContext &context, const string &qualified_name);
+
+TableFunction SkadeTablesFunction();
+TableFunction SkadeSnapshotsFunction();
+TableFunction SkadeCommitsSinceFunction();
+
+} // namespace duckdb

@@ -1,0 +1,51 @@
+// INSERT and CREATE TABLE AS: a parallel sink that streams DataChunks (as Arrow) into the core.
+#pragma once
+
+#include "skade/common.hpp"
+#include "duckdb/execution/physical_operator.hpp"
+#include "duckdb/planner/parsed_data/bound_create_table_info.hpp"
+
+namespace duckdb {
+
+class SkadeTableEntry;
+class SkadeSchemaEntry;
+
+class SkadeInsert : public PhysicalOperator {
+public:
+	//! INSERT INTO an existing table.
+	SkadeInsert(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table, idx_t estimated_cardinality);
+	//! CREATE TABLE AS: the table is created when the statement runs.
+	SkadeInsert(PhysicalPlan &plan, vector<LogicalType> types, SkadeSchemaEntry &schema,
+	            unique_ptr<BoundCreateTableInfo> info, idx_t estimated_cardinality);
+
+	//! Exactly one of these is set.
+	SkadeTableEntry *table = nullptr;
+	SkadeSchemaEntry *schema = nullptr;
+	unique_ptr<BoundCreateTableInfo> info;
+
+	string GetName() const override {
+		return "SKADE_INSERT";
+	}
+
+	// sink
+	bool IsSink() const override {
+		return true;
+	}
+	bool ParallelSink() const override {
+		return true;
+	}
+	unique_ptr<GlobalSinkState> GetGlobalSinkState(ClientContext &context) const override;
+	unique_ptr<LocalSinkState> GetLocalSinkState(ExecutionContext &context) const override;
+	SinkResultType Sink(ExecutionContext &context, DataChunk &chunk, OperatorSinkInput &input) const override;
+	SinkCombineResultType Combine(ExecutionContext &context, OperatorSinkCombineInput &input) const override;
+
+	// source: the row count
+	bool IsSource() const override {
+		return true;
+	}
+	unique_ptr<GlobalSourceState> GetGlobalSourceState(ClientContext &context) const override;
+	SourceResultType GetDataInternal(ExecutionContext &context, DataChunk &chunk,
+	                                 OperatorSourceInput &input) const override;
+};
+
+} // namespace duckdb

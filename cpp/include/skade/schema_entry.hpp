@@ -1,0 +1,49 @@
+// A schema of a skade catalog, as one transaction sees it.
+#pragma once
+
+#include "skade/common.hpp"
+#include "duckdb/catalog/catalog_entry/schema_catalog_entry.hpp"
+
+namespace duckdb {
+
+class SkadeTableEntry;
+class SkadeTransaction;
+
+class SkadeSchemaEntry : public SchemaCatalogEntry {
+public:
+	SkadeSchemaEntry(Catalog &catalog, CreateSchemaInfo &info, SkadeTransaction &transaction);
+	~SkadeSchemaEntry() override;
+
+	//! The table, cached for the transaction, or nullptr.
+	optional_ptr<SkadeTableEntry> GetTable(ClientContext &context, const string &name);
+	//! Wraps a core table handle into an entry owned by this schema.
+	SkadeTableEntry &AddTable(ClientContext &context, SkadeTableHandle table);
+
+	optional_ptr<CatalogEntry> CreateTable(CatalogTransaction transaction, BoundCreateTableInfo &info) override;
+	optional_ptr<CatalogEntry> LookupEntry(CatalogTransaction transaction, const EntryLookupInfo &lookup_info) override;
+	void Scan(ClientContext &context, CatalogType type, const std::function<void(CatalogEntry &)> &callback) override;
+	void Scan(CatalogType type, const std::function<void(CatalogEntry &)> &callback) override;
+	void DropEntry(ClientContext &context, DropInfo &info) override;
+	void Alter(CatalogTransaction transaction, AlterInfo &info) override;
+
+	optional_ptr<CatalogEntry> CreateIndex(CatalogTransaction transaction, CreateIndexInfo &info,
+	                                       TableCatalogEntry &table) override;
+	optional_ptr<CatalogEntry> CreateFunction(CatalogTransaction transaction, CreateFunctionInfo &info) override;
+	optional_ptr<CatalogEntry> CreateView(CatalogTransaction transaction, CreateViewInfo &info) override;
+	optional_ptr<CatalogEntry> CreateSequence(CatalogTransaction transaction, CreateSequenceInfo &info) override;
+	optional_ptr<CatalogEntry> CreateTableFunction(CatalogTransaction transaction,
+	                                               CreateTableFunctionInfo &info) override;
+	optional_ptr<CatalogEntry> CreateCopyFunction(CatalogTransaction transaction,
+	                                              CreateCopyFunctionInfo &info) override;
+	optional_ptr<CatalogEntry> CreatePragmaFunction(CatalogTransaction transaction,
+	                                                CreatePragmaFunctionInfo &info) override;
+	optional_ptr<CatalogEntry> CreateCollation(CatalogTransaction transaction, CreateCollationInfo &info) override;
+	optional_ptr<CatalogEntry> CreateType(CatalogTransaction transaction, CreateTypeInfo &info) override;
+
+private:
+	SkadeTransaction &transaction;
+	mutex lock;
+	case_insensitive_map_t<unique_ptr<SkadeTableEntry>> tables;
+};
+
+} // namespace duckdb

@@ -1,0 +1,40 @@
+// A skade table as one transaction sees it: its columns and its key, read from the core.
+#pragma once
+
+#include "skade/common.hpp"
+#include "duckdb/catalog/catalog_entry/table_catalog_entry.hpp"
+#include "duckdb/function/table/arrow/arrow_duck_schema.hpp"
+
+namespace duckdb {
+
+class SkadeTableEntry : public TableCatalogEntry {
+public:
+	SkadeTableEntry(Catalog &catalog, SchemaCatalogEntry &schema, CreateTableInfo &info, SkadeTableHandle table,
+	                ArrowTableSchema arrow_table);
+
+	//! Builds the entry for a core table handle.
+	static unique_ptr<SkadeTableEntry> Create(ClientContext &context, SchemaCatalogEntry &schema,
+	                                          SkadeTableHandle table);
+
+	const string &Uuid() const {
+		return uuid;
+	}
+	skade_table *Handle() const {
+		return table.get();
+	}
+	ArrowTableSchema &GetArrowTable() {
+		return arrow_table;
+	}
+
+	unique_ptr<BaseStatistics> GetStatistics(ClientContext &context, column_t column_id) override;
+	TableFunction GetScanFunction(ClientContext &context, unique_ptr<FunctionData> &bind_data) override;
+	TableStorageInfo GetStorageInfo(ClientContext &context) override;
+	virtual_column_map_t GetVirtualColumns() const override;
+
+private:
+	SkadeTableHandle table;
+	string uuid;
+	ArrowTableSchema arrow_table;
+};
+
+} // namespace duckdb

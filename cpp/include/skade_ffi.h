@@ -1,0 +1,118 @@
+// The C ABI of skade's Rust core (src/ffi/). The only header the C++ shim includes from Rust.
+//
+// - Every fallible call returns a skade_status*: NULL on success, otherwise an error with a code
+//   (SKADE_ERR_*) and a message; free it with skade_status_free.
+// - Handles are opaque and freed with their _free function.
+// - Rows cross only as the Arrow C Data Interface. Unless a comment says the callee takes an
+//   ArrowArray, the caller keeps ownership of what it passes.
+// - No call lets a Rust panic escape; the shim never lets a C++ exception into Rust.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ArrowSchema;
+struct ArrowArray;
+struct ArrowArrayStream;
+
+// Error codes: the discriminants of skade::error::ErrorKind.
+enum {
+	SKADE_ERR_INVALID_INPUT = 1,
+	SKADE_ERR_CATALOG = 2,
+	SKADE_ERR_CONSTRAINT = 3,
+	SKADE_ERR_CONFLICT = 4,
+	SKADE_ERR_IO = 5,
+	SKADE_ERR_NOT_IMPLEMENTED = 6,
+	SKADE_ERR_CORRUPT = 7,
+	SKADE_ERR_PERMISSION = 8,
+	SKADE_ERR_INTERNAL = 9,
+};
+
+typedef struct SkadeStatus skade_status;
+typedef struct SkadeStrings skade_strings;
+typedef struct SkadeCatalog skade_catalog;
+typedef struct SkadeTxn skade_txn;
+typedef struct SkadeTable skade_table;
+typedef struct SkadeScan skade_scan;
+typedef struct SkadeWriter skade_writer;
+
+int32_t skade_status_code(const skade_status *status);
+const char *skade_status_message(const skade_status *status);
+void skade_status_free(skade_status *status);
+
+size_t skade_strings_len(const skade_strings *list);
+const char *skade_strings_get(const skade_strings *list, size_t i);
+void skade_strings_free(skade_strings *list);
+
+// ---- catalogs (ATTACH) ----
+skade_status *skade_catalog_open(const char *path, const char *const *keys, const char *const *values,
+                                 size_t n_options, bool read_only, skade_catalog **result);
+void skade_catalog_free(skade_catalog *catalog);
+// [catalog file path, data path]
+skade_status *skade_catalog_path(const skade_catalog *catalog, skade_strings **result);
+
+// ---- transactions ----
+skade_status *skade_txn_begin(const skade_catalog *catalog, skade_txn **result);
+skade_status *skade_txn_commit(const skade_txn *txn);
+skade_status *skade_txn_rollback(const skade_txn *txn);
+void skade_txn_free(skade_txn *txn);
+
+skade_status *skade_txn_schemas(const skade_txn *txn, skade_strings **result);
+// result: [stored name], or NULL when the schema does not exist
+skade_status *skade_txn_schema(const skade_txn *txn, const char *name, skade_strings **result);
+skade_status *skade_txn_tables(const skade_txn *txn, const char *schema, skade_strings **result);
+// result: NULL when the table does not exist
+skade_status *skade_txn_table(const skade_txn *txn, const char *schema, const char *name, skade_table **result);
+
+skade_status *skade_txn_create_schema(const skade_txn *txn, const char *name, bool if_not_exists);
+skade_status *skade_txn_drop_schema(const skade_txn *txn, const char *name, bool if_exists, bool cascade);
+// on_conflict: 0 error, 1 ignore, 2 replace. result: NULL when ignored.
+skade_status *skade_txn_create_table(const skade_txn *txn, const char *schema, const char *name,
+                                     const struct ArrowSchema *columns, const char *const *duckdb_types,
+                                     size_t n_columns, const char *const *not_null, size_t n_not_null,
+                                     const char *const *primary_key, size_t n_primary_key, int32_t on_conflict,
+                                     skade_table **result);
+skade_status *skade_txn_drop_table(const skade_txn *txn, const char *schema, const char *name, bool if_exists);
+
+// ---- tables ----
+void skade_table_free(skade_table *table);
+const char *skade_table_name(const skade_table *table);
+const char *skade_table_schema_name(const skade_table *table);
+const char *skade_table_uuid(const skade_table *table);
+skade_status *skade_table_arrow_schema(const skade_table *table, struct ArrowSchema *result);
+skade_status *skade_table_primary_key(const skade_table *table, skade_strings **result);
+uint64_t skade_table_estimated_rows(const skade_table *table);
+
+// ---- scans ----
+// snapshot_id < 0: current state. columns: top-level indexes (none: count only).
+// constants (may be NULL) is taken over.
+skade_status *skade_scan_open(const skade_txn *txn, const char *uuid, int64_t snapshot_id, const uint64_t *columns,
+                              size_t n_columns, const char *filter_json, struct ArrowArray *constants,
+                              const struct ArrowSchema *constants_schema, skade_scan **result);
+void skade_scan_free(skade_scan *scan);
+uint64_t skade_scan_task_count(const skade_scan *scan);
+uint64_t skade_scan_task_rows(const skade_scan *scan, uint64_t task);
+uint64_t skade_scan_estimated_rows(const skade_scan *scan);
+skade_status *skade_scan_task_stream(const skade_scan *scan, uint64_t task, struct ArrowArrayStream *result);
+
+// ---- inserts ----
+skade_status *skade_writer_open(const skade_txn *txn, const char *uuid, skade_writer **result);
+// Takes over `array` (a struct array of the table's columns).
+skade_status *skade_writer_write(skade_writer *writer, struct ArrowArray *array, const struct ArrowSchema *schema);
+skade_status *skade_writer_finish(skade_writer *writer, uint64_t *rows);
+void skade_writer_free(skade_writer *writer);
+
+// ---- table functions ----
+skade_status *skade_function_schema(const char *name, struct ArrowSchema *result);
+skade_status *skade_fn_tables(const skade_txn *txn, struct ArrowArrayStream *result);
+skade_status *skade_fn_snapshots(const skade_txn *txn, const char *uuid, struct ArrowArrayStream *result);
+skade_status *skade_fn_commits_since(const skade_catalog *catalog, uint64_t since, struct ArrowArrayStream *result);
+
+#ifdef __cplusplus
+}
+#endif

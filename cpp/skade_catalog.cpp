@@ -1,0 +1,105 @@
+// The DuckDB Catalog of an attached skade file. Schemas and tables are resolved per transaction
+// (SkadeTransaction); this class only routes DuckDB's calls.
+#include "skade/catalog.hpp"
+
+#include "skade/insert.hpp"
+#include "skade/schema_entry.hpp"
+#include "skade/table_entry.hpp"
+#include "skade/transaction.hpp"
+
+#include "duckdb/execution/physical_plan_generator.hpp"
+#include "duckdb/parser/parsed_data/create_schema_info.hpp"
+#include "duckdb/parser/parsed_data/drop_info.hpp"
+#include "duckdb/planner/operator/logical_create_table.hpp"
+#include "duckdb/planner/operator/logical_insert.hpp"
+#include "duckdb/storage/database_size.hpp"
+
+namespace duckdb {
+
+SkadeCatalog::SkadeCatalog(AttachedDatabase &db, SkadeCatalogHandle handle_p, string path_p)
+    : Catalog(db), handle(std::move(handle_p)), path(std::move(path_p)) {
+}
+
+void SkadeCatalog::Initialize(bool load_builtin) {
+}
+
+optional_ptr<CatalogEntry> SkadeCatalog::CreateSchema(CatalogTransaction transaction, CreateSchemaInfo &info) {
+	if (info.on_conflict == OnCreateConflict::REPLACE_ON_CONFLICT) {
+		throw NotImplementedException("CREATE OR REPLACE SCHEMA is not supported on skade catalogs");
+	}
+	auto &txn = SkadeTransaction::Get(transaction, *this);
+	auto if_not_exists = info.on_conflict == OnCreateConflict::IGNORE_ON_CONFLICT;
+	SkadeCheck(skade_txn_create_schema(txn.Handle(), info.schema.c_str(), if_not_exists));
+	txn.InvalidateEntries();
+	return txn.GetSchema(transaction.GetContext(), info.schema).get();
+}
+
+optional_ptr<SchemaCatalogEntry> SkadeCatalog::LookupSchema(CatalogTransaction transaction,
+                                                            const EntryLookupInfo &schema_lookup,
+                                                            OnEntryNotFound if_not_found) {
+	auto &txn = SkadeTransaction::Get(transaction, *this);
+	auto schema = txn.GetSchema(transaction.GetContext(), schema_lookup.GetEntryName());
+	if (!schema && if_not_found == OnEntryNotFound::THROW_EXCEPTION) {
+		throw CatalogException(schema_lookup.GetErrorContext(), "Schema with name %s does not exist!",
+		                       schema_lookup.GetEntryName());
+	}
+	return schema.get();
+}
+
+void SkadeCatalog::ScanSchemas(ClientContext &context, std::function<void(SchemaCatalogEntry &)> callback) {
+	auto &txn = SkadeTransaction::Get(context, *this);
+	for (auto &name : txn.SchemaNames()) {
+		auto schema = txn.GetSchema(context, name);
+		if (schema) {
+			callback(*schema);
+		}
+	}
+}
+
+void SkadeCatalog::DropSchema(ClientContext &context, DropInfo &info) {
+	auto &txn = SkadeTransaction::Get(context, *this);
+	auto if_exists = info.if_not_found == OnEntryNotFound::RETURN_NULL;
+	SkadeCheck(skade_txn_drop_schema(txn.Handle(), info.name.c_str(), if_exists, info.cascade));
+	txn.InvalidateEntries();
+}
+
+PhysicalOperator &SkadeCatalog::PlanCreateTableAs(ClientContext &context, PhysicalPlanGenerator &planner,
+                                                  LogicalCreateTable &op, PhysicalOperator &plan) {
+	auto &schema = op.schema.Cast<SkadeSchemaEntry>();
+	auto &insert = planner.Make<SkadeInsert>(op.types, schema, std::move(op.info), op.estimated_cardinality);
+	insert.children.push_back(plan);
+	return insert;
+}
+
+PhysicalOperator &SkadeCatalog::PlanInsert(ClientContext &context, PhysicalPlanGenerator &planner, LogicalInsert &op,
+                                           optional_ptr<PhysicalOperator> plan) {
+	if (op.return_chunk) {
+		throw NotImplementedException("INSERT ... RETURNING is not supported on skade tables yet");
+	}
+	if (op.on_conflict_info.action_type != OnConflictAction::THROW) {
+		throw NotImplementedException("INSERT ... ON CONFLICT is not supported on skade tables yet");
+	}
+	if (!op.column_index_map.empty()) {
+		plan = planner.ResolveDefaultsProjection(op, *plan);
+	}
+	auto &table = op.table.Cast<SkadeTableEntry>();
+	auto &insert = planner.Make<SkadeInsert>(op.types, table, op.estimated_cardinality);
+	insert.children.push_back(*plan);
+	return insert;
+}
+
+PhysicalOperator &SkadeCatalog::PlanDelete(ClientContext &context, PhysicalPlanGenerator &planner, LogicalDelete &op,
+                                           PhysicalOperator &plan) {
+	throw NotImplementedException("DELETE is not supported on skade tables yet");
+}
+
+PhysicalOperator &SkadeCatalog::PlanUpdate(ClientContext &context, PhysicalPlanGenerator &planner, LogicalUpdate &op,
+                                           PhysicalOperator &plan) {
+	throw NotImplementedException("UPDATE is not supported on skade tables yet");
+}
+
+DatabaseSize SkadeCatalog::GetDatabaseSize(ClientContext &context) {
+	return DatabaseSize();
+}
+
+} // namespace duckdb

@@ -1,0 +1,351 @@
+// Table scans. The core plans the data files (pruned by manifest and file bounds using the
+// pushed-down filters) and streams each file as Arrow; DuckDB threads take files one at a time
+// and convert batches with DuckDB's own Arrow reader. DuckDB's filters are then applied to the
+// rows here, so the core's pruning only ever needs to be conservative.
+#include "skade/scan.hpp"
+
+#include "skade/table_entry.hpp"
+#include "skade/transaction.hpp"
+
+#include "duckdb/common/arrow/arrow_converter.hpp"
+#include "duckdb/common/arrow/arrow_wrapper.hpp"
+#include "duckdb/execution/expression_executor.hpp"
+#include "duckdb/function/table/arrow.hpp"
+#include "duckdb/planner/expression/bound_conjunction_expression.hpp"
+#include "duckdb/planner/expression/bound_reference_expression.hpp"
+#include "duckdb/planner/filter/conjunction_filter.hpp"
+#include "duckdb/planner/filter/constant_filter.hpp"
+#include "duckdb/planner/filter/in_filter.hpp"
+#include "duckdb/planner/filter/optional_filter.hpp"
+#include "duckdb/planner/table_filter.hpp"
+
+namespace duckdb {
+
+namespace {
+
+// ---- filters -> the core's pruning description ------------------------------------------------
+
+const char *ComparisonOp(ExpressionType type) {
+	switch (type) {
+	case ExpressionType::COMPARE_EQUAL:
+		return "eq";
+	case ExpressionType::COMPARE_NOTEQUAL:
+		return "ne";
+	case ExpressionType::COMPARE_LESSTHAN:
+		return "lt";
+	case ExpressionType::COMPARE_LESSTHANOREQUALTO:
+		return "le";
+	case ExpressionType::COMPARE_GREATERTHAN:
+		return "gt";
+	case ExpressionType::COMPARE_GREATERTHANOREQUALTO:
+		return "ge";
+	default:
+		return nullptr;
+	}
+}
+
+//! JSON for one filter on table column `col`, or "" when it has no pruning form. Constants are
+//! appended to `constants` and referenced by position.
+string DescribeFilter(const TableFilter &filter, idx_t col, vector<Value> &constants) {
+	auto column = "\"col\":" + to_string(col);
+	switch (filter.filter_type) {
+	case TableFilterType::CONSTANT_COMPARISON: {
+		auto &f = filter.Cast<ConstantFilter>();
+		auto op = ComparisonOp(f.comparison_type);
+		if (!op || f.constant.IsNull()) {
+			return "";
+		}
+		constants.push_back(f.constant);
+		return StringUtil::Format("{\"op\":\"%s\",%s,\"const\":%d}", op, column, constants.size() - 1);
+	}
+	case TableFilterType::IS_NULL:
+		return "{\"op\":\"is_null\"," + column + "}";
+	case TableFilterType::IS_NOT_NULL:
+		return "{\"op\":\"is_not_null\"," + column + "}";
+	case TableFilterType::IN_FILTER: {
+		auto &f = filter.Cast<InFilter>();
+		string list;
+		for (auto &v : f.values) {
+			if (v.IsNull()) {
+				continue;
+			}
+			constants.push_back(v);
+			list += (list.empty() ? "" : ",") + to_string(constants.size() - 1);
+		}
+		return "{\"op\":\"in\"," + column + ",\"consts\":[" + list + "]}";
+	}
+	case TableFilterType::CONJUNCTION_AND:
+	case TableFilterType::CONJUNCTION_OR: {
+		auto is_and = filter.filter_type == TableFilterType::CONJUNCTION_AND;
+		auto &children = is_and ? filter.Cast<ConjunctionAndFilter>().child_filters
+		                        : filter.Cast<ConjunctionOrFilter>().child_filters;
+		string args;
+		for (auto &child : children) {
+			auto c = DescribeFilter(*child, col, constants);
+			if (c.empty()) {
+				if (is_and) {
+					continue; // a conjunction still prunes with its other parts
+				}
+				return ""; // a disjunction with an unknown arm prunes nothing
+			}
+			args += (args.empty() ? "" : ",") + c;
+		}
+		return StringUtil::Format("{\"op\":\"%s\",\"args\":[%s]}", is_and ? "and" : "or", args);
+	}
+	case TableFilterType::OPTIONAL_FILTER:
+		// Implied by the query, so it may prune even though DuckDB need not evaluate it.
+		return DescribeFilter(*filter.Cast<OptionalFilter>().child_filter, col, constants);
+	default:
+		return "";
+	}
+}
+
+// ---- states ----------------------------------------------------------------------------------
+
+struct SkadeScanGlobalState : public GlobalTableFunctionState {
+	SkadeScanHandle scan;
+	idx_t task_count = 0;
+	atomic<idx_t> next_task {0};
+	idx_t total_rows = 0;
+	atomic<idx_t> rows_read {0};
+	//! Per scanned column: its position among the columns the core streams, or INVALID_INDEX.
+	vector<idx_t> stream_index;
+	vector<column_t> stream_columns;
+	vector<LogicalType> scanned_types;
+	vector<idx_t> projection_ids;
+	unique_ptr<Expression> filter;
+
+	idx_t MaxThreads() const override {
+		return MaxValue<idx_t>(task_count, 1);
+	}
+};
+
+struct SkadeScanLocalState : public LocalTableFunctionState {
+	SkadeScanLocalState(ClientContext &context, const SkadeScanGlobalState &global)
+	    : arrow(make_uniq<ArrowArrayWrapper>(), context) {
+		arrow.column_ids = global.stream_columns;
+		vector<LogicalType> stream_types;
+		for (idx_t i = 0; i < global.scanned_types.size(); i++) {
+			if (global.stream_index[i] != DConstants::INVALID_INDEX) {
+				stream_types.push_back(global.scanned_types[i]);
+			}
+		}
+		streamed.Initialize(context, stream_types);
+		scanned.Initialize(context, global.scanned_types);
+		if (global.filter) {
+			executor = make_uniq<ExpressionExecutor>(context, *global.filter);
+			selection.Initialize(STANDARD_VECTOR_SIZE);
+		}
+	}
+	ArrowScanLocalState arrow;
+	unique_ptr<ArrowArrayStreamWrapper> stream;
+	DataChunk streamed;
+	DataChunk scanned;
+	unique_ptr<ExpressionExecutor> executor;
+	SelectionVector selection;
+};
+
+// ---- callbacks -------------------------------------------------------------------------------
+
+unique_ptr<GlobalTableFunctionState> ScanInitGlobal(ClientContext &context, TableFunctionInitInput &input) {
+	auto &bind = input.bind_data->Cast<SkadeScanBindData>();
+	auto &table = bind.table;
+	auto &txn = SkadeTransaction::Get(context, table.ParentCatalog());
+	auto result = make_uniq<SkadeScanGlobalState>();
+	auto &types = table.GetArrowTable().GetTypes();
+
+	vector<uint64_t> columns;
+	for (auto col : input.column_ids) {
+		if (col == COLUMN_IDENTIFIER_EMPTY) {
+			result->stream_index.push_back(DConstants::INVALID_INDEX);
+			result->scanned_types.push_back(LogicalType::BOOLEAN);
+			continue;
+		}
+		if (IsVirtualColumn(col)) {
+			throw NotImplementedException("skade tables do not expose this virtual column yet");
+		}
+		result->stream_index.push_back(columns.size());
+		result->stream_columns.push_back(col);
+		result->scanned_types.push_back(types[col]);
+		columns.push_back(col);
+	}
+	result->projection_ids = input.projection_ids;
+
+	// Filters: JSON plus constants for the core's pruning; one expression for exact evaluation.
+	string json;
+	vector<Value> constants;
+	vector<unique_ptr<Expression>> exprs;
+	if (input.filters) {
+		for (auto &entry : input.filters->filters) {
+			auto col = input.column_ids[entry.first];
+			if (!IsVirtualColumn(col)) {
+				auto d = DescribeFilter(*entry.second, col, constants);
+				if (!d.empty()) {
+					json += (json.empty() ? "" : ",") + d;
+				}
+			}
+			BoundReferenceExpression ref(result->scanned_types[entry.first], entry.first);
+			exprs.push_back(entry.second->ToExpression(ref));
+		}
+	}
+	if (!exprs.empty()) {
+		auto conj = make_uniq<BoundConjunctionExpression>(ExpressionType::CONJUNCTION_AND);
+		for (auto &e : exprs) {
+			conj->children.push_back(std::move(e));
+		}
+		result->filter = exprs.size() == 1 ? std::move(conj->children[0]) : unique_ptr<Expression>(std::move(conj));
+	}
+	ArrowArray constants_array;
+	constants_array.release = nullptr;
+	ArrowSchemaWrapper constants_schema;
+	if (!constants.empty()) {
+		vector<LogicalType> ctypes;
+		vector<string> cnames;
+		for (auto &v : constants) {
+			ctypes.push_back(v.type());
+			cnames.push_back("c" + to_string(cnames.size()));
+		}
+		DataChunk chunk;
+		chunk.Initialize(context, ctypes);
+		for (idx_t i = 0; i < constants.size(); i++) {
+			chunk.SetValue(i, 0, constants[i]);
+		}
+		chunk.SetCardinality(1);
+		auto props = SkadeArrowProperties(context);
+		ArrowConverter::ToArrowSchema(&constants_schema.arrow_schema, ctypes, cnames, props);
+		unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;
+		ArrowConverter::ToArrowArray(chunk, &constants_array, props, no_extensions);
+	}
+	json = json.empty() ? "" : "[" + json + "]";
+	auto status = skade_scan_open(txn.Handle(), table.Uuid().c_str(), -1, columns.data(), columns.size(), json.c_str(),
+	                              constants.empty() ? nullptr : &constants_array,
+	                              constants.empty() ? nullptr : &constants_schema.arrow_schema, result->scan.out());
+	if (constants_array.release) {
+		constants_array.release(&constants_array);
+	}
+	SkadeCheck(status);
+	result->task_count = skade_scan_task_count(result->scan.get());
+	result->total_rows = skade_scan_estimated_rows(result->scan.get());
+	return std::move(result);
+}
+
+unique_ptr<LocalTableFunctionState> ScanInitLocal(ExecutionContext &context, TableFunctionInitInput &input,
+                                                  GlobalTableFunctionState *global_state) {
+	return make_uniq<SkadeScanLocalState>(context.client, global_state->Cast<SkadeScanGlobalState>());
+}
+
+//! Moves the local state to its next non-empty Arrow batch, taking a new file when one ends.
+bool NextBatch(SkadeScanGlobalState &global, SkadeScanLocalState &local) {
+	while (true) {
+		if (local.stream) {
+			auto chunk = local.stream->GetNextChunk();
+			if (chunk->arrow_array.release) {
+				if (chunk->arrow_array.length == 0) {
+					continue;
+				}
+				local.arrow.Reset();
+				local.arrow.chunk = std::move(chunk);
+				return true;
+			}
+			local.stream.reset();
+		}
+		auto task = global.next_task++;
+		if (task >= global.task_count) {
+			return false;
+		}
+		local.stream = make_uniq<ArrowArrayStreamWrapper>();
+		local.stream->number_of_rows = -1;
+		SkadeCheck(skade_scan_task_stream(global.scan.get(), task, &local.stream->arrow_array_stream));
+	}
+}
+
+void ScanFunction(ClientContext &context, TableFunctionInput &data, DataChunk &output) {
+	auto &bind = data.bind_data->Cast<SkadeScanBindData>();
+	auto &global = data.global_state->Cast<SkadeScanGlobalState>();
+	auto &local = data.local_state->Cast<SkadeScanLocalState>();
+	while (true) {
+		auto &chunk = local.arrow.chunk;
+		if (!chunk || !chunk->arrow_array.release || local.arrow.chunk_offset >= idx_t(chunk->arrow_array.length)) {
+			if (!NextBatch(global, local)) {
+				return;
+			}
+		}
+		auto count = MinValue<idx_t>(STANDARD_VECTOR_SIZE, idx_t(local.arrow.chunk->arrow_array.length) -
+		                                                       local.arrow.chunk_offset);
+		local.streamed.Reset();
+		local.streamed.SetCardinality(count);
+		if (local.streamed.ColumnCount() > 0) {
+			ArrowTableFunction::ArrowToDuckDB(local.arrow, bind.table.GetArrowTable().GetColumns(), local.streamed);
+		}
+		local.arrow.chunk_offset += count;
+		global.rows_read += count;
+
+		local.scanned.Reset();
+		for (idx_t i = 0; i < global.stream_index.size(); i++) {
+			if (global.stream_index[i] == DConstants::INVALID_INDEX) {
+				local.scanned.data[i].Reference(Value(LogicalType::BOOLEAN));
+			} else {
+				local.scanned.data[i].Reference(local.streamed.data[global.stream_index[i]]);
+			}
+		}
+		local.scanned.SetCardinality(count);
+
+		idx_t selected = count;
+		if (local.executor) {
+			selected = local.executor->SelectExpression(local.scanned, local.selection);
+			if (selected == 0) {
+				continue;
+			}
+		}
+		if (global.projection_ids.empty()) {
+			output.Reference(local.scanned);
+		} else {
+			output.ReferenceColumns(local.scanned, global.projection_ids);
+		}
+		if (selected < count) {
+			output.Slice(local.selection, selected);
+		}
+		return;
+	}
+}
+
+double ScanProgress(ClientContext &context, const FunctionData *bind_data, const GlobalTableFunctionState *state) {
+	auto &global = state->Cast<SkadeScanGlobalState>();
+	if (global.total_rows == 0) {
+		return 100.0;
+	}
+	return MinValue<double>(100.0, 100.0 * double(global.rows_read.load()) / double(global.total_rows));
+}
+
+unique_ptr<NodeStatistics> ScanCardinality(ClientContext &context, const FunctionData *bind_data) {
+	auto &bind = bind_data->Cast<SkadeScanBindData>();
+	auto rows = skade_table_estimated_rows(bind.table.Handle());
+	return make_uniq<NodeStatistics>(rows, rows);
+}
+
+BindInfo ScanBindInfo(const optional_ptr<FunctionData> bind_data) {
+	return BindInfo(bind_data->Cast<SkadeScanBindData>().table);
+}
+
+InsertionOrderPreservingMap<string> ScanToString(TableFunctionToStringInput &input) {
+	InsertionOrderPreservingMap<string> result;
+	auto &table = input.bind_data->Cast<SkadeScanBindData>().table;
+	result["Table"] = table.ParentCatalog().GetName() + "." + table.ParentSchema().name + "." + table.name;
+	return result;
+}
+
+} // namespace
+
+TableFunction SkadeScanFunction() {
+	TableFunction function("skade_scan", {}, ScanFunction, nullptr, ScanInitGlobal, ScanInitLocal);
+	function.projection_pushdown = true;
+	function.filter_pushdown = true;
+	function.filter_prune = true;
+	function.table_scan_progress = ScanProgress;
+	function.cardinality = ScanCardinality;
+	function.get_bind_info = ScanBindInfo;
+	function.to_string = ScanToString;
+	return function;
+}
+
+} // namespace duckdb

@@ -1,0 +1,110 @@
+// DuckDB transactions on a skade catalog, and the per-transaction cache of catalog entries.
+#include "skade/transaction.hpp"
+
+#include "skade/catalog.hpp"
+#include "skade/schema_entry.hpp"
+
+#include "duckdb/parser/parsed_data/create_schema_info.hpp"
+
+namespace duckdb {
+
+SkadeTransaction::SkadeTransaction(TransactionManager &manager, ClientContext &context, SkadeCatalog &catalog)
+    : Transaction(manager, context), catalog(catalog) {
+	SkadeCheck(skade_txn_begin(catalog.Handle(), txn.out()));
+}
+
+SkadeTransaction::~SkadeTransaction() {
+}
+
+SkadeTransaction &SkadeTransaction::Get(ClientContext &context, Catalog &catalog) {
+	return Transaction::Get(context, catalog).Cast<SkadeTransaction>();
+}
+
+SkadeTransaction &SkadeTransaction::Get(CatalogTransaction transaction, Catalog &catalog) {
+	if (transaction.transaction) {
+		return transaction.transaction->Cast<SkadeTransaction>();
+	}
+	return Get(transaction.GetContext(), catalog);
+}
+
+optional_ptr<SkadeSchemaEntry> SkadeTransaction::GetSchema(ClientContext &context, const string &name) {
+	lock_guard<mutex> guard(lock);
+	auto it = schemas.find(name);
+	if (it != schemas.end()) {
+		return it->second.get();
+	}
+	skade_strings *found = nullptr;
+	SkadeCheck(skade_txn_schema(txn.get(), name.c_str(), &found));
+	if (!found) {
+		return nullptr;
+	}
+	auto stored = SkadeTakeStrings(found);
+	CreateSchemaInfo info;
+	info.schema = stored.empty() ? name : stored[0];
+	auto entry = make_uniq<SkadeSchemaEntry>(catalog, info, *this);
+	auto result = entry.get();
+	schemas[name] = std::move(entry);
+	return result;
+}
+
+vector<string> SkadeTransaction::SchemaNames() {
+	skade_strings *names = nullptr;
+	SkadeCheck(skade_txn_schemas(txn.get(), &names));
+	return SkadeTakeStrings(names);
+}
+
+void SkadeTransaction::InvalidateEntries() {
+	lock_guard<mutex> guard(lock);
+	for (auto &entry : schemas) {
+		retired.push_back(std::move(entry.second));
+	}
+	schemas.clear();
+}
+
+void SkadeTransaction::Commit() {
+	SkadeCheck(skade_txn_commit(txn.get()));
+}
+
+void SkadeTransaction::Rollback() {
+	SkadeCheck(skade_txn_rollback(txn.get()));
+}
+
+SkadeTransactionManager::SkadeTransactionManager(AttachedDatabase &db, SkadeCatalog &catalog)
+    : TransactionManager(db), catalog(catalog) {
+}
+
+Transaction &SkadeTransactionManager::StartTransaction(ClientContext &context) {
+	auto transaction = make_uniq<SkadeTransaction>(*this, context, catalog);
+	auto &result = *transaction;
+	lock_guard<mutex> guard(lock);
+	transactions[result] = std::move(transaction);
+	return result;
+}
+
+ErrorData SkadeTransactionManager::CommitTransaction(ClientContext &context, Transaction &transaction) {
+	auto &txn = transaction.Cast<SkadeTransaction>();
+	ErrorData error;
+	auto status = skade_txn_commit(txn.Handle());
+	if (status) {
+		error = SkadeErrorData(status);
+	}
+	lock_guard<mutex> guard(lock);
+	transactions.erase(transaction);
+	return error;
+}
+
+void SkadeTransactionManager::RollbackTransaction(Transaction &transaction) {
+	auto &txn = transaction.Cast<SkadeTransaction>();
+	auto status = skade_txn_rollback(txn.Handle());
+	if (status) {
+		skade_status_free(status); // rollback only removes files; nothing to report
+	}
+	lock_guard<mutex> guard(lock);
+	transactions.erase(transaction);
+}
+
+void SkadeTransactionManager::Checkpoint(ClientContext &context, bool force) {
+	// Every commit is already durable in the catalog file; there is nothing to checkpoint.
+}
+
+} // namespace duckdb

@@ -1,0 +1,295 @@
+//! The commit path's critical section: group commit over the redb file.
+//!
+//! Committers enqueue a [`CommitRequest`] and race for the leader lock; the winner drains the
+//! queue and applies every request in ONE redb write transaction with one fsync. Each request
+//! carries its own preconditions (compare-and-swap on the pointers it read), checked against the
+//! file plus the effects of the requests before it in the group; a request whose check fails
+//! writes nothing and cannot taint the others. Metadata files are written before a request is
+//! enqueued, outside any lock.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Mutex;
+
+use redb::{ReadableTable, WriteTransaction};
+
+use super::names::key;
+use super::state::{SchemaRecord, StateChange, TableRecord};
+use super::store::{
+    CommitRecord, Store, COMMITS, COMMIT_LOG, COMMIT_SEQ, COUNTERS, NEXT_SNAPSHOT_ID, SCHEMAS,
+    TABLES,
+};
+use crate::error::{Error, Result};
+
+/// What must still hold when a change is applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    SchemaAbsent,
+    /// The schema exists and holds no table.
+    SchemaEmpty,
+    SchemaPresent,
+    TableAbsent,
+    /// The table's pointer is still this metadata location.
+    TableAt(String),
+}
+
+/// One change to one schema or table: its pointer effect, its precondition and its log row.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub effect: StateChange,
+    pub expect: Expect,
+    pub operation: String,
+    pub snapshot_id: Option<i64>,
+}
+
+impl Change {
+    fn schema_name(&self) -> &str {
+        match &self.effect {
+            StateChange::PutSchema(s) => &s.name,
+            StateChange::DropSchema(n) => n,
+            StateChange::PutTable(t) => &t.schema,
+            StateChange::DropTable { schema, .. } => schema,
+        }
+    }
+}
+
+/// All the changes of one transaction: applied all together or not at all.
+#[derive(Debug, Clone)]
+pub struct CommitRequest {
+    pub changes: Vec<Change>,
+    pub actor: String,
+    /// For tables dropped by this request: their uuid (log rows name the table's identity).
+    pub dropped_uuids: HashMap<(String, String), String>,
+}
+
+struct Pending {
+    request: CommitRequest,
+    done: SyncSender<Result<Vec<CommitRecord>>>,
+}
+
+/// The group-commit queue.
+#[derive(Default)]
+pub struct Committer {
+    queue: Mutex<Vec<Pending>>,
+    leader: Mutex<()>,
+}
+
+impl Committer {
+    /// Commits `request`, possibly together with concurrent ones. `run` applies a whole group and
+    /// must answer every request in it (it is called with the leader lock held).
+    pub fn commit(
+        &self,
+        request: CommitRequest,
+        run: impl FnOnce(Vec<CommitRequest>) -> Vec<Result<Vec<CommitRecord>>>,
+    ) -> Result<Vec<CommitRecord>> {
+        let (tx, rx) = sync_channel(1);
+        self.queue.lock().unwrap().push(Pending { request, done: tx });
+        {
+            let _leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
+            let group = std::mem::take(&mut *self.queue.lock().unwrap());
+            if !group.is_empty() {
+                let (requests, senders): (Vec<_>, Vec<_>) =
+                    group.into_iter().map(|p| (p.request, p.done)).unzip();
+                let n = requests.len();
+                let mut results = run(requests);
+                results.resize_with(n, || Err(Error::internal("group commit lost a result")));
+                for (sender, result) in senders.into_iter().zip(results) {
+                    let _ = sender.send(result);
+                }
+            }
+        }
+        // Our request was in the group we led, or in an earlier leader's group.
+        rx.recv().unwrap_or_else(|_| Err(Error::internal("group commit leader vanished")))
+    }
+}
+
+/// Applies a group in one write transaction. Returns one result per request; `Err` at the outer
+/// level means the write transaction itself failed and nothing was committed.
+pub fn apply_group(
+    store: &Store,
+    requests: &[CommitRequest],
+    durable: bool,
+    next_snapshot_id: i64,
+    committed_at_us: i64,
+) -> Result<Vec<Result<Vec<CommitRecord>>>> {
+    let mut tx = store.begin_write()?;
+    tx.set_durability(if durable { redb::Durability::Immediate } else { redb::Durability::None })?;
+    let mut overlay = Overlay::default();
+    let mut seq = tx.open_table(COUNTERS)?.get(COMMIT_SEQ)?.map(|v| v.value()).unwrap_or(0);
+    let mut results = Vec::with_capacity(requests.len());
+    for request in requests {
+        match check(&tx, &overlay, request) {
+            Err(e) => results.push(Err(e)),
+            Ok(()) => {
+                let mut records = Vec::with_capacity(request.changes.len());
+                for change in &request.changes {
+                    seq += 1;
+                    let record = write_change(&tx, &mut overlay, request, change, seq, committed_at_us)?;
+                    records.push(record);
+                }
+                results.push(Ok(records));
+            }
+        }
+    }
+    {
+        let mut counters = tx.open_table(COUNTERS)?;
+        counters.insert(COMMIT_SEQ, seq)?;
+        let stored = counters.get(NEXT_SNAPSHOT_ID)?.map(|v| v.value()).unwrap_or(1);
+        counters.insert(NEXT_SNAPSHOT_ID, stored.max(next_snapshot_id as u64))?;
+    }
+    tx.commit()?;
+    Ok(results)
+}
+
+/// Pointer states written earlier in this group (None = removed).
+#[derive(Default)]
+struct Overlay {
+    schemas: HashMap<String, bool>,
+    tables: HashMap<(String, String), Option<String>>,
+    /// Net table count per schema key added (+) or removed (-) in this group.
+    table_delta: HashMap<String, i64>,
+}
+
+fn check(tx: &WriteTransaction, overlay: &Overlay, request: &CommitRequest) -> Result<()> {
+    // A request's own changes build on each other: check them against a local overlay.
+    let mut local = Overlay {
+        schemas: overlay.schemas.clone(),
+        tables: overlay.tables.clone(),
+        table_delta: overlay.table_delta.clone(),
+    };
+    for change in &request.changes {
+        let schema_key = key(change.schema_name());
+        let schema_exists = match local.schemas.get(&schema_key) {
+            Some(v) => *v,
+            None => tx.open_table(SCHEMAS)?.get(schema_key.as_str())?.is_some(),
+        };
+        let table = match &change.effect {
+            StateChange::PutTable(t) => Some((key(&t.schema), key(&t.name))),
+            StateChange::DropTable { schema, name } => Some((key(schema), key(name))),
+            _ => None,
+        };
+        let current_location = match &table {
+            None => None,
+            Some(k) => match local.tables.get(k) {
+                Some(v) => v.clone(),
+                None => tx
+                    .open_table(TABLES)?
+                    .get((k.0.as_str(), k.1.as_str()))?
+                    .map(|v| serde_json::from_slice::<TableRecord>(v.value()))
+                    .transpose()?
+                    .map(|t| t.metadata_location),
+            },
+        };
+        let name = match &table {
+            Some((s, t)) => format!("table \"{s}.{t}\""),
+            None => format!("schema \"{schema_key}\""),
+        };
+        let ok = match &change.expect {
+            Expect::SchemaAbsent => !schema_exists,
+            Expect::SchemaPresent => schema_exists,
+            Expect::SchemaEmpty => {
+                schema_exists && count_tables(tx, &schema_key)? + local.table_delta.get(&schema_key).copied().unwrap_or(0) == 0
+            }
+            Expect::TableAbsent => schema_exists && current_location.is_none(),
+            Expect::TableAt(loc) => current_location.as_deref() == Some(loc.as_str()),
+        };
+        if !ok {
+            let why = match &change.expect {
+                Expect::SchemaAbsent => "it was created by a concurrent transaction",
+                Expect::SchemaEmpty => "a concurrent transaction changed its tables",
+                Expect::SchemaPresent => "it was dropped by a concurrent transaction",
+                Expect::TableAbsent if !schema_exists => "its schema was dropped by a concurrent transaction",
+                Expect::TableAbsent => "it was created by a concurrent transaction",
+                Expect::TableAt(_) if current_location.is_none() => "it was dropped by a concurrent transaction",
+                Expect::TableAt(_) => "a concurrent transaction committed to it first",
+            };
+            return Err(Error::conflict(format!(
+                "transaction conflict on {name}: {why}; nothing was committed, retry the transaction"
+            )));
+        }
+        apply_overlay(&mut local, change);
+    }
+    Ok(())
+}
+
+fn count_tables(tx: &WriteTransaction, schema_key: &str) -> Result<i64> {
+    let tables = tx.open_table(TABLES)?;
+    let mut n = 0;
+    for row in tables.range((schema_key, "")..)? {
+        let (k, _) = row?;
+        if k.value().0 != schema_key {
+            break;
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+fn apply_overlay(overlay: &mut Overlay, change: &Change) {
+    match &change.effect {
+        StateChange::PutSchema(s) => {
+            overlay.schemas.insert(key(&s.name), true);
+        }
+        StateChange::DropSchema(n) => {
+            overlay.schemas.insert(key(n), false);
+        }
+        StateChange::PutTable(t) => {
+            if change.expect == Expect::TableAbsent {
+                *overlay.table_delta.entry(key(&t.schema)).or_default() += 1;
+            }
+            overlay.tables.insert(t.key(), Some(t.metadata_location.clone()));
+        }
+        StateChange::DropTable { schema, name } => {
+            *overlay.table_delta.entry(key(schema)).or_default() -= 1;
+            overlay.tables.insert((key(schema), key(name)), None);
+        }
+    }
+}
+
+fn write_change(
+    tx: &WriteTransaction,
+    overlay: &mut Overlay,
+    request: &CommitRequest,
+    change: &Change,
+    seq: u64,
+    committed_at_us: i64,
+) -> Result<CommitRecord> {
+    let mut record = CommitRecord {
+        seq,
+        committed_at_us,
+        schema: change.schema_name().to_string(),
+        table: None,
+        table_uuid: None,
+        snapshot_id: change.snapshot_id,
+        operation: change.operation.clone(),
+        actor: request.actor.clone(),
+        metadata_location: None,
+    };
+    match &change.effect {
+        StateChange::PutSchema(s) => {
+            let rec = SchemaRecord { name: s.name.clone() };
+            tx.open_table(SCHEMAS)?.insert(key(&s.name).as_str(), serde_json::to_vec(&rec)?.as_slice())?;
+        }
+        StateChange::DropSchema(n) => {
+            tx.open_table(SCHEMAS)?.remove(key(n).as_str())?;
+        }
+        StateChange::PutTable(t) => {
+            let (s, n) = t.key();
+            tx.open_table(TABLES)?.insert((s.as_str(), n.as_str()), serde_json::to_vec(t)?.as_slice())?;
+            record.table = Some(t.name.clone());
+            record.table_uuid = Some(t.uuid.clone());
+            record.metadata_location = Some(t.metadata_location.clone());
+            if let Some(sid) = change.snapshot_id {
+                tx.open_table(COMMITS)?.insert((t.uuid.as_str(), sid), seq)?;
+            }
+        }
+        StateChange::DropTable { schema, name } => {
+            tx.open_table(TABLES)?.remove((key(schema).as_str(), key(name).as_str()))?;
+            record.table = Some(name.clone());
+            record.table_uuid = request.dropped_uuids.get(&(key(schema), key(name))).cloned();
+        }
+    }
+    tx.open_table(COMMIT_LOG)?.insert(seq, serde_json::to_vec(&record)?.as_slice())?;
+    apply_overlay(overlay, change);
+    Ok(record)
+}

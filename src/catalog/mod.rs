@@ -1,0 +1,187 @@
+//! The catalog: one redb file that names every schema and table and points at each table's
+//! current Iceberg metadata, plus the commit path that moves those pointers.
+
+pub mod commit;
+pub mod names;
+pub mod options;
+pub mod state;
+pub mod store;
+pub mod transaction;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use iceberg::io::FileIO;
+use tokio::sync::broadcast;
+
+use self::commit::{apply_group, CommitRequest, Committer};
+use self::options::{AttachOptions, Durability};
+use self::state::CatalogState;
+use self::store::{CommitRecord, Store};
+use crate::error::{Error, Result};
+use crate::io::absolute;
+use crate::table::metadata::MetadataCache;
+
+pub use self::transaction::{TableInfo, Transaction};
+
+/// Buffered commit events per subscriber; a slower subscriber lags and recovers from the log.
+pub const COMMIT_EVENT_BUFFER: usize = 1024;
+
+/// A commit as published to subscribers: exactly the durable commit-log row.
+pub type CommitEvent = CommitRecord;
+
+/// One ATTACH of a catalog. Several handles (ATTACHes, DuckDB databases) in one process share
+/// one open store, because the file can only be opened once.
+#[derive(Clone)]
+pub struct Catalog {
+    pub(crate) inner: Arc<Inner>,
+    actor: String,
+    read_only: bool,
+}
+
+pub(crate) struct Inner {
+    pub store: Store,
+    pub data_path: PathBuf,
+    pub durability: Durability,
+    state: RwLock<Arc<CatalogState>>,
+    committer: Committer,
+    next_snapshot_id: AtomicI64,
+    pub metadata: MetadataCache,
+    pub file_io: FileIO,
+    events: broadcast::Sender<CommitEvent>,
+}
+
+static OPEN: Mutex<Option<HashMap<PathBuf, Weak<Inner>>>> = Mutex::new(None);
+
+impl Catalog {
+    /// Opens (or creates) the catalog file at `path`.
+    pub fn open(path: &Path, options: AttachOptions) -> Result<Catalog> {
+        let path = absolute(path)?;
+        let data_path = options.data_path.as_deref().map(absolute).transpose()?;
+        let mut registry = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        let registry = registry.get_or_insert_with(HashMap::new);
+        let key = path.canonicalize().unwrap_or_else(|_| path.clone());
+        if let Some(inner) = registry.get(&key).and_then(Weak::upgrade) {
+            if inner.store.read_only() && !options.read_only {
+                return Err(Error::permission(format!(
+                    "skade catalog {} is already attached read-only in this process; detach it first",
+                    path.display()
+                )));
+            }
+            if let Some(dp) = &data_path {
+                if *dp != inner.data_path {
+                    return Err(Error::invalid(format!(
+                        "DATA_PATH {} differs from the data path {} this catalog uses",
+                        dp.display(),
+                        inner.data_path.display()
+                    )));
+                }
+            }
+            if inner.durability != options.durability {
+                return Err(Error::invalid(format!(
+                    "skade catalog {} is already attached in this process with DURABILITY '{:?}'",
+                    path.display(),
+                    inner.durability
+                )));
+            }
+            return Ok(Catalog { inner, actor: options.actor, read_only: options.read_only });
+        }
+        let (store, loaded) = Store::open(&path, options.read_only, data_path.as_deref())?;
+        let (events, _) = broadcast::channel(COMMIT_EVENT_BUFFER);
+        let inner = Arc::new(Inner {
+            store,
+            data_path: loaded.data_path,
+            durability: options.durability,
+            state: RwLock::new(Arc::new(loaded.state)),
+            committer: Committer::default(),
+            next_snapshot_id: AtomicI64::new(loaded.next_snapshot_id),
+            metadata: MetadataCache::default(),
+            file_io: FileIO::new_with_fs(),
+            events,
+        });
+        let key = path.canonicalize().unwrap_or(path);
+        registry.retain(|_, w| w.strong_count() > 0);
+        registry.insert(key, Arc::downgrade(&inner));
+        Ok(Catalog { inner, actor: options.actor, read_only: options.read_only })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.store.path
+    }
+
+    pub fn data_path(&self) -> &Path {
+        &self.inner.data_path
+    }
+
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    pub fn actor(&self) -> &str {
+        &self.actor
+    }
+
+    /// The current committed state.
+    pub fn state(&self) -> Arc<CatalogState> {
+        self.inner.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn begin(&self) -> Transaction {
+        Transaction::new(self.clone())
+    }
+
+    /// Every commit with `seq > since`, in order, at most `limit`.
+    pub fn commits_since(&self, since: u64, limit: usize) -> Result<Vec<CommitRecord>> {
+        self.inner.store.commits_since(since, limit)
+    }
+
+    /// Commit events, published after each commit is durable and visible.
+    pub fn subscribe_commits(&self) -> broadcast::Receiver<CommitEvent> {
+        self.inner.events.subscribe()
+    }
+
+    pub fn commit_seq_of(&self, table_uuid: &str, snapshot_id: i64) -> Result<Option<u64>> {
+        self.inner.store.commit_seq_of(table_uuid, snapshot_id)
+    }
+
+    pub(crate) fn allocate_snapshot_id(&self) -> i64 {
+        self.inner.next_snapshot_id.fetch_add(1, Ordering::SeqCst)
+    }
+
+    pub(crate) fn durable(&self) -> bool {
+        self.inner.durability.fsync()
+    }
+
+    /// Group-commits `request`; on success the new state is visible before this returns.
+    pub(crate) fn commit(&self, request: CommitRequest) -> Result<Vec<CommitRecord>> {
+        let inner = &self.inner;
+        inner.committer.commit(request, |group| {
+            let now_us = chrono::Utc::now().timestamp_micros();
+            let next_snapshot_id = inner.next_snapshot_id.load(Ordering::SeqCst);
+            let results = match apply_group(&inner.store, &group, inner.durability.fsync(), next_snapshot_id, now_us) {
+                Ok(results) => results,
+                Err(e) => return group.iter().map(|_| Err(e.clone())).collect(),
+            };
+            {
+                let mut guard = inner.state.write().unwrap_or_else(|p| p.into_inner());
+                let mut state = CatalogState::clone(&guard);
+                for (request, result) in group.iter().zip(&results) {
+                    if result.is_ok() {
+                        for change in &request.changes {
+                            state.apply(&change.effect);
+                        }
+                    }
+                }
+                *guard = Arc::new(state);
+            }
+            for records in results.iter().flatten() {
+                for r in records {
+                    let _ = inner.events.send(r.clone());
+                }
+            }
+            results
+        })
+    }
+}

@@ -1,0 +1,121 @@
+//! ATTACH options. Every option is named; an unknown one is an error that names it.
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+/// How a commit reaches the disk (see docs/design/durability.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Files and the catalog are fsynced before a commit is acknowledged.
+    Immediate,
+    /// Nothing is fsynced: a crash may lose any recent commit (bulk import).
+    None,
+}
+
+impl Durability {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "immediate" => Ok(Durability::Immediate),
+            "none" => Ok(Durability::None),
+            "eventual" => Err(Error::not_implemented(
+                "DURABILITY 'eventual' is not available yet: use 'immediate' or 'none'",
+            )),
+            other => Err(Error::invalid(format!(
+                "unknown DURABILITY '{other}': expected 'immediate' or 'none'"
+            ))),
+        }
+    }
+
+    pub fn fsync(self) -> bool {
+        self == Durability::Immediate
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AttachOptions {
+    /// Warehouse folder; `None` means the folder recorded in the catalog, or beside the file.
+    pub data_path: Option<PathBuf>,
+    pub read_only: bool,
+    pub durability: Durability,
+    /// Who commits: recorded in the commit log.
+    pub actor: String,
+}
+
+impl Default for AttachOptions {
+    fn default() -> Self {
+        Self {
+            data_path: None,
+            read_only: false,
+            durability: Durability::Immediate,
+            actor: default_actor(),
+        }
+    }
+}
+
+impl AttachOptions {
+    /// `pairs` are the options DuckDB did not consume itself, keys in any case.
+    pub fn parse<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+        read_only: bool,
+    ) -> Result<Self> {
+        let mut o = AttachOptions { read_only, ..Default::default() };
+        for (key, value) in pairs {
+            match key.to_ascii_lowercase().as_str() {
+                "data_path" => {
+                    if value.is_empty() {
+                        return Err(Error::invalid("DATA_PATH must not be empty"));
+                    }
+                    o.data_path = Some(PathBuf::from(value));
+                }
+                "durability" => o.durability = Durability::parse(value)?,
+                "actor" => {
+                    if value.is_empty() {
+                        return Err(Error::invalid("ACTOR must not be empty"));
+                    }
+                    o.actor = value.to_string();
+                }
+                other => {
+                    return Err(Error::invalid(format!(
+                        "unknown ATTACH option '{}' for a skade catalog (known: DATA_PATH, \
+                         READ_ONLY, DURABILITY, ACTOR)",
+                        other.to_uppercase()
+                    )))
+                }
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// The OS user, as DuckLake and most tools record it.
+pub fn default_actor() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_option_is_named() {
+        let err = AttachOptions::parse([("compression", "zstd")], false).unwrap_err();
+        assert!(err.message.contains("COMPRESSION"), "{}", err.message);
+    }
+
+    #[test]
+    fn known_options_parse() {
+        let o = AttachOptions::parse(
+            [("DATA_PATH", "/tmp/x"), ("durability", "NONE"), ("actor", "etl")],
+            true,
+        )
+        .unwrap();
+        assert_eq!(o.data_path.unwrap(), PathBuf::from("/tmp/x"));
+        assert_eq!(o.durability, Durability::None);
+        assert_eq!(o.actor, "etl");
+        assert!(o.read_only);
+        assert!(AttachOptions::parse([("durability", "sometimes")], false).is_err());
+    }
+}

@@ -1,0 +1,486 @@
+//! A catalog transaction: the unit DuckDB commits. It reads a consistent view of the catalog
+//! (plus its own staged changes), stages DDL and written data files, and commits them as ONE
+//! group-commit request, so every table it wrote advances together or none does.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use arrow::datatypes::Schema as ArrowSchema;
+use iceberg::expr::Predicate;
+use iceberg::spec::{DataFile, TableMetadata};
+use iceberg::TableIdent;
+use uuid::Uuid;
+
+use super::commit::{Change, CommitRequest, Expect};
+use super::names::{self, key, DEFAULT_SCHEMA};
+use super::state::{CatalogState, SchemaRecord, StateChange, TableRecord};
+use super::store::CommitRecord;
+use super::Catalog;
+use crate::error::{Error, ErrorKind, Result};
+use crate::io::{remove_files, sync_dir};
+use crate::runtime::block_on;
+use crate::table::scan::{ScanPlan, ScanRequest};
+use crate::table::snapshot::{produce, stage_append, StagedSnapshot};
+use crate::table::writer::TableWriter;
+use crate::table::{metadata, schema};
+
+/// How often an append-only commit rebases onto a newer head before giving up.
+const MAX_REBASES: usize = 32;
+
+/// A table as a transaction sees it.
+#[derive(Clone)]
+pub struct TableInfo {
+    pub record: Arc<TableRecord>,
+    pub metadata: Arc<TableMetadata>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnConflict {
+    Error,
+    Ignore,
+    Replace,
+}
+
+enum Ddl {
+    CreateSchema(String),
+    DropSchema(String),
+    CreateTable(TableRecord),
+    DropTable(Arc<TableRecord>),
+}
+
+struct TxnState {
+    view: CatalogState,
+    ddl: Vec<Ddl>,
+    /// Data files written per table uuid, not yet committed.
+    appends: BTreeMap<String, Vec<DataFile>>,
+    /// Files this transaction created; removed if it does not commit.
+    written: Vec<String>,
+    finished: bool,
+}
+
+pub struct Transaction {
+    catalog: Catalog,
+    state: Mutex<TxnState>,
+}
+
+impl Transaction {
+    pub(crate) fn new(catalog: Catalog) -> Self {
+        let view = CatalogState::clone(&catalog.state());
+        Transaction {
+            catalog,
+            state: Mutex::new(TxnState {
+                view,
+                ddl: vec![],
+                appends: BTreeMap::new(),
+                written: vec![],
+                finished: false,
+            }),
+        }
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, TxnState>> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.finished {
+            return Err(Error::internal("the transaction has already ended"));
+        }
+        Ok(st)
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.catalog.read_only() {
+            return Err(Error::permission(format!(
+                "skade catalog {} is attached read-only",
+                self.catalog.path().display()
+            )));
+        }
+        Ok(())
+    }
+
+    // ---- reads -------------------------------------------------------------------------
+
+    pub fn schemas(&self) -> Result<Vec<Arc<SchemaRecord>>> {
+        Ok(self.lock()?.view.schemas.values().cloned().collect())
+    }
+
+    pub fn schema(&self, name: &str) -> Result<Option<Arc<SchemaRecord>>> {
+        Ok(self.lock()?.view.schema(name).cloned())
+    }
+
+    pub fn tables(&self, schema: &str) -> Result<Vec<Arc<TableRecord>>> {
+        Ok(self.lock()?.view.tables_in(schema).cloned().collect())
+    }
+
+    pub fn table(&self, schema: &str, name: &str) -> Result<Option<TableInfo>> {
+        let record = self.lock()?.view.table(schema, name).cloned();
+        record.map(|r| self.info(r)).transpose()
+    }
+
+    pub fn table_by_uuid(&self, uuid: &str) -> Result<TableInfo> {
+        let record = self.lock()?.view.table_by_uuid(uuid).cloned();
+        let record = record.ok_or_else(|| {
+            Error::catalog(format!("table {uuid} no longer exists in this transaction"))
+        })?;
+        self.info(record)
+    }
+
+    fn info(&self, record: Arc<TableRecord>) -> Result<TableInfo> {
+        let metadata = self.catalog.inner.metadata.get(&record.metadata_location).map_err(|e| {
+            e.context(format!("table {}", record.qualified_name()))
+        })?;
+        Ok(TableInfo { record, metadata })
+    }
+
+    /// Plans a scan of `uuid`. At the current snapshot it includes this transaction's own
+    /// uncommitted files; at an older snapshot only what was committed then.
+    pub fn scan(
+        &self,
+        uuid: &str,
+        snapshot_id: Option<i64>,
+        columns: Vec<usize>,
+        predicate: Option<Predicate>,
+    ) -> Result<ScanPlan> {
+        let table = self.table_by_uuid(uuid)?;
+        let staged = match snapshot_id {
+            None => self.lock()?.appends.get(uuid).cloned().unwrap_or_default(),
+            Some(_) => vec![],
+        };
+        let ident = TableIdent::from_strs([table.record.schema.as_str(), table.record.name.as_str()])?;
+        ScanPlan::plan(
+            table.metadata.clone(),
+            &table.record.metadata_location,
+            ident,
+            &self.catalog.inner.file_io,
+            ScanRequest { snapshot_id, columns, predicate, staged: &staged },
+        )
+    }
+
+    // ---- DDL ---------------------------------------------------------------------------
+
+    pub fn create_schema(&self, name: &str, if_not_exists: bool) -> Result<()> {
+        self.check_writable()?;
+        names::validate("schema", name)?;
+        let mut st = self.lock()?;
+        if st.view.schema(name).is_some() {
+            return if if_not_exists {
+                Ok(())
+            } else {
+                Err(Error::catalog(format!("Schema with name \"{name}\" already exists!")))
+            };
+        }
+        let change = StateChange::PutSchema(SchemaRecord { name: name.to_string() });
+        st.view.apply(&change);
+        st.ddl.push(Ddl::CreateSchema(name.to_string()));
+        Ok(())
+    }
+
+    pub fn drop_schema(&self, name: &str, if_exists: bool, cascade: bool) -> Result<()> {
+        self.check_writable()?;
+        let mut st = self.lock()?;
+        let Some(schema) = st.view.schema(name).cloned() else {
+            return if if_exists {
+                Ok(())
+            } else {
+                Err(Error::catalog(format!("Schema with name \"{name}\" does not exist!")))
+            };
+        };
+        if key(name) == DEFAULT_SCHEMA {
+            return Err(Error::catalog("cannot drop the default schema \"main\""));
+        }
+        let tables: Vec<Arc<TableRecord>> = st.view.tables_in(name).cloned().collect();
+        if !tables.is_empty() && !cascade {
+            return Err(Error::catalog(format!(
+                "cannot drop schema \"{}\" because it still holds {} table(s) (for example \"{}\"); use DROP SCHEMA ... CASCADE",
+                schema.name,
+                tables.len(),
+                tables[0].name
+            )));
+        }
+        for t in tables {
+            Self::stage_drop_table(&mut st, t);
+        }
+        st.view.apply(&StateChange::DropSchema(schema.name.clone()));
+        st.ddl.push(Ddl::DropSchema(schema.name.clone()));
+        Ok(())
+    }
+
+    /// Creates a table. `arrow` is DuckDB's Arrow export of the columns, `duckdb_types` their
+    /// DuckDB type names (for messages). Returns the table, or None when it existed and
+    /// `on_conflict` is Ignore.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_table(
+        &self,
+        schema_name: &str,
+        name: &str,
+        arrow: &ArrowSchema,
+        duckdb_types: &[String],
+        not_null: &[String],
+        primary_key: &[String],
+        on_conflict: OnConflict,
+    ) -> Result<Option<TableInfo>> {
+        self.check_writable()?;
+        let location = names::table_location(self.catalog.data_path(), schema_name, name)?;
+        let iceberg_schema = schema::iceberg_schema(arrow, duckdb_types, not_null, primary_key)?;
+        {
+            let mut st = self.lock()?;
+            let Some(schema) = st.view.schema(schema_name).cloned() else {
+                return Err(Error::catalog(format!("Schema with name \"{schema_name}\" does not exist!")));
+            };
+            if let Some(existing) = st.view.table(schema_name, name).cloned() {
+                match on_conflict {
+                    OnConflict::Ignore => return Ok(None),
+                    OnConflict::Error => {
+                        return Err(Error::catalog(format!(
+                            "Table with name \"{}\" already exists!",
+                            existing.name
+                        )))
+                    }
+                    OnConflict::Replace => Self::stage_drop_table(&mut st, existing),
+                }
+            }
+            drop(schema);
+        }
+        let location = location
+            .to_str()
+            .ok_or_else(|| Error::invalid("table location is not valid UTF-8"))?
+            .to_string();
+        let table_uuid = Uuid::new_v4();
+        let md = metadata::new_table(iceberg_schema, &location, table_uuid)?;
+        let md_location = metadata::metadata_location(&location, 0);
+        metadata::write(&md_location, &md, self.catalog.durable())?;
+        self.catalog.inner.metadata.insert(&md_location, Arc::new(md));
+        let record = TableRecord {
+            schema: self.lock()?.view.schema(schema_name).map(|s| s.name.clone()).unwrap_or_default(),
+            name: name.to_string(),
+            uuid: table_uuid.to_string(),
+            metadata_location: md_location.clone(),
+        };
+        {
+            let mut st = self.lock()?;
+            st.written.push(md_location);
+            st.view.apply(&StateChange::PutTable(record.clone()));
+            st.ddl.push(Ddl::CreateTable(record.clone()));
+        }
+        self.info(Arc::new(record)).map(Some)
+    }
+
+    pub fn drop_table(&self, schema: &str, name: &str, if_exists: bool) -> Result<()> {
+        self.check_writable()?;
+        let mut st = self.lock()?;
+        match st.view.table(schema, name).cloned() {
+            Some(t) => {
+                Self::stage_drop_table(&mut st, t);
+                Ok(())
+            }
+            None if if_exists => Ok(()),
+            None => Err(Error::catalog(format!("Table with name \"{name}\" does not exist!"))),
+        }
+    }
+
+    fn stage_drop_table(st: &mut TxnState, table: Arc<TableRecord>) {
+        st.view.apply(&StateChange::DropTable { schema: table.schema.clone(), name: table.name.clone() });
+        st.appends.remove(&table.uuid);
+        st.ddl.push(Ddl::DropTable(table));
+    }
+
+    // ---- writes ------------------------------------------------------------------------
+
+    /// A writer of new data files for `uuid`; hand its files back with [`Self::stage_files`].
+    pub fn writer(&self, uuid: &str) -> Result<TableWriter> {
+        self.check_writable()?;
+        let table = self.table_by_uuid(uuid)?;
+        TableWriter::new(&table.metadata, &self.catalog.inner.file_io, &table.record.qualified_name())
+    }
+
+    pub fn stage_files(&self, uuid: &str, files: Vec<DataFile>) -> Result<()> {
+        let mut st = self.lock()?;
+        st.written.extend(files.iter().map(|f| f.file_path().to_string()));
+        if st.view.table_by_uuid(uuid).is_none() {
+            return Err(Error::catalog("the table was dropped in this transaction"));
+        }
+        st.appends.entry(uuid.to_string()).or_default().extend(files);
+        Ok(())
+    }
+
+    pub fn has_changes(&self) -> bool {
+        self.lock().map(|st| !st.ddl.is_empty() || st.appends.values().any(|f| !f.is_empty())).unwrap_or(false)
+    }
+
+    // ---- end ---------------------------------------------------------------------------
+
+    /// Commits everything staged as one atomic release. On failure nothing is visible and the
+    /// files this transaction wrote are removed.
+    pub fn commit(&self) -> Result<Vec<CommitRecord>> {
+        let mut st = self.lock()?;
+        st.finished = true;
+        if st.ddl.is_empty() && st.appends.values().all(|f| f.is_empty()) {
+            return Ok(vec![]);
+        }
+        let mut written = std::mem::take(&mut st.written);
+        let result = self.commit_staged(&mut st, &mut written);
+        if result.is_err() {
+            remove_files(written.iter().map(String::as_str));
+        }
+        result
+    }
+
+    fn commit_staged(&self, st: &mut TxnState, written: &mut Vec<String>) -> Result<Vec<CommitRecord>> {
+        self.check_writable()?;
+        let inner = &self.catalog.inner;
+        let durable = self.catalog.durable();
+        let created: HashSet<String> = st
+            .ddl
+            .iter()
+            .filter_map(|d| match d {
+                Ddl::CreateTable(t) => Some(t.uuid.clone()),
+                _ => None,
+            })
+            .collect();
+
+        // Manifests are written once; only manifest lists and metadata are redone on a rebase.
+        let mut staged: Vec<(Arc<TableRecord>, StagedSnapshot)> = vec![];
+        for (uuid, files) in std::mem::take(&mut st.appends) {
+            if files.is_empty() {
+                continue;
+            }
+            let Some(record) = st.view.table_by_uuid(&uuid).cloned() else { continue };
+            let md = inner.metadata.get(&record.metadata_location)?;
+            if durable {
+                let data_dir = format!("{}/data", md.location());
+                sync_dir(Path::new(crate::io::local_path(&data_dir)))?;
+            }
+            let snapshot_id = self.catalog.allocate_snapshot_id();
+            let snap = block_on(stage_append(&inner.file_io, &md, snapshot_id, files))?;
+            written.extend(snap.written.iter().cloned());
+            staged.push((record, snap));
+        }
+
+        let mut last_conflict = None;
+        for _ in 0..MAX_REBASES {
+            let head = self.catalog.state();
+            if let Some(e) = last_conflict.take() {
+                // Appends rebase; DDL whose premise no longer holds cannot.
+                self.check_ddl_against(st, &head).map_err(|_| e)?;
+            }
+            let mut changes = Vec::new();
+            let mut dropped_uuids = std::collections::HashMap::new();
+            for d in &st.ddl {
+                changes.push(match d {
+                    Ddl::CreateSchema(n) => Change {
+                        effect: StateChange::PutSchema(SchemaRecord { name: n.clone() }),
+                        expect: Expect::SchemaAbsent,
+                        operation: "create_schema".into(),
+                        snapshot_id: None,
+                    },
+                    Ddl::DropSchema(n) => Change {
+                        effect: StateChange::DropSchema(n.clone()),
+                        expect: Expect::SchemaEmpty,
+                        operation: "drop_schema".into(),
+                        snapshot_id: None,
+                    },
+                    Ddl::CreateTable(t) => Change {
+                        effect: StateChange::PutTable(t.clone()),
+                        expect: Expect::TableAbsent,
+                        operation: "create_table".into(),
+                        snapshot_id: None,
+                    },
+                    Ddl::DropTable(t) => {
+                        dropped_uuids.insert(t.key(), t.uuid.clone());
+                        Change {
+                            effect: StateChange::DropTable { schema: t.schema.clone(), name: t.name.clone() },
+                            expect: Expect::TableAt(t.metadata_location.clone()),
+                            operation: "drop_table".into(),
+                            snapshot_id: None,
+                        }
+                    }
+                });
+            }
+            let mut attempt_files = vec![];
+            for (record, snap) in &staged {
+                let base_location = if created.contains(&record.uuid) {
+                    record.metadata_location.clone()
+                } else {
+                    match head.table(&record.schema, &record.name) {
+                        Some(t) if t.uuid == record.uuid => t.metadata_location.clone(),
+                        _ => {
+                            return Err(Error::conflict(format!(
+                                "transaction conflict on table \"{}\": it was dropped by a concurrent transaction; nothing was committed",
+                                record.qualified_name()
+                            )))
+                        }
+                    }
+                };
+                let base = inner.metadata.get(&base_location)?;
+                let produced = block_on(produce(&inner.file_io, &base, &base_location, snap, durable))?;
+                attempt_files.extend(produced.written.iter().cloned());
+                inner.metadata.insert(&produced.location, Arc::new(produced.metadata));
+                changes.push(Change {
+                    effect: StateChange::PutTable(TableRecord {
+                        metadata_location: produced.location,
+                        ..(**record).clone()
+                    }),
+                    expect: Expect::TableAt(base_location),
+                    operation: snap.operation.as_str().to_string(),
+                    snapshot_id: Some(snap.snapshot_id),
+                });
+            }
+            let request = CommitRequest { changes, actor: self.catalog.actor().to_string(), dropped_uuids };
+            match self.catalog.commit(request) {
+                Ok(records) => return Ok(records),
+                Err(e) if e.kind == ErrorKind::Conflict && !staged.is_empty() => {
+                    remove_files(attempt_files.iter().map(String::as_str));
+                    last_conflict = Some(e);
+                }
+                Err(e) => {
+                    written.extend(attempt_files);
+                    return Err(e);
+                }
+            }
+        }
+        Err(last_conflict.unwrap_or_else(|| Error::conflict("too many concurrent commits; retry the transaction")))
+    }
+
+    /// Whether this transaction's DDL still applies on top of `head`.
+    fn check_ddl_against(&self, st: &TxnState, head: &CatalogState) -> Result<()> {
+        let mut view = head.clone();
+        for d in &st.ddl {
+            let ok = match d {
+                Ddl::CreateSchema(n) => view.schema(n).is_none(),
+                Ddl::DropSchema(n) => view.schema(n).is_some() && view.tables_in(n).next().is_none(),
+                Ddl::CreateTable(t) => view.schema(&t.schema).is_some() && view.table(&t.schema, &t.name).is_none(),
+                Ddl::DropTable(t) => view.table(&t.schema, &t.name).map(|h| h.metadata_location == t.metadata_location).unwrap_or(false),
+            };
+            if !ok {
+                return Err(Error::conflict("DDL premise changed"));
+            }
+            view.apply(&match d {
+                Ddl::CreateSchema(n) => StateChange::PutSchema(SchemaRecord { name: n.clone() }),
+                Ddl::DropSchema(n) => StateChange::DropSchema(n.clone()),
+                Ddl::CreateTable(t) => StateChange::PutTable(t.clone()),
+                Ddl::DropTable(t) => StateChange::DropTable { schema: t.schema.clone(), name: t.name.clone() },
+            });
+        }
+        Ok(())
+    }
+
+    /// Ends the transaction without committing; files it wrote are removed.
+    pub fn rollback(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.finished {
+            return;
+        }
+        st.finished = true;
+        let written = std::mem::take(&mut st.written);
+        remove_files(written.iter().map(String::as_str));
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        self.rollback();
+    }
+}

@@ -1,0 +1,146 @@
+//! One error type for the whole core. Its [`ErrorKind`] travels over the C ABI as a status code,
+//! and the shim turns each kind into the DuckDB exception a user expects for it.
+
+use std::fmt;
+
+/// What went wrong, in the terms a DuckDB user sees. The discriminants are the C ABI's status
+/// codes (`SKADE_ERR_*` in `cpp/include/skade_ffi.h`): never renumber them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum ErrorKind {
+    /// Bad arguments, unsupported values, malformed names.
+    InvalidInput = 1,
+    /// Unknown or duplicate schema/table/snapshot.
+    Catalog = 2,
+    /// A constraint (primary key, NOT NULL) would be violated.
+    Constraint = 3,
+    /// A concurrent commit won; the transaction may be retried.
+    Conflict = 4,
+    /// The file system failed.
+    Io = 5,
+    /// The feature is not built yet.
+    NotImplemented = 6,
+    /// A file on disk is not what it should be (not a skade catalog, unreadable metadata).
+    Corrupt = 7,
+    /// The catalog is read-only or held by another process.
+    Permission = 8,
+    /// A bug: an invariant of the core did not hold.
+    Internal = 9,
+}
+
+#[derive(Debug, Clone)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidInput, message)
+    }
+    pub fn catalog(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Catalog, message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Conflict, message)
+    }
+    pub fn io(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Io, message)
+    }
+    pub fn corrupt(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Corrupt, message)
+    }
+    pub fn not_implemented(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotImplemented, message)
+    }
+    pub fn permission(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Permission, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+    pub fn constraint(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Constraint, message)
+    }
+
+    /// Prefixes the message with what was being done, keeping the kind.
+    pub fn context(mut self, what: impl fmt::Display) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::io(e.to_string())
+    }
+}
+
+impl From<iceberg::Error> for Error {
+    fn from(e: iceberg::Error) -> Self {
+        use std::error::Error as _;
+        let mut message = e.message().to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            source = s.source();
+        }
+        let kind = match e.kind() {
+            iceberg::ErrorKind::FeatureUnsupported => ErrorKind::NotImplemented,
+            iceberg::ErrorKind::DataInvalid => ErrorKind::Corrupt,
+            iceberg::ErrorKind::CatalogCommitConflicts => ErrorKind::Conflict,
+            _ => ErrorKind::Io,
+        };
+        Error::new(kind, message)
+    }
+}
+
+impl From<arrow::error::ArrowError> for Error {
+    fn from(e: arrow::error::ArrowError) -> Self {
+        Error::invalid(e.to_string())
+    }
+}
+
+impl From<parquet::errors::ParquetError> for Error {
+    fn from(e: parquet::errors::ParquetError) -> Self {
+        Error::io(e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::corrupt(e.to_string())
+    }
+}
+
+macro_rules! redb_errors {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Error {
+            fn from(e: $t) -> Self {
+                Error::io(format!("catalog store: {e}"))
+            }
+        }
+    )*};
+}
+redb_errors!(
+    redb::Error,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::SetDurabilityError
+);

@@ -1,0 +1,64 @@
+//! Table functions: each returns its rows as an Arrow stream; `skade_function_schema` gives the
+//! columns at bind time.
+
+use std::ffi::c_char;
+
+use arrow::array::RecordBatchIterator;
+use arrow::ffi::FFI_ArrowSchema;
+use arrow::ffi_stream::FFI_ArrowArrayStream;
+
+use super::catalog::SkadeCatalog;
+use super::transaction::SkadeTxn;
+use super::{arg, guard, handle, out, SkadeStatus};
+use crate::error::Error;
+use crate::functions::{commits_since, snapshots, tables};
+
+#[no_mangle]
+pub extern "C" fn skade_function_schema(name: *const c_char, result: *mut FFI_ArrowSchema) -> *mut SkadeStatus {
+    guard(|| {
+        let schema = match arg(name, "function name")? {
+            "skade_tables" => tables::schema(),
+            "skade_snapshots" => snapshots::schema(),
+            "skade_commits_since" => commits_since::schema(),
+            other => return Err(Error::internal(format!("unknown function {other}"))),
+        };
+        out(result, FFI_ArrowSchema::try_from(schema.as_ref())?)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn skade_fn_tables(txn: *const SkadeTxn, result: *mut FFI_ArrowArrayStream) -> *mut SkadeStatus {
+    guard(|| {
+        let batch = tables::rows(&handle(txn, "transaction")?.0)?;
+        let reader = RecordBatchIterator::new([Ok(batch)], tables::schema());
+        out(result, FFI_ArrowArrayStream::new(Box::new(reader)))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn skade_fn_snapshots(
+    txn: *const SkadeTxn,
+    uuid: *const c_char,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let txn = &handle(txn, "transaction")?.0;
+        let table = txn.table_by_uuid(arg(uuid, "table id")?)?;
+        let batch = snapshots::rows(txn.catalog(), &table)?;
+        let reader = RecordBatchIterator::new([Ok(batch)], snapshots::schema());
+        out(result, FFI_ArrowArrayStream::new(Box::new(reader)))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn skade_fn_commits_since(
+    catalog: *const SkadeCatalog,
+    since: u64,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let catalog = handle(catalog, "catalog")?.0.clone();
+        let reader = commits_since::CommitsSince::new(catalog, since);
+        out(result, FFI_ArrowArrayStream::new(Box::new(reader)))
+    })
+}

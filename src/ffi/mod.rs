@@ -1,0 +1,180 @@
+//! The C ABI between the C++ shim and the core (`cpp/include/skade_ffi.h`).
+//!
+//! Rules every entry follows:
+//! - it catches unwinds: no panic crosses the boundary;
+//! - fallible calls return `*mut SkadeStatus`: null on success, else a code and a message the
+//!   shim turns into a DuckDB exception (and frees with `skade_status_free`);
+//! - handles are opaque boxes freed by their `_free` function;
+//! - rows cross only as the Arrow C Data Interface.
+
+mod catalog;
+mod functions;
+mod scan;
+mod table;
+mod transaction;
+mod writer;
+
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// An error crossing the boundary. Null means success.
+pub struct SkadeStatus {
+    code: i32,
+    message: CString,
+}
+
+fn status_from(e: Error) -> *mut SkadeStatus {
+    let message = CString::new(e.message.replace('\0', " ")).unwrap_or_default();
+    Box::into_raw(Box::new(SkadeStatus { code: e.kind as i32, message }))
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    let what = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    format!("skade internal error (a bug, please report it): {what}")
+}
+
+/// Runs `f`, turning an error or a panic into a status.
+pub(crate) fn guard(f: impl FnOnce() -> Result<()>) -> *mut SkadeStatus {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => std::ptr::null_mut(),
+        Ok(Err(e)) => status_from(e),
+        Err(p) => status_from(Error::new(ErrorKind::Internal, panic_message(p))),
+    }
+}
+
+/// For infallible getters and destructors: a panic yields `fallback`.
+pub(crate) fn guard_value<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
+}
+
+#[no_mangle]
+pub extern "C" fn skade_status_code(status: *const SkadeStatus) -> i32 {
+    guard_value(ErrorKind::Internal as i32, || unsafe { status.as_ref() }.map(|s| s.code).unwrap_or(0))
+}
+
+#[no_mangle]
+pub extern "C" fn skade_status_message(status: *const SkadeStatus) -> *const c_char {
+    guard_value(std::ptr::null(), || {
+        unsafe { status.as_ref() }.map(|s| s.message.as_ptr()).unwrap_or(std::ptr::null())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn skade_status_free(status: *mut SkadeStatus) {
+    guard_value((), || {
+        if !status.is_null() {
+            drop(unsafe { Box::from_raw(status) });
+        }
+    })
+}
+
+/// A list of strings handed to the shim (names of schemas, tables, key columns).
+pub struct SkadeStrings {
+    items: Vec<CString>,
+}
+
+impl SkadeStrings {
+    pub(crate) fn boxed(items: impl IntoIterator<Item = String>) -> *mut SkadeStrings {
+        let items = items.into_iter().map(|s| CString::new(s.replace('\0', " ")).unwrap_or_default()).collect();
+        Box::into_raw(Box::new(SkadeStrings { items }))
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn skade_strings_len(list: *const SkadeStrings) -> usize {
+    guard_value(0, || unsafe { list.as_ref() }.map(|l| l.items.len()).unwrap_or(0))
+}
+
+/// The i-th string, valid while the list lives; null when out of range.
+#[no_mangle]
+pub extern "C" fn skade_strings_get(list: *const SkadeStrings, i: usize) -> *const c_char {
+    guard_value(std::ptr::null(), || {
+        unsafe { list.as_ref() }
+            .and_then(|l| l.items.get(i))
+            .map(|s| s.as_ptr())
+            .unwrap_or(std::ptr::null())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn skade_strings_free(list: *mut SkadeStrings) {
+    guard_value((), || {
+        if !list.is_null() {
+            drop(unsafe { Box::from_raw(list) });
+        }
+    })
+}
+
+/// Borrows a NUL-terminated UTF-8 argument.
+pub(crate) fn arg<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
+    if p.is_null() {
+        return Err(Error::internal(format!("{what} is null")));
+    }
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| Error::invalid(format!("{what} is not valid UTF-8")))
+}
+
+/// Borrows an array of `n` NUL-terminated strings.
+pub(crate) fn arg_list(p: *const *const c_char, n: usize, what: &str) -> Result<Vec<String>> {
+    if n == 0 {
+        return Ok(vec![]);
+    }
+    if p.is_null() {
+        return Err(Error::internal(format!("{what} is null")));
+    }
+    let ptrs = unsafe { std::slice::from_raw_parts(p, n) };
+    ptrs.iter().map(|&s| arg(s, what).map(str::to_string)).collect()
+}
+
+/// Writes `value` to an out-pointer the shim supplied.
+pub(crate) fn out<T>(p: *mut T, value: T) -> Result<()> {
+    if p.is_null() {
+        return Err(Error::internal("out-pointer is null"));
+    }
+    unsafe { p.write(value) };
+    Ok(())
+}
+
+/// Borrows a live handle.
+pub(crate) fn handle<'a, T>(p: *const T, what: &str) -> Result<&'a T> {
+    unsafe { p.as_ref() }.ok_or_else(|| Error::internal(format!("{what} handle is null")))
+}
+
+/// Frees a handle made by `Box::into_raw`.
+pub(crate) fn free<T>(p: *mut T) {
+    guard_value((), || {
+        if !p.is_null() {
+            drop(unsafe { Box::from_raw(p) });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panics_become_internal_errors() {
+        let st = guard(|| panic!("boom"));
+        assert!(!st.is_null());
+        assert_eq!(skade_status_code(st), ErrorKind::Internal as i32);
+        let msg = unsafe { CStr::from_ptr(skade_status_message(st)) }.to_str().unwrap().to_string();
+        assert!(msg.contains("boom"), "{msg}");
+        skade_status_free(st);
+    }
+
+    #[test]
+    fn errors_keep_kind_and_message() {
+        let st = guard(|| Err(Error::catalog("no such table")));
+        assert_eq!(skade_status_code(st), ErrorKind::Catalog as i32);
+        skade_status_free(st);
+        assert!(guard(|| Ok(())).is_null());
+    }
+}

@@ -1,0 +1,87 @@
+//! Scans: planned once per query, then read file by file from DuckDB's threads.
+
+use std::ffi::c_char;
+
+use arrow::array::StructArray;
+use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow::ffi_stream::FFI_ArrowArrayStream;
+
+use super::transaction::SkadeTxn;
+use super::{arg, free, guard, guard_value, handle, out, SkadeStatus};
+use crate::table::filter::to_predicate;
+use crate::table::scan::ScanPlan;
+
+pub struct SkadeScan(ScanPlan);
+
+/// Plans a scan of table `uuid`. `columns` are top-level column indexes in output order (none:
+/// count only). `filter_json` describes DuckDB's pushed-down filters, whose constants are the
+/// one-row struct `constants` (may be null). A negative `snapshot_id` means the current state.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn skade_scan_open(
+    txn: *const SkadeTxn,
+    uuid: *const c_char,
+    snapshot_id: i64,
+    columns: *const u64,
+    n_columns: usize,
+    filter_json: *const c_char,
+    constants: *mut FFI_ArrowArray,
+    constants_schema: *const FFI_ArrowSchema,
+    result: *mut *mut SkadeScan,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let txn = &handle(txn, "transaction")?.0;
+        let uuid = arg(uuid, "table id")?;
+        let columns: Vec<usize> = if n_columns == 0 {
+            vec![]
+        } else {
+            unsafe { std::slice::from_raw_parts(columns, n_columns) }.iter().map(|&c| c as usize).collect()
+        };
+        let table = txn.table_by_uuid(uuid)?;
+        let constants = if constants.is_null() || constants_schema.is_null() {
+            None
+        } else {
+            let array = unsafe { std::ptr::replace(constants, FFI_ArrowArray::empty()) };
+            Some(StructArray::from(unsafe { from_ffi(array, &*constants_schema) }?))
+        };
+        let json = if filter_json.is_null() { "" } else { arg(filter_json, "filter")? };
+        let predicate = to_predicate(json, constants.as_ref(), table.metadata.current_schema())?;
+        let snapshot = (snapshot_id >= 0).then_some(snapshot_id);
+        let plan = txn.scan(uuid, snapshot, columns, predicate)?;
+        out(result, Box::into_raw(Box::new(SkadeScan(plan))))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn skade_scan_free(scan: *mut SkadeScan) {
+    free(scan)
+}
+
+#[no_mangle]
+pub extern "C" fn skade_scan_task_count(scan: *const SkadeScan) -> u64 {
+    guard_value(0, || unsafe { scan.as_ref() }.map(|s| s.0.task_count() as u64).unwrap_or(0))
+}
+
+#[no_mangle]
+pub extern "C" fn skade_scan_task_rows(scan: *const SkadeScan, task: u64) -> u64 {
+    guard_value(0, || unsafe { scan.as_ref() }.map(|s| s.0.task_rows(task as usize)).unwrap_or(0))
+}
+
+#[no_mangle]
+pub extern "C" fn skade_scan_estimated_rows(scan: *const SkadeScan) -> u64 {
+    guard_value(0, || unsafe { scan.as_ref() }.map(|s| s.0.estimated_rows()).unwrap_or(0))
+}
+
+/// The Arrow stream of one planned file. Each stream is independent: DuckDB threads read
+/// different tasks concurrently.
+#[no_mangle]
+pub extern "C" fn skade_scan_task_stream(
+    scan: *const SkadeScan,
+    task: u64,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let reader = handle(scan, "scan")?.0.open(task as usize)?;
+        out(result, FFI_ArrowArrayStream::new(Box::new(reader)))
+    })
+}

@@ -1,0 +1,87 @@
+//! A table as the shim sees it: names, identity, columns, key.
+
+use std::ffi::{c_char, CString};
+
+use arrow::ffi::FFI_ArrowSchema;
+
+use super::{free, guard, guard_value, handle, out, SkadeStatus, SkadeStrings};
+use crate::catalog::TableInfo;
+use crate::error::Result;
+use crate::table::schema::arrow_schema;
+
+pub struct SkadeTable {
+    pub(crate) info: TableInfo,
+    schema_name: CString,
+    name: CString,
+    uuid: CString,
+}
+
+impl SkadeTable {
+    pub(crate) fn boxed(info: TableInfo) -> Result<*mut SkadeTable> {
+        let c = |s: &str| CString::new(s.replace('\0', " ")).unwrap_or_default();
+        Ok(Box::into_raw(Box::new(SkadeTable {
+            schema_name: c(&info.record.schema),
+            name: c(&info.record.name),
+            uuid: c(&info.record.uuid),
+            info,
+        })))
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn skade_table_free(table: *mut SkadeTable) {
+    free(table)
+}
+
+#[no_mangle]
+pub extern "C" fn skade_table_name(table: *const SkadeTable) -> *const c_char {
+    guard_value(std::ptr::null(), || unsafe { table.as_ref() }.map(|t| t.name.as_ptr()).unwrap_or(std::ptr::null()))
+}
+
+#[no_mangle]
+pub extern "C" fn skade_table_schema_name(table: *const SkadeTable) -> *const c_char {
+    guard_value(std::ptr::null(), || {
+        unsafe { table.as_ref() }.map(|t| t.schema_name.as_ptr()).unwrap_or(std::ptr::null())
+    })
+}
+
+/// The table's identity (its Iceberg uuid): scans and writes name the table by it.
+#[no_mangle]
+pub extern "C" fn skade_table_uuid(table: *const SkadeTable) -> *const c_char {
+    guard_value(std::ptr::null(), || unsafe { table.as_ref() }.map(|t| t.uuid.as_ptr()).unwrap_or(std::ptr::null()))
+}
+
+/// The columns, as the Arrow schema scans produce.
+#[no_mangle]
+pub extern "C" fn skade_table_arrow_schema(table: *const SkadeTable, result: *mut FFI_ArrowSchema) -> *mut SkadeStatus {
+    guard(|| {
+        let t = handle(table, "table")?;
+        let schema = arrow_schema(t.info.metadata.current_schema())?;
+        out(result, FFI_ArrowSchema::try_from(schema.as_ref())?)
+    })
+}
+
+/// Primary-key column names in key order (empty for a table without a key).
+#[no_mangle]
+pub extern "C" fn skade_table_primary_key(table: *const SkadeTable, result: *mut *mut SkadeStrings) -> *mut SkadeStatus {
+    guard(|| {
+        let t = handle(table, "table")?;
+        let schema = t.info.metadata.current_schema();
+        let names: Vec<String> = schema
+            .identifier_field_ids()
+            .filter_map(|id| schema.name_by_field_id(id).map(str::to_string))
+            .collect();
+        out(result, SkadeStrings::boxed(names))
+    })
+}
+
+/// Rows in the current snapshot (from its summary; deletes not subtracted), for DuckDB's planner.
+#[no_mangle]
+pub extern "C" fn skade_table_estimated_rows(table: *const SkadeTable) -> u64 {
+    guard_value(0, || {
+        unsafe { table.as_ref() }
+            .and_then(|t| t.info.metadata.current_snapshot().cloned())
+            .and_then(|s| s.summary().additional_properties.get("total-records").and_then(|v| v.parse().ok()))
+            .unwrap_or(0)
+    })
+}

@@ -1,0 +1,160 @@
+//! Transactions and the DDL and lookups that run inside them.
+
+use std::ffi::c_char;
+use std::sync::Arc;
+
+use arrow::datatypes::Schema as ArrowSchema;
+use arrow::ffi::FFI_ArrowSchema;
+
+use super::catalog::SkadeCatalog;
+use super::table::SkadeTable;
+use super::{arg, arg_list, free, guard, handle, out, SkadeStatus, SkadeStrings};
+use crate::catalog::transaction::OnConflict;
+use crate::catalog::Transaction;
+use crate::error::Error;
+
+pub struct SkadeTxn(pub(crate) Arc<Transaction>);
+
+#[no_mangle]
+pub extern "C" fn skade_txn_begin(catalog: *const SkadeCatalog, result: *mut *mut SkadeTxn) -> *mut SkadeStatus {
+    guard(|| {
+        let c = &handle(catalog, "catalog")?.0;
+        out(result, Box::into_raw(Box::new(SkadeTxn(Arc::new(c.begin())))))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn skade_txn_commit(txn: *const SkadeTxn) -> *mut SkadeStatus {
+    guard(|| handle(txn, "transaction")?.0.commit().map(|_| ()))
+}
+
+#[no_mangle]
+pub extern "C" fn skade_txn_rollback(txn: *const SkadeTxn) -> *mut SkadeStatus {
+    guard(|| {
+        handle(txn, "transaction")?.0.rollback();
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn skade_txn_free(txn: *mut SkadeTxn) {
+    free(txn)
+}
+
+#[no_mangle]
+pub extern "C" fn skade_txn_schemas(txn: *const SkadeTxn, result: *mut *mut SkadeStrings) -> *mut SkadeStatus {
+    guard(|| {
+        let names = handle(txn, "transaction")?.0.schemas()?.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+        out(result, SkadeStrings::boxed(names))
+    })
+}
+
+/// The schema's name as stored, or null when it does not exist.
+#[no_mangle]
+pub extern "C" fn skade_txn_schema(
+    txn: *const SkadeTxn,
+    name: *const c_char,
+    result: *mut *mut SkadeStrings,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let s = handle(txn, "transaction")?.0.schema(arg(name, "schema name")?)?;
+        out(result, s.map(|s| SkadeStrings::boxed([s.name.clone()])).unwrap_or(std::ptr::null_mut()))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn skade_txn_tables(
+    txn: *const SkadeTxn,
+    schema: *const c_char,
+    result: *mut *mut SkadeStrings,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let t = handle(txn, "transaction")?.0.tables(arg(schema, "schema name")?)?;
+        out(result, SkadeStrings::boxed(t.iter().map(|t| t.name.clone())))
+    })
+}
+
+/// The table, or null when it does not exist.
+#[no_mangle]
+pub extern "C" fn skade_txn_table(
+    txn: *const SkadeTxn,
+    schema: *const c_char,
+    name: *const c_char,
+    result: *mut *mut SkadeTable,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let t = handle(txn, "transaction")?.0.table(arg(schema, "schema name")?, arg(name, "table name")?)?;
+        out(result, t.map(SkadeTable::boxed).transpose()?.unwrap_or(std::ptr::null_mut()))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn skade_txn_create_schema(
+    txn: *const SkadeTxn,
+    name: *const c_char,
+    if_not_exists: bool,
+) -> *mut SkadeStatus {
+    guard(|| handle(txn, "transaction")?.0.create_schema(arg(name, "schema name")?, if_not_exists))
+}
+
+#[no_mangle]
+pub extern "C" fn skade_txn_drop_schema(
+    txn: *const SkadeTxn,
+    name: *const c_char,
+    if_exists: bool,
+    cascade: bool,
+) -> *mut SkadeStatus {
+    guard(|| handle(txn, "transaction")?.0.drop_schema(arg(name, "schema name")?, if_exists, cascade))
+}
+
+/// `on_conflict`: 0 error, 1 ignore (IF NOT EXISTS), 2 replace (OR REPLACE). `result` is null
+/// when the table existed and was ignored.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn skade_txn_create_table(
+    txn: *const SkadeTxn,
+    schema: *const c_char,
+    name: *const c_char,
+    columns: *const FFI_ArrowSchema,
+    duckdb_types: *const *const c_char,
+    n_columns: usize,
+    not_null: *const *const c_char,
+    n_not_null: usize,
+    primary_key: *const *const c_char,
+    n_primary_key: usize,
+    on_conflict: i32,
+    result: *mut *mut SkadeTable,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let txn = &handle(txn, "transaction")?.0;
+        let columns = ArrowSchema::try_from(handle(columns, "column schema")?)?;
+        let on_conflict = match on_conflict {
+            0 => OnConflict::Error,
+            1 => OnConflict::Ignore,
+            2 => OnConflict::Replace,
+            other => return Err(Error::internal(format!("unknown on_conflict {other}"))),
+        };
+        let table = txn.create_table(
+            arg(schema, "schema name")?,
+            arg(name, "table name")?,
+            &columns,
+            &arg_list(duckdb_types, n_columns, "column type")?,
+            &arg_list(not_null, n_not_null, "column name")?,
+            &arg_list(primary_key, n_primary_key, "column name")?,
+            on_conflict,
+        )?;
+        out(result, table.map(SkadeTable::boxed).transpose()?.unwrap_or(std::ptr::null_mut()))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn skade_txn_drop_table(
+    txn: *const SkadeTxn,
+    schema: *const c_char,
+    name: *const c_char,
+    if_exists: bool,
+) -> *mut SkadeStatus {
+    guard(|| {
+        handle(txn, "transaction")?.0.drop_table(arg(schema, "schema name")?, arg(name, "table name")?, if_exists)
+    })
+}

@@ -1,0 +1,12 @@
+//! The rows behind skade's table functions, as Arrow batches.
+
+pub mod commits_since;
+pub mod snapshots;
+pub mod tables;
+
+use arrow::datatypes::{DataType, TimeUnit};
+
+/// DuckDB's TIMESTAMPTZ in Arrow.
+pub(crate) fn timestamptz() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}

@@ -1,0 +1,78 @@
+//! Durable local-file primitives. Everything the catalog points at must be on disk before the
+//! pointer moves: files are created exclusively (never overwritten), written, fsynced, and the
+//! directories that gained entries are fsynced too.
+
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Writes `bytes` to a new file at `path`, failing if it exists, and fsyncs file and directory.
+pub fn write_new_durable(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| io_err("create directory", dir, e))?;
+    }
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| io_err("create", path, e))?;
+    f.write_all(bytes).map_err(|e| io_err("write", path, e))?;
+    if durable {
+        f.sync_all().map_err(|e| io_err("fsync", path, e))?;
+        if let Some(dir) = path.parent() {
+            sync_dir(dir)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err("fsync directory", dir, e))
+}
+
+/// Makes files written by other writers durable: fsyncs each file and, once, each parent
+/// directory. Used for data files and manifests just before a commit points at them.
+pub fn sync_files<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    let mut dirs = BTreeSet::new();
+    for p in paths {
+        let path = Path::new(local_path(p));
+        File::open(path)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io_err("fsync", path, e))?;
+        if let Some(d) = path.parent() {
+            dirs.insert(d.to_path_buf());
+        }
+    }
+    for d in dirs {
+        sync_dir(&d)?;
+    }
+    Ok(())
+}
+
+/// Best-effort removal of files a failed or rolled-back transaction wrote and nothing references.
+pub fn remove_files<'a>(paths: impl IntoIterator<Item = &'a str>) {
+    for p in paths {
+        let _ = std::fs::remove_file(local_path(p));
+    }
+}
+
+/// Iceberg locations written by skade are plain absolute paths; accept `file:` URIs from others.
+pub fn local_path(location: &str) -> &str {
+    location
+        .strip_prefix("file://")
+        .or_else(|| location.strip_prefix("file:"))
+        .unwrap_or(location)
+}
+
+pub fn absolute(path: &Path) -> Result<PathBuf> {
+    std::path::absolute(path).map_err(|e| io_err("resolve", path, e))
+}
+
+fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::io(format!("cannot {what} {}: {e}", path.display()))
+}

@@ -1,0 +1,324 @@
+//! Column types: DuckDB's Arrow export -> Iceberg (CREATE TABLE), Iceberg -> Arrow (scans), and
+//! conforming incoming batches to a table's Arrow schema (INSERT).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{make_array, Array, ArrayRef, RecordBatch, RecordBatchOptions, StructArray};
+use arrow::array::ArrayData;
+use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef, TimeUnit};
+use iceberg::spec::{
+    ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Type,
+};
+
+use crate::error::{Error, Result};
+
+const EXTENSION_NAME: &str = "ARROW:extension:name";
+const UUID_EXTENSION: &str = "arrow.uuid";
+
+/// Builds the Iceberg schema of a new table from the Arrow schema DuckDB exported for its
+/// columns. `duckdb_types` are DuckDB's names for each top-level column's type (for messages),
+/// `not_null` the columns declared NOT NULL, `primary_key` the key columns, in key order.
+pub fn iceberg_schema(
+    arrow: &ArrowSchema,
+    duckdb_types: &[String],
+    not_null: &[String],
+    primary_key: &[String],
+) -> Result<Schema> {
+    let mut next_id = 0;
+    let mut fields = Vec::with_capacity(arrow.fields().len());
+    for (i, f) in arrow.fields().iter().enumerate() {
+        let duck = duckdb_types.get(i).map(String::as_str).unwrap_or("?");
+        let ty = iceberg_type(f, &mut next_id).map_err(|why| {
+            Error::invalid(format!(
+                "column \"{}\" has type {duck}, which a skade (Iceberg) table cannot store: {why}",
+                f.name()
+            ))
+        })?;
+        next_id += 1;
+        let required = is_in(not_null, f.name()) || is_in(primary_key, f.name());
+        fields.push(Arc::new(NestedField::new(next_id, f.name(), ty, required)));
+    }
+    // Field ids are assigned depth-first above; give top-level columns the lowest ids instead,
+    // as Iceberg writers conventionally do, by renumbering through the metadata builder later.
+    let mut key_ids = Vec::with_capacity(primary_key.len());
+    for k in primary_key {
+        let field = fields
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(k))
+            .ok_or_else(|| Error::invalid(format!("PRIMARY KEY column \"{k}\" does not exist")))?;
+        if !field.field_type.is_primitive() {
+            return Err(Error::invalid(format!(
+                "PRIMARY KEY column \"{}\" must have a primitive type, not {}",
+                field.name, field.field_type
+            )));
+        }
+        if matches!(
+            field.field_type.as_primitive_type(),
+            Some(PrimitiveType::Float | PrimitiveType::Double)
+        ) {
+            return Err(Error::invalid(format!(
+                "PRIMARY KEY column \"{}\" cannot be FLOAT or DOUBLE (Iceberg identifier fields exclude floating point)",
+                field.name
+            )));
+        }
+        key_ids.push(field.id);
+    }
+    let mut names = HashMap::new();
+    for f in &fields {
+        if let Some(prev) = names.insert(f.name.to_lowercase(), f.name.clone()) {
+            return Err(Error::invalid(format!("duplicate column name \"{prev}\"")));
+        }
+    }
+    Ok(Schema::builder().with_fields(fields).with_identifier_field_ids(key_ids).build()?)
+}
+
+fn is_in(list: &[String], name: &str) -> bool {
+    list.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, String> {
+    let prim = |p| Ok(Type::Primitive(p));
+    if field.metadata().get(EXTENSION_NAME).map(String::as_str) == Some(UUID_EXTENSION) {
+        return prim(PrimitiveType::Uuid);
+    }
+    if let Some(ext) = field.metadata().get(EXTENSION_NAME) {
+        return Err(format!("its Arrow extension type {ext} has no Iceberg equivalent"));
+    }
+    match field.data_type() {
+        DataType::Boolean => prim(PrimitiveType::Boolean),
+        DataType::Int32 => prim(PrimitiveType::Int),
+        DataType::Int64 => prim(PrimitiveType::Long),
+        DataType::Float32 => prim(PrimitiveType::Float),
+        DataType::Float64 => prim(PrimitiveType::Double),
+        DataType::Decimal128(p, s) if *p <= 38 && *s >= 0 => {
+            prim(PrimitiveType::Decimal { precision: *p as u32, scale: *s as u32 })
+        }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => prim(PrimitiveType::String),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => prim(PrimitiveType::Binary),
+        DataType::Date32 => prim(PrimitiveType::Date),
+        DataType::Time64(TimeUnit::Microsecond) => prim(PrimitiveType::Time),
+        DataType::Timestamp(TimeUnit::Microsecond, None) => prim(PrimitiveType::Timestamp),
+        DataType::Timestamp(TimeUnit::Microsecond, Some(_)) => prim(PrimitiveType::Timestamptz),
+        DataType::Int8 | DataType::Int16 => Err("Iceberg has no 8- or 16-bit integers; use INTEGER".into()),
+        DataType::UInt8 | DataType::UInt16 => Err("Iceberg has no unsigned integers; use INTEGER".into()),
+        DataType::UInt32 => Err("Iceberg has no unsigned integers; use BIGINT".into()),
+        DataType::UInt64 => Err("Iceberg has no unsigned integers; use BIGINT or DECIMAL(20,0)".into()),
+        DataType::Timestamp(_, _) => Err("Iceberg v2 stores timestamps in microseconds; use TIMESTAMP or TIMESTAMPTZ".into()),
+        DataType::List(child) | DataType::LargeList(child) | DataType::ListView(child) | DataType::LargeListView(child) => {
+            let element = iceberg_type(child, next_id)?;
+            *next_id += 1;
+            Ok(Type::List(ListType::new(Arc::new(NestedField::list_element(
+                *next_id,
+                element,
+                !child.is_nullable(),
+            )))))
+        }
+        DataType::Struct(children) => {
+            let mut fields: Vec<NestedFieldRef> = Vec::with_capacity(children.len());
+            for c in children {
+                let t = iceberg_type(c, next_id)?;
+                *next_id += 1;
+                fields.push(Arc::new(NestedField::new(*next_id, c.name(), t, !c.is_nullable())));
+            }
+            Ok(Type::Struct(StructType::new(fields)))
+        }
+        DataType::Map(entries, _) => {
+            let DataType::Struct(kv) = entries.data_type() else {
+                return Err("malformed MAP".into());
+            };
+            let (k, v) = (&kv[0], &kv[1]);
+            let kt = iceberg_type(k, next_id)?;
+            *next_id += 1;
+            let key_id = *next_id;
+            let vt = iceberg_type(v, next_id)?;
+            *next_id += 1;
+            Ok(Type::Map(MapType::new(
+                Arc::new(NestedField::map_key_element(key_id, kt)),
+                Arc::new(NestedField::map_value_element(*next_id, vt, !v.is_nullable())),
+            )))
+        }
+        other => Err(format!("the Arrow type {other} has no Iceberg equivalent")),
+    }
+}
+
+/// The Arrow schema skade reads and writes for a table: Iceberg's mapping (with field ids), plus
+/// the `arrow.uuid` extension so DuckDB sees UUID rather than BLOB.
+pub fn arrow_schema(schema: &Schema) -> Result<ArrowSchemaRef> {
+    let arrow = iceberg::arrow::schema_to_arrow_schema(schema)?;
+    let fields: Vec<Field> = arrow
+        .fields()
+        .iter()
+        .zip(schema.as_struct().fields())
+        .map(|(f, ice)| tag_uuid(f.as_ref().clone(), &ice.field_type))
+        .collect();
+    Ok(Arc::new(ArrowSchema::new_with_metadata(fields, arrow.metadata().clone())))
+}
+
+fn tag_uuid(field: Field, ty: &Type) -> Field {
+    match (ty, field.data_type().clone()) {
+        (Type::Primitive(PrimitiveType::Uuid), _) => {
+            let mut md = field.metadata().clone();
+            md.insert(EXTENSION_NAME.to_string(), UUID_EXTENSION.to_string());
+            field.with_metadata(md)
+        }
+        (Type::List(l), DataType::List(child)) => {
+            let child = tag_uuid(child.as_ref().clone(), &l.element_field.field_type);
+            field.clone().with_data_type(DataType::List(Arc::new(child)))
+        }
+        (Type::Struct(s), DataType::Struct(children)) => {
+            let children: Vec<Field> = children
+                .iter()
+                .zip(s.fields())
+                .map(|(c, f)| tag_uuid(c.as_ref().clone(), &f.field_type))
+                .collect();
+            field.clone().with_data_type(DataType::Struct(children.into()))
+        }
+        (Type::Map(m), DataType::Map(entries, sorted)) => {
+            let DataType::Struct(kv) = entries.data_type() else { return field };
+            let k = tag_uuid(kv[0].as_ref().clone(), &m.key_field.field_type);
+            let v = tag_uuid(kv[1].as_ref().clone(), &m.value_field.field_type);
+            let entries = entries.as_ref().clone().with_data_type(DataType::Struct(vec![k, v].into()));
+            field.clone().with_data_type(DataType::Map(Arc::new(entries), sorted))
+        }
+        _ => field,
+    }
+}
+
+/// Reshapes a batch from DuckDB (any field names, DuckDB's Arrow flavours) into the table's
+/// Arrow schema: relabels where the layout already matches (zero copy), casts where it does not
+/// (string views, large lists), and enforces NOT NULL.
+pub fn conform(
+    columns: &StructArray,
+    target: &ArrowSchemaRef,
+    table_name: &str,
+) -> Result<RecordBatch> {
+    if columns.num_columns() != target.fields().len() {
+        return Err(Error::invalid(format!(
+            "table {table_name} has {} columns but {} were supplied",
+            target.fields().len(),
+            columns.num_columns()
+        )));
+    }
+    let mut out = Vec::with_capacity(target.fields().len());
+    for (col, field) in columns.columns().iter().zip(target.fields()) {
+        if !field.is_nullable() && col.null_count() > 0 {
+            return Err(Error::constraint(format!(
+                "NOT NULL constraint failed: {table_name}.{}",
+                field.name()
+            )));
+        }
+        out.push(conform_array(col, field.data_type())?);
+    }
+    Ok(RecordBatch::try_new_with_options(
+        target.clone(),
+        out,
+        &RecordBatchOptions::new().with_row_count(Some(columns.len())),
+    )?)
+}
+
+fn conform_array(array: &ArrayRef, target: &DataType) -> Result<ArrayRef> {
+    if array.data_type() == target {
+        return Ok(array.clone());
+    }
+    if array.data_type().equals_datatype(target) {
+        return Ok(make_array(relabel(array.to_data(), target)?));
+    }
+    Ok(arrow::compute::cast(array, target)?)
+}
+
+/// Same physical layout, different field names or metadata: rebuild the type tree only.
+fn relabel(data: ArrayData, target: &DataType) -> Result<ArrayData> {
+    let child_types: Vec<DataType> = match target {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => vec![f.data_type().clone()],
+        DataType::Map(f, _) => vec![f.data_type().clone()],
+        DataType::Struct(fields) => fields.iter().map(|f| f.data_type().clone()).collect(),
+        _ => vec![],
+    };
+    let children = data
+        .child_data()
+        .iter()
+        .zip(child_types.iter())
+        .map(|(c, t)| relabel(c.clone(), t))
+        .collect::<Result<Vec<_>>>()?;
+    let builder = data.into_builder().data_type(target.clone());
+    let builder = if children.is_empty() { builder } else { builder.child_data(children) };
+    Ok(builder.build()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int32Array, ListArray, StringArray};
+    use arrow::datatypes::Int32Type;
+
+    #[test]
+    fn maps_every_supported_type() {
+        let uuid = Field::new("u", DataType::FixedSizeBinary(16), true)
+            .with_metadata([(EXTENSION_NAME.to_string(), UUID_EXTENSION.to_string())].into());
+        let arrow = ArrowSchema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("b", DataType::Boolean, true),
+            Field::new("i", DataType::Int32, true),
+            Field::new("f", DataType::Float32, true),
+            Field::new("d", DataType::Float64, true),
+            Field::new("dec", DataType::Decimal128(18, 3), true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("bl", DataType::Binary, true),
+            Field::new("dt", DataType::Date32, true),
+            Field::new("t", DataType::Time64(TimeUnit::Microsecond), true),
+            Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+            Field::new("tz", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), true),
+            uuid,
+            Field::new_list("l", Field::new("l", DataType::Int32, true), true),
+            Field::new_struct("st", vec![Field::new("a", DataType::Utf8, true)], true),
+            Field::new_map(
+                "m",
+                "entries",
+                Field::new("key", DataType::Utf8, false),
+                Field::new("value", DataType::Int64, true),
+                false,
+                true,
+            ),
+        ]);
+        let types: Vec<String> = arrow.fields().iter().map(|f| f.data_type().to_string()).collect();
+        let schema = iceberg_schema(&arrow, &types, &[], &["id".into()]).unwrap();
+        assert_eq!(schema.as_struct().fields().len(), 16);
+        assert!(schema.field_by_name("id").unwrap().required);
+        assert_eq!(schema.identifier_field_ids().count(), 1);
+        let back = arrow_schema(&schema).unwrap();
+        assert_eq!(
+            back.field_with_name("u").unwrap().metadata().get(EXTENSION_NAME).unwrap(),
+            UUID_EXTENSION
+        );
+    }
+
+    #[test]
+    fn unsupported_types_name_column_and_type() {
+        let arrow = ArrowSchema::new(vec![Field::new("tiny", DataType::Int8, true)]);
+        let err = iceberg_schema(&arrow, &["TINYINT".into()], &[], &[]).unwrap_err();
+        assert!(err.message.contains("\"tiny\"") && err.message.contains("TINYINT"), "{}", err.message);
+    }
+
+    #[test]
+    fn conform_relabels_nested_and_enforces_not_null() {
+        let target: ArrowSchemaRef = Arc::new(ArrowSchema::new(vec![
+            Field::new("a", DataType::Int32, false),
+            Field::new_list("l", Field::new("element", DataType::Int32, true), true),
+        ]));
+        let list = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1)]), None]);
+        let input = StructArray::from(vec![
+            (Arc::new(Field::new("x", DataType::Int32, true)), Arc::new(Int32Array::from(vec![1, 2])) as ArrayRef),
+            (Arc::new(Field::new("y", list.data_type().clone(), true)), Arc::new(list) as ArrayRef),
+        ]);
+        let batch = conform(&input, &target, "t").unwrap();
+        assert_eq!(batch.schema(), target);
+
+        let with_null = StructArray::from(vec![
+            (Arc::new(Field::new("x", DataType::Int32, true)), Arc::new(Int32Array::from(vec![None, Some(2)])) as ArrayRef),
+            (Arc::new(Field::new("y", DataType::Utf8, true)), Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef),
+        ]);
+        let err = conform(&with_null, &target, "t").unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::Constraint);
+    }
+}

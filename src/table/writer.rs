@@ -1,0 +1,71 @@
+//! Streams rows into Parquet data files with Iceberg field ids and per-file statistics, rolling
+//! to a new file at the target size. Memory stays bounded by one row group per writer.
+
+use arrow::array::StructArray;
+use arrow::datatypes::SchemaRef as ArrowSchemaRef;
+use iceberg::io::FileIO;
+use iceberg::spec::{DataFile, DataFileFormat, TableMetadata};
+use iceberg::writer::base_writer::data_file_writer::{DataFileWriter, DataFileWriterBuilder};
+use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
+use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use uuid::Uuid;
+
+use super::schema::{arrow_schema, conform};
+use crate::error::Result;
+use crate::runtime::block_on;
+
+/// Data files roll over at this size (DuckLake's default too).
+pub const TARGET_FILE_SIZE: usize = 512 << 20;
+/// Rows per row group: DuckDB's own row-group size.
+pub const ROW_GROUP_ROWS: usize = 122_880;
+
+type Inner = DataFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+
+pub struct TableWriter {
+    inner: Inner,
+    schema: ArrowSchemaRef,
+    table_name: String,
+    rows: u64,
+}
+
+impl TableWriter {
+    pub fn new(metadata: &TableMetadata, file_io: &FileIO, table_name: &str) -> Result<Self> {
+        let schema = metadata.current_schema().clone();
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .build();
+        let parquet = ParquetWriterBuilder::new(props, schema.clone());
+        let data_dir = format!("{}/data", metadata.location());
+        let rolling = RollingFileWriterBuilder::new(
+            parquet,
+            TARGET_FILE_SIZE,
+            file_io.clone(),
+            DefaultLocationGenerator::with_data_location(data_dir),
+            DefaultFileNameGenerator::new(Uuid::now_v7().to_string(), None, DataFileFormat::Parquet),
+        );
+        let inner = block_on(DataFileWriterBuilder::new(rolling).build(None))?;
+        Ok(Self { inner, schema: arrow_schema(&schema)?, table_name: table_name.to_string(), rows: 0 })
+    }
+
+    /// The table's columns, in order, as DuckDB hands them over.
+    pub fn write(&mut self, columns: &StructArray) -> Result<()> {
+        let batch = conform(columns, &self.schema, &self.table_name)?;
+        self.rows += batch.num_rows() as u64;
+        block_on(self.inner.write(batch))?;
+        Ok(())
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Closes the current file; returns every file written, each already fsynced.
+    pub fn finish(mut self) -> Result<Vec<DataFile>> {
+        Ok(block_on(self.inner.close())?)
+    }
+}

@@ -1,0 +1,251 @@
+//! The core without DuckDB: catalogs, transactions, commits, scans.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, StructArray};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use iceberg::expr::Reference;
+use iceberg::spec::Datum;
+use skade::catalog::options::AttachOptions;
+use skade::catalog::transaction::OnConflict;
+use skade::{Catalog, ErrorKind, Transaction};
+
+fn open(path: &Path) -> Catalog {
+    Catalog::open(path, AttachOptions::default()).unwrap()
+}
+
+fn columns() -> Schema {
+    Schema::new(vec![Field::new("id", DataType::Int64, true), Field::new("name", DataType::Utf8, true)])
+}
+
+fn create(txn: &Transaction, name: &str) -> String {
+    let types = vec!["BIGINT".to_string(), "VARCHAR".to_string()];
+    let t = txn.create_table("main", name, &columns(), &types, &[], &[], OnConflict::Error).unwrap().unwrap();
+    t.record.uuid.clone()
+}
+
+fn rows(ids: std::ops::Range<i64>) -> StructArray {
+    let id: ArrayRef = Arc::new(Int64Array::from_iter_values(ids.clone()));
+    let name: ArrayRef = Arc::new(StringArray::from_iter_values(ids.map(|i| format!("n{i}"))));
+    StructArray::from(RecordBatch::try_new(Arc::new(columns()), vec![id, name]).unwrap())
+}
+
+fn append(txn: &Transaction, uuid: &str, ids: std::ops::Range<i64>) {
+    let mut w = txn.writer(uuid).unwrap();
+    w.write(&rows(ids)).unwrap();
+    txn.stage_files(uuid, w.finish().unwrap()).unwrap();
+}
+
+fn ids(txn: &Transaction, uuid: &str, predicate: Option<iceberg::expr::Predicate>) -> (Vec<i64>, usize) {
+    let plan = txn.scan(uuid, None, vec![0], predicate).unwrap();
+    let mut out = vec![];
+    for t in 0..plan.task_count() {
+        for b in plan.open(t).unwrap() {
+            let b = b.unwrap();
+            out.extend(b.column(0).as_primitive::<Int64Type>().values().iter().copied());
+        }
+    }
+    out.sort();
+    (out, plan.task_count())
+}
+
+#[test]
+fn tables_survive_reopen_and_commits_are_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lake.skade");
+    let uuid = {
+        let catalog = open(&path);
+        let txn = catalog.begin();
+        let uuid = create(&txn, "t");
+        append(&txn, &uuid, 0..100);
+        let records = txn.commit().unwrap();
+        assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![1, 2]);
+        let txn = catalog.begin();
+        append(&txn, &uuid, 100..150);
+        txn.commit().unwrap();
+        uuid
+    };
+    let catalog = open(&path);
+    let txn = catalog.begin();
+    let (got, _) = ids(&txn, &uuid, None);
+    assert_eq!(got, (0..150).collect::<Vec<_>>());
+    let log = catalog.commits_since(0, 100).unwrap();
+    let ops: Vec<_> = log.iter().map(|r| (r.seq, r.operation.as_str())).collect();
+    assert_eq!(ops, vec![(1, "create_table"), (2, "append"), (3, "append")]);
+    assert_eq!(catalog.commits_since(2, 100).unwrap().len(), 1);
+    // every snapshot's commit is found from the table side too
+    let info = txn.table("main", "t").unwrap().unwrap();
+    for s in info.metadata.snapshots() {
+        assert!(catalog.commit_seq_of(&uuid, s.snapshot_id()).unwrap().is_some());
+    }
+}
+
+#[test]
+fn bounds_prune_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create(&txn, "t");
+    txn.commit().unwrap();
+    for k in 0..4 {
+        let txn = catalog.begin();
+        append(&txn, &uuid, k * 1000..(k + 1) * 1000);
+        txn.commit().unwrap();
+    }
+    let txn = catalog.begin();
+    let (all, files) = ids(&txn, &uuid, None);
+    assert_eq!((all.len(), files), (4000, 4));
+    let (one, files) = ids(&txn, &uuid, Some(Reference::new("id").equal_to(Datum::long(2500))));
+    assert_eq!(files, 1, "an equality on a clustered key reads one file");
+    assert!(one.contains(&2500));
+    let (_, files) = ids(&txn, &uuid, Some(Reference::new("id").greater_than(Datum::long(99_999))));
+    assert_eq!(files, 0, "out of every file's bounds: nothing is read");
+}
+
+#[test]
+fn rollback_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create(&txn, "t");
+    append(&txn, &uuid, 0..10);
+    txn.rollback();
+    assert!(catalog.state().tables.is_empty());
+    assert!(catalog.commits_since(0, 10).unwrap().is_empty());
+    let leftovers: Vec<_> = walk(&dir.path().join("lake.skade.data"));
+    assert!(leftovers.is_empty(), "rolled-back files remain: {leftovers:?}");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn concurrent_appends_rebase_and_ddl_conflicts_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create(&txn, "t");
+    txn.commit().unwrap();
+
+    let a = catalog.begin();
+    let b = catalog.begin();
+    append(&a, &uuid, 0..10);
+    append(&b, &uuid, 10..20);
+    a.commit().unwrap();
+    b.commit().unwrap(); // rebased onto a's snapshot
+    let (got, _) = ids(&catalog.begin(), &uuid, None);
+    assert_eq!(got, (0..20).collect::<Vec<_>>());
+
+    let a = catalog.begin();
+    let b = catalog.begin();
+    create(&a, "u");
+    create(&b, "u");
+    a.commit().unwrap();
+    let err = b.commit().unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Conflict, "{}", err.message);
+    // the loser left no trace in the log
+    let log = catalog.commits_since(0, 100).unwrap();
+    assert_eq!(log.iter().filter(|r| r.operation == "create_table").count(), 2);
+    assert_eq!(log.last().unwrap().seq as usize, log.len());
+}
+
+#[test]
+fn group_commit_keeps_the_log_gapless_under_concurrency() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create(&txn, "t");
+    txn.commit().unwrap();
+    std::thread::scope(|s| {
+        for w in 0..8 {
+            let catalog = catalog.clone();
+            let uuid = uuid.clone();
+            s.spawn(move || {
+                for i in 0..5 {
+                    let txn = catalog.begin();
+                    let base = (w * 100 + i * 10) as i64;
+                    append(&txn, &uuid, base..base + 1);
+                    txn.commit().unwrap();
+                }
+            });
+        }
+    });
+    let log = catalog.commits_since(0, 1000).unwrap();
+    assert_eq!(log.len(), 41);
+    for (i, r) in log.iter().enumerate() {
+        assert_eq!(r.seq, i as u64 + 1);
+    }
+    assert_eq!(ids(&catalog.begin(), &uuid, None).0.len(), 40);
+}
+
+#[test]
+fn a_file_that_is_not_a_catalog_is_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.skade");
+    std::fs::write(&path, b"just some text").unwrap();
+    let err = Catalog::open(&path, AttachOptions::default()).err().unwrap();
+    assert_eq!(err.kind, ErrorKind::Corrupt);
+    assert!(err.message.contains("is not a skade catalog"), "{}", err.message);
+    assert_eq!(std::fs::read(&path).unwrap(), b"just some text");
+}
+
+#[test]
+fn two_attaches_in_one_process_share_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lake.skade");
+    let first = open(&path);
+    let second = open(&path);
+    let txn = first.begin();
+    create(&txn, "t");
+    txn.commit().unwrap();
+    assert!(second.begin().table("main", "t").unwrap().is_some());
+    assert!(second.state().table("main", "T").is_some(), "names are case-insensitive");
+}
+
+#[test]
+fn scans_at_an_old_snapshot_see_what_was_committed_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create(&txn, "t");
+    append(&txn, &uuid, 0..5);
+    txn.commit().unwrap();
+    let first = catalog.begin().table("main", "t").unwrap().unwrap().metadata.current_snapshot_id().unwrap();
+    let txn = catalog.begin();
+    append(&txn, &uuid, 5..7);
+    txn.commit().unwrap();
+    let plan = catalog.begin().scan(&uuid, Some(first), vec![0, 1], None).unwrap();
+    let n: usize = (0..plan.task_count()).flat_map(|t| plan.open(t).unwrap()).map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(n, 5);
+    let err = catalog.begin().scan(&uuid, Some(987654), vec![0], None).err().unwrap();
+    assert_eq!(err.kind, ErrorKind::Catalog);
+}
+
+#[test]
+fn count_only_scans_return_row_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create(&txn, "t");
+    append(&txn, &uuid, 0..1234);
+    // a transaction reads its own uncommitted rows
+    let plan = txn.scan(&uuid, None, vec![], None).unwrap();
+    let n: usize = (0..plan.task_count()).flat_map(|t| plan.open(t).unwrap()).map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(n, 1234);
+    let b = plan.open(0).unwrap().next().unwrap().unwrap();
+    assert_eq!(b.num_columns(), 0);
+    assert!(b.num_rows() > 0);
+}

@@ -1,0 +1,63 @@
+"""Python (`pip install duckdb==1.5.5`): load, attach, write, read, re-attach; one file, two processes."""
+import multiprocessing
+import subprocess
+import sys
+import textwrap
+import time
+
+import duckdb
+import pytest
+
+from conftest import EXTENSION, connect
+
+
+def test_python_round_trip(tmp_path, con):
+    lake = tmp_path / "lake.skade"
+    con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    con.execute("CREATE TABLE lake.t AS SELECT i AS id, 'x' || i AS s FROM range(100000) r(i)")
+    assert con.execute("SELECT count(*), sum(id) FROM lake.t").fetchone() == (100000, 4999950000)
+    # results reach Python through DuckDB's own conversions (here: Arrow)
+    table = con.execute("SELECT * FROM lake.t WHERE id < 3 ORDER BY id").fetch_arrow_table()
+    assert table.column("s").to_pylist() == ["x0", "x1", "x2"]
+    con.execute("DETACH lake")
+    con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    assert con.execute("SELECT max(id) FROM lake.t").fetchone() == (99999,)
+
+
+def test_two_databases_in_one_process_share_a_catalog(tmp_path):
+    lake = tmp_path / "lake.skade"
+    a, b = connect(), connect()
+    a.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    b.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    a.execute("CREATE TABLE lake.t AS SELECT 1 AS x")
+    assert b.execute("SELECT x FROM lake.t").fetchone() == (1,)
+    b.execute("INSERT INTO lake.t VALUES (2)")
+    assert a.execute("SELECT sum(x) FROM lake.t").fetchone() == (3,)
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time, duckdb
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{sys.argv[1]}'")
+    con.execute(f"ATTACH '{sys.argv[2]}' AS lake (TYPE skade)")
+    print("attached", flush=True)
+    time.sleep(60)
+""")
+
+
+def test_a_catalog_held_by_another_process_is_a_clear_error(tmp_path):
+    lake = tmp_path / "lake.skade"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, EXTENSION, str(lake)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "attached"
+        con = connect()
+        start = time.monotonic()
+        with pytest.raises(duckdb.Error, match="already open in another process"):
+            con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+        assert time.monotonic() - start < 5, "the second open must fail fast, not wait"
+    finally:
+        holder.kill()
+        holder.wait()
+    # once the holder is gone the catalog opens normally
+    con = connect()
+    con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")

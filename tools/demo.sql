@@ -1,0 +1,10 @@
+-- The demo `make` runs in the official DuckDB CLI (`duckdb -unsigned`).
+LOAD 'build/release/skade.duckdb_extension';
+ATTACH 'build/demo/lake.skade' AS lake (TYPE skade);
+CREATE TABLE lake.orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount DOUBLE);
+INSERT INTO lake.orders VALUES (1, 'a', 10), (2, 'b', 20);
+INSERT INTO lake.orders SELECT i, 'c' || (i % 7), i * 1.5 FROM range(3, 1000) t(i);
+SELECT count(*) AS orders, sum(amount) AS total FROM lake.orders;
+SELECT * FROM lake.orders WHERE id <= 2 ORDER BY id;
+SELECT schema_name, table_name, kind, current_snapshot_id FROM skade_tables('lake');
+SELECT commit_seq, table_name, snapshot_id, operation FROM skade_commits_since('lake', 0);

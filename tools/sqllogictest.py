@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Runs DuckDB-dialect sqllogictest files against DuckDB 1.5.5 (Python client) with skade loaded.
+
+Supported records (the subset skade's tests use):
+  require skade | iceberg | ducklake      load an extension (skade: the built file)
+  load <path>                             open a persistent database (default: in memory)
+  restart                                 close and reopen the database (extensions reloaded)
+  statement ok [conN]                     SQL must succeed
+  statement error [conN]                  SQL must fail; text after ---- must be a substring
+  query <types> [rowsort|nosort] [conN]   rows after ---- must match (tab-separated)
+  loop <var> <from> <to> ... endloop      repeat, substituting ${var}
+  # comment
+`__TEST_DIR__` is a fresh directory per file, `__EXTENSION__` the extension path. Values are
+compared as DuckDB renders them (CAST AS VARCHAR); NULL is `NULL`, the empty string `(empty)`.
+Prints one line per failure and ends with `N passed, N failed`.
+"""
+import argparse
+import concurrent.futures
+import glob
+import os
+import re
+import shutil
+import sys
+import tempfile
+import traceback
+
+import duckdb
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def site_extension(package: str, name: str) -> str:
+    base = os.path.join(os.path.dirname(duckdb.__file__), "..", package, "extensions")
+    found = glob.glob(os.path.join(base, "*", f"{name}.duckdb_extension"))
+    if not found:
+        raise RuntimeError(f"extension {name} not installed (pip package {package})")
+    return os.path.abspath(found[0])
+
+
+class Failure(Exception):
+    pass
+
+
+class Record:
+    def __init__(self, kind, args, sql, expected, line):
+        self.kind, self.args, self.sql, self.expected, self.line = kind, args, sql, expected, line
+
+
+def parse(path):
+    lines = open(path, encoding="utf-8").read().split("\n")
+    records, i = [], 0
+    while i < len(lines):
+        raw = lines[i]
+        line = raw.strip()
+        start = i + 1
+        i += 1
+        if not line or line.startswith("#"):
+            continue
+        words = line.split()
+        kind = words[0]
+        if kind in ("statement", "query"):
+            sql_lines = []
+            while i < len(lines) and lines[i].strip() and lines[i].strip() != "----":
+                sql_lines.append(lines[i])
+                i += 1
+            expected = None
+            if i < len(lines) and lines[i].strip() == "----":
+                i += 1
+                expected = []
+                while i < len(lines) and lines[i].strip():
+                    expected.append(lines[i])
+                    i += 1
+            records.append(Record(kind, words[1:], "\n".join(sql_lines), expected, start))
+        elif kind in ("require", "load", "restart", "loop", "endloop", "mode", "sleep"):
+            records.append(Record(kind, words[1:], None, None, start))
+        else:
+            raise Failure(f"{path}:{start}: unknown record '{line}'")
+    return records
+
+
+def expand_loops(records):
+    out, i = [], 0
+    while i < len(records):
+        r = records[i]
+        if r.kind != "loop":
+            out.append(r)
+            i += 1
+            continue
+        depth, j = 1, i + 1
+        while j < len(records) and depth:
+            depth += {"loop": 1, "endloop": -1}.get(records[j].kind, 0)
+            j += 1
+        body = expand_loops(records[i + 1:j - 1])
+        var, lo, hi = r.args[0], int(r.args[1]), int(r.args[2])
+        for v in range(lo, hi):
+            for b in body:
+                sub = lambda s: None if s is None else s.replace("${" + var + "}", str(v))
+                out.append(Record(b.kind, b.args, sub(b.sql),
+                                  None if b.expected is None else [sub(e) for e in b.expected], b.line))
+        i = j
+    return out
+
+
+def render(v):
+    if v is None:
+        return "NULL"
+    if v == "":
+        return "(empty)"
+    return str(v)
+
+
+class Runner:
+    def __init__(self, path, extension, test_dir):
+        self.path, self.extension, self.test_dir = path, extension, test_dir
+        self.db_path = ":memory:"
+        self.required = []
+        self.db = None
+        self.cons = {}
+
+    def subst(self, s):
+        return s.replace("__TEST_DIR__", self.test_dir).replace("__EXTENSION__", self.extension)
+
+    def open(self):
+        self.close()
+        self.db = duckdb.connect(self.db_path, config={"allow_unsigned_extensions": "true"})
+        for r in self.required:
+            self.load(r)
+
+    def close(self):
+        for c in self.cons.values():
+            c.close()
+        self.cons = {}
+        if self.db is not None:
+            self.db.close()
+        self.db = None
+
+    def load(self, what):
+        if what == "skade":
+            self.db.execute(f"LOAD '{self.extension}'")
+        elif what == "iceberg":
+            self.db.execute(f"LOAD '{site_extension('duckdb_extension_avro', 'avro')}'")
+            self.db.execute(f"LOAD '{site_extension('duckdb_extension_iceberg', 'iceberg')}'")
+        elif what == "ducklake":
+            self.db.execute(f"LOAD '{site_extension('duckdb_extension_ducklake', 'ducklake')}'")
+        else:
+            raise Failure(f"unknown requirement '{what}'")
+
+    def con(self, args):
+        names = [a for a in args if re.fullmatch(r"con\w*", a)]
+        if not names:
+            return self.db
+        name = names[0]
+        if name not in self.cons:
+            self.cons[name] = self.db.cursor()
+        return self.cons[name]
+
+    def run(self):
+        records = expand_loops(parse(self.path))
+        self.open()
+        try:
+            for r in records:
+                try:
+                    self.step(r)
+                except Failure as f:
+                    raise Failure(f"{self.path}:{r.line}: {f}")
+        finally:
+            self.close()
+
+    def step(self, r):
+        if r.kind == "require":
+            self.required.append(r.args[0])
+            self.load(r.args[0])
+        elif r.kind == "load":
+            self.db_path = self.subst(r.args[0]) if r.args else ":memory:"
+            self.open()
+        elif r.kind == "restart":
+            self.open()
+        elif r.kind in ("mode", "sleep"):
+            pass
+        elif r.kind == "statement":
+            self.statement(r)
+        elif r.kind == "query":
+            self.query(r)
+
+    def statement(self, r):
+        sql = self.subst(r.sql)
+        want_error = r.args and r.args[0] == "error"
+        try:
+            self.con(r.args).execute(sql)
+        except duckdb.Error as e:
+            if not want_error:
+                raise Failure(f"statement failed: {e}\n  SQL: {sql}")
+            expected = "\n".join(r.expected or []).strip()
+            if expected and self.subst(expected) not in str(e):
+                raise Failure(f"wrong error:\n  expected to contain: {expected}\n  got: {e}\n  SQL: {sql}")
+            return
+        if want_error:
+            raise Failure(f"statement should have failed\n  SQL: {sql}")
+
+    def query(self, r):
+        sql = self.subst(r.sql)
+        types = r.args[0] if r.args else ""
+        sort = "rowsort" in r.args or "valuesort" in r.args
+        con = self.con(r.args)
+        try:
+            rel = con.sql(sql)
+            if rel is None:
+                raise Failure(f"query returned no result set\n  SQL: {sql}")
+            n = len(rel.columns)
+            rows = rel.select(", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(n))).fetchall()
+        except duckdb.Error as e:
+            raise Failure(f"query failed: {e}\n  SQL: {sql}")
+        if types and len(types) != n:
+            raise Failure(f"query has {n} columns, header says {len(types)} ({types})\n  SQL: {sql}")
+        got = ["\t".join(render(v) for v in row) for row in rows]
+        want = [self.subst(e) for e in (r.expected or [])]
+        want = ["\t".join(re.split(r"\t| {2,}", w.strip())) if "\t" not in w else w for w in want]
+        if sort:
+            got, want = sorted(got), sorted(want)
+        if got != want:
+            diff = "\n".join(f"    {'==' if g == w else '!='} got  {g!r}\n       want {w!r}"
+                             for g, w in zip(got + [None] * (len(want) - len(got)), want + [None] * (len(got) - len(want))))
+            raise Failure(f"wrong result ({len(got)} rows, expected {len(want)})\n  SQL: {sql}\n{diff}")
+
+
+def run_file(args):
+    path, extension = args
+    test_dir = tempfile.mkdtemp(prefix="skade-slt-")
+    try:
+        Runner(path, extension, test_dir).run()
+        return path, None
+    except Failure as f:
+        return path, str(f)
+    except Exception:
+        return path, traceback.format_exc()
+    finally:
+        shutil.rmtree(test_dir, ignore_errors=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("paths", nargs="*", default=[os.path.join(ROOT, "sql_tests")])
+    p.add_argument("--extension", default=os.path.join(ROOT, "build", "release", "skade.duckdb_extension"))
+    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2)
+    a = p.parse_args()
+    files = []
+    for path in a.paths:
+        files += sorted(glob.glob(os.path.join(path, "**", "*.test"), recursive=True)) if os.path.isdir(path) else [path]
+    extension = os.path.abspath(a.extension)
+    passed = failed = 0
+    with concurrent.futures.ProcessPoolExecutor(max_workers=a.jobs) as pool:
+        for path, error in pool.map(run_file, [(f, extension) for f in files]):
+            rel = os.path.relpath(path, ROOT)
+            if error:
+                failed += 1
+                print(f"FAIL {rel}\n{error}\n", flush=True)
+            else:
+                passed += 1
+                print(f"ok   {rel}", flush=True)
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed or not files else 0)
+
+
+if __name__ == "__main__":
+    main()
