@@ -23,10 +23,12 @@ SkadeSchemaEntry::~SkadeSchemaEntry() {
 
 SkadeTableEntry &SkadeSchemaEntry::AddTable(ClientContext &context, SkadeTableHandle table) {
 	auto entry = SkadeTableEntry::Create(context, *this, std::move(table));
-	auto &result = *entry;
 	lock_guard<mutex> guard(lock);
-	tables[result.name] = std::move(entry);
-	return result;
+	// Two threads may resolve the same table at once: the first entry wins and stays valid,
+	// because bound plans may already point at it.
+	auto table_name = entry->name;
+	auto inserted = tables.emplace(table_name, std::move(entry));
+	return *inserted.first->second;
 }
 
 optional_ptr<SkadeTableEntry> SkadeSchemaEntry::GetTable(ClientContext &context, const string &name) {

@@ -204,11 +204,16 @@ class Runner:
         sort = "rowsort" in r.args or "valuesort" in r.args
         con = self.con(r.args)
         try:
-            rel = con.sql(sql)
-            if rel is None:
-                raise Failure(f"query returned no result set\n  SQL: {sql}")
-            n = len(rel.columns)
-            rows = rel.select(", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(n))).fetchall()
+            statements = duckdb.extract_statements(sql)
+            if len(statements) == 1 and statements[0].type == duckdb.StatementType.SELECT:
+                # rendered by DuckDB itself, exactly as CAST(... AS VARCHAR)
+                rel = con.sql(sql)
+                n = len(rel.columns)
+                rows = rel.select(", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(n))).fetchall()
+            else:  # INSERT ... (a row count): plain values
+                result = con.execute(sql)
+                n = len(result.description or [])
+                rows = result.fetchall()
         except duckdb.Error as e:
             raise Failure(f"query failed: {e}\n  SQL: {sql}")
         if types and len(types) != n:

@@ -86,7 +86,11 @@ impl Catalog {
                     inner.durability
                 )));
             }
-            return Ok(Catalog { inner, actor: options.actor, read_only: options.read_only });
+            return Ok(Catalog {
+                inner,
+                actor: options.actor,
+                read_only: options.read_only,
+            });
         }
         let (store, loaded) = Store::open(&path, options.read_only, data_path.as_deref())?;
         let (events, _) = broadcast::channel(COMMIT_EVENT_BUFFER);
@@ -104,7 +108,11 @@ impl Catalog {
         let key = path.canonicalize().unwrap_or(path);
         registry.retain(|_, w| w.strong_count() > 0);
         registry.insert(key, Arc::downgrade(&inner));
-        Ok(Catalog { inner, actor: options.actor, read_only: options.read_only })
+        Ok(Catalog {
+            inner,
+            actor: options.actor,
+            read_only: options.read_only,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -125,7 +133,11 @@ impl Catalog {
 
     /// The current committed state.
     pub fn state(&self) -> Arc<CatalogState> {
-        self.inner.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inner
+            .state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn begin(&self) -> Transaction {
@@ -160,7 +172,13 @@ impl Catalog {
         inner.committer.commit(request, |group| {
             let now_us = chrono::Utc::now().timestamp_micros();
             let next_snapshot_id = inner.next_snapshot_id.load(Ordering::SeqCst);
-            let results = match apply_group(&inner.store, &group, inner.durability.fsync(), next_snapshot_id, now_us) {
+            let results = match apply_group(
+                &inner.store,
+                &group,
+                inner.durability.fsync(),
+                next_snapshot_id,
+                now_us,
+            ) {
                 Ok(results) => results,
                 Err(e) => return group.iter().map(|_| Err(e.clone())).collect(),
             };

@@ -59,7 +59,10 @@ impl AttachOptions {
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
         read_only: bool,
     ) -> Result<Self> {
-        let mut o = AttachOptions { read_only, ..Default::default() };
+        let mut o = AttachOptions {
+            read_only,
+            ..Default::default()
+        };
         for (key, value) in pairs {
             match key.to_ascii_lowercase().as_str() {
                 "data_path" => {
@@ -88,11 +91,36 @@ impl AttachOptions {
     }
 }
 
-/// The OS user, as DuckLake and most tools record it.
+/// The OS user, as DuckLake and most tools record it: $USER, else the account of the uid.
 pub fn default_actor() -> String {
-    std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".to_string())
+    if let Ok(user) = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")) {
+        if !user.is_empty() {
+            return user;
+        }
+    }
+    account_name().unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }))
+}
+
+fn account_name() -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 4096];
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes into `pwd` and `buf`, which outlive the call; the name it points
+    // at lives in `buf`.
+    let rc = unsafe {
+        libc::getpwuid_r(
+            libc::getuid(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut result,
+        )
+    };
+    if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
+        return None;
+    }
+    let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+    name.to_str().ok().map(str::to_string)
 }
 
 #[cfg(test)]
@@ -108,7 +136,11 @@ mod tests {
     #[test]
     fn known_options_parse() {
         let o = AttachOptions::parse(
-            [("DATA_PATH", "/tmp/x"), ("durability", "NONE"), ("actor", "etl")],
+            [
+                ("DATA_PATH", "/tmp/x"),
+                ("durability", "NONE"),
+                ("actor", "etl"),
+            ],
             true,
         )
         .unwrap();

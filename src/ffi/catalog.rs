@@ -12,7 +12,7 @@ pub struct SkadeCatalog(pub(crate) Catalog);
 /// Opens or creates the catalog at `path`. `keys`/`values` are the ATTACH options DuckDB did not
 /// consume itself.
 #[no_mangle]
-pub extern "C" fn skade_catalog_open(
+pub unsafe extern "C" fn skade_catalog_open(
     path: *const c_char,
     keys: *const *const c_char,
     values: *const *const c_char,
@@ -24,27 +24,34 @@ pub extern "C" fn skade_catalog_open(
         let path = arg(path, "path")?;
         let keys = super::arg_list(keys, n_options, "option name")?;
         let values = super::arg_list(values, n_options, "option value")?;
-        let options =
-            AttachOptions::parse(keys.iter().map(String::as_str).zip(values.iter().map(String::as_str)), read_only)?;
+        let options = AttachOptions::parse(
+            keys.iter()
+                .map(String::as_str)
+                .zip(values.iter().map(String::as_str)),
+            read_only,
+        )?;
         let catalog = Catalog::open(Path::new(path), options)?;
         out(result, Box::into_raw(Box::new(SkadeCatalog(catalog))))
     })
 }
 
 #[no_mangle]
-pub extern "C" fn skade_catalog_free(catalog: *mut SkadeCatalog) {
+pub unsafe extern "C" fn skade_catalog_free(catalog: *mut SkadeCatalog) {
     free(catalog)
 }
 
 /// The catalog file's absolute path, valid while the handle lives.
 #[no_mangle]
-pub extern "C" fn skade_catalog_path(
+pub unsafe extern "C" fn skade_catalog_path(
     catalog: *const SkadeCatalog,
     result: *mut *mut super::SkadeStrings,
 ) -> *mut SkadeStatus {
     guard(|| {
         let c = &handle(catalog, "catalog")?.0;
-        let items = [c.path().display().to_string(), c.data_path().display().to_string()];
+        let items = [
+            c.path().display().to_string(),
+            c.data_path().display().to_string(),
+        ];
         out(result, super::SkadeStrings::boxed(items))
     })
 }

@@ -14,7 +14,10 @@ use crate::error::Error;
 use crate::functions::{commits_since, snapshots, tables};
 
 #[no_mangle]
-pub extern "C" fn skade_function_schema(name: *const c_char, result: *mut FFI_ArrowSchema) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_function_schema(
+    name: *const c_char,
+    result: *mut FFI_ArrowSchema,
+) -> *mut SkadeStatus {
     guard(|| {
         let schema = match arg(name, "function name")? {
             "skade_tables" => tables::schema(),
@@ -27,7 +30,10 @@ pub extern "C" fn skade_function_schema(name: *const c_char, result: *mut FFI_Ar
 }
 
 #[no_mangle]
-pub extern "C" fn skade_fn_tables(txn: *const SkadeTxn, result: *mut FFI_ArrowArrayStream) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_fn_tables(
+    txn: *const SkadeTxn,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
     guard(|| {
         let batch = tables::rows(&handle(txn, "transaction")?.0)?;
         let reader = RecordBatchIterator::new([Ok(batch)], tables::schema());
@@ -36,7 +42,7 @@ pub extern "C" fn skade_fn_tables(txn: *const SkadeTxn, result: *mut FFI_ArrowAr
 }
 
 #[no_mangle]
-pub extern "C" fn skade_fn_snapshots(
+pub unsafe extern "C" fn skade_fn_snapshots(
     txn: *const SkadeTxn,
     uuid: *const c_char,
     result: *mut FFI_ArrowArrayStream,
@@ -51,7 +57,7 @@ pub extern "C" fn skade_fn_snapshots(
 }
 
 #[no_mangle]
-pub extern "C" fn skade_fn_commits_since(
+pub unsafe extern "C" fn skade_fn_commits_since(
     catalog: *const SkadeCatalog,
     since: u64,
     result: *mut FFI_ArrowArrayStream,

@@ -6,6 +6,12 @@
 //!   shim turns into a DuckDB exception (and frees with `skade_status_free`);
 //! - handles are opaque boxes freed by their `_free` function;
 //! - rows cross only as the Arrow C Data Interface.
+//!
+//! # Safety
+//! Every entry is `unsafe`: the shim must pass pointers it got from the matching constructor
+//! (or valid Arrow C structs, or NUL-terminated UTF-8 strings), and must not use a handle after
+//! freeing it. The header documents ownership per call.
+#![allow(clippy::missing_safety_doc)]
 
 mod catalog;
 mod functions;
@@ -27,7 +33,10 @@ pub struct SkadeStatus {
 
 fn status_from(e: Error) -> *mut SkadeStatus {
     let message = CString::new(e.message.replace('\0', " ")).unwrap_or_default();
-    Box::into_raw(Box::new(SkadeStatus { code: e.kind as i32, message }))
+    Box::into_raw(Box::new(SkadeStatus {
+        code: e.kind as i32,
+        message,
+    }))
 }
 
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
@@ -54,19 +63,23 @@ pub(crate) fn guard_value<T>(fallback: T, f: impl FnOnce() -> T) -> T {
 }
 
 #[no_mangle]
-pub extern "C" fn skade_status_code(status: *const SkadeStatus) -> i32 {
-    guard_value(ErrorKind::Internal as i32, || unsafe { status.as_ref() }.map(|s| s.code).unwrap_or(0))
-}
-
-#[no_mangle]
-pub extern "C" fn skade_status_message(status: *const SkadeStatus) -> *const c_char {
-    guard_value(std::ptr::null(), || {
-        unsafe { status.as_ref() }.map(|s| s.message.as_ptr()).unwrap_or(std::ptr::null())
+pub unsafe extern "C" fn skade_status_code(status: *const SkadeStatus) -> i32 {
+    guard_value(ErrorKind::Internal as i32, || {
+        unsafe { status.as_ref() }.map(|s| s.code).unwrap_or(0)
     })
 }
 
 #[no_mangle]
-pub extern "C" fn skade_status_free(status: *mut SkadeStatus) {
+pub unsafe extern "C" fn skade_status_message(status: *const SkadeStatus) -> *const c_char {
+    guard_value(std::ptr::null(), || {
+        unsafe { status.as_ref() }
+            .map(|s| s.message.as_ptr())
+            .unwrap_or(std::ptr::null())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn skade_status_free(status: *mut SkadeStatus) {
     guard_value((), || {
         if !status.is_null() {
             drop(unsafe { Box::from_raw(status) });
@@ -81,19 +94,24 @@ pub struct SkadeStrings {
 
 impl SkadeStrings {
     pub(crate) fn boxed(items: impl IntoIterator<Item = String>) -> *mut SkadeStrings {
-        let items = items.into_iter().map(|s| CString::new(s.replace('\0', " ")).unwrap_or_default()).collect();
+        let items = items
+            .into_iter()
+            .map(|s| CString::new(s.replace('\0', " ")).unwrap_or_default())
+            .collect();
         Box::into_raw(Box::new(SkadeStrings { items }))
     }
 }
 
 #[no_mangle]
-pub extern "C" fn skade_strings_len(list: *const SkadeStrings) -> usize {
-    guard_value(0, || unsafe { list.as_ref() }.map(|l| l.items.len()).unwrap_or(0))
+pub unsafe extern "C" fn skade_strings_len(list: *const SkadeStrings) -> usize {
+    guard_value(0, || {
+        unsafe { list.as_ref() }.map(|l| l.items.len()).unwrap_or(0)
+    })
 }
 
 /// The i-th string, valid while the list lives; null when out of range.
 #[no_mangle]
-pub extern "C" fn skade_strings_get(list: *const SkadeStrings, i: usize) -> *const c_char {
+pub unsafe extern "C" fn skade_strings_get(list: *const SkadeStrings, i: usize) -> *const c_char {
     guard_value(std::ptr::null(), || {
         unsafe { list.as_ref() }
             .and_then(|l| l.items.get(i))
@@ -103,7 +121,7 @@ pub extern "C" fn skade_strings_get(list: *const SkadeStrings, i: usize) -> *con
 }
 
 #[no_mangle]
-pub extern "C" fn skade_strings_free(list: *mut SkadeStrings) {
+pub unsafe extern "C" fn skade_strings_free(list: *mut SkadeStrings) {
     guard_value((), || {
         if !list.is_null() {
             drop(unsafe { Box::from_raw(list) });
@@ -130,7 +148,9 @@ pub(crate) fn arg_list(p: *const *const c_char, n: usize, what: &str) -> Result<
         return Err(Error::internal(format!("{what} is null")));
     }
     let ptrs = unsafe { std::slice::from_raw_parts(p, n) };
-    ptrs.iter().map(|&s| arg(s, what).map(str::to_string)).collect()
+    ptrs.iter()
+        .map(|&s| arg(s, what).map(str::to_string))
+        .collect()
 }
 
 /// Writes `value` to an out-pointer the shim supplied.
@@ -164,17 +184,24 @@ mod tests {
     fn panics_become_internal_errors() {
         let st = guard(|| panic!("boom"));
         assert!(!st.is_null());
-        assert_eq!(skade_status_code(st), ErrorKind::Internal as i32);
-        let msg = unsafe { CStr::from_ptr(skade_status_message(st)) }.to_str().unwrap().to_string();
-        assert!(msg.contains("boom"), "{msg}");
-        skade_status_free(st);
+        unsafe {
+            assert_eq!(skade_status_code(st), ErrorKind::Internal as i32);
+            let msg = CStr::from_ptr(skade_status_message(st))
+                .to_str()
+                .unwrap()
+                .to_string();
+            assert!(msg.contains("boom"), "{msg}");
+            skade_status_free(st);
+        }
     }
 
     #[test]
     fn errors_keep_kind_and_message() {
         let st = guard(|| Err(Error::catalog("no such table")));
-        assert_eq!(skade_status_code(st), ErrorKind::Catalog as i32);
-        skade_status_free(st);
+        unsafe {
+            assert_eq!(skade_status_code(st), ErrorKind::Catalog as i32);
+            skade_status_free(st);
+        }
         assert!(guard(|| Ok(())).is_null());
     }
 }

@@ -18,7 +18,7 @@ pub struct SkadeScan(ScanPlan);
 /// one-row struct `constants` (may be null). A negative `snapshot_id` means the current state.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub extern "C" fn skade_scan_open(
+pub unsafe extern "C" fn skade_scan_open(
     txn: *const SkadeTxn,
     uuid: *const c_char,
     snapshot_id: i64,
@@ -35,16 +35,25 @@ pub extern "C" fn skade_scan_open(
         let columns: Vec<usize> = if n_columns == 0 {
             vec![]
         } else {
-            unsafe { std::slice::from_raw_parts(columns, n_columns) }.iter().map(|&c| c as usize).collect()
+            unsafe { std::slice::from_raw_parts(columns, n_columns) }
+                .iter()
+                .map(|&c| c as usize)
+                .collect()
         };
         let table = txn.table_by_uuid(uuid)?;
         let constants = if constants.is_null() || constants_schema.is_null() {
             None
         } else {
             let array = unsafe { std::ptr::replace(constants, FFI_ArrowArray::empty()) };
-            Some(StructArray::from(unsafe { from_ffi(array, &*constants_schema) }?))
+            Some(StructArray::from(unsafe {
+                from_ffi(array, &*constants_schema)
+            }?))
         };
-        let json = if filter_json.is_null() { "" } else { arg(filter_json, "filter")? };
+        let json = if filter_json.is_null() {
+            ""
+        } else {
+            arg(filter_json, "filter")?
+        };
         let predicate = to_predicate(json, constants.as_ref(), table.metadata.current_schema())?;
         let snapshot = (snapshot_id >= 0).then_some(snapshot_id);
         let plan = txn.scan(uuid, snapshot, columns, predicate)?;
@@ -53,29 +62,41 @@ pub extern "C" fn skade_scan_open(
 }
 
 #[no_mangle]
-pub extern "C" fn skade_scan_free(scan: *mut SkadeScan) {
+pub unsafe extern "C" fn skade_scan_free(scan: *mut SkadeScan) {
     free(scan)
 }
 
 #[no_mangle]
-pub extern "C" fn skade_scan_task_count(scan: *const SkadeScan) -> u64 {
-    guard_value(0, || unsafe { scan.as_ref() }.map(|s| s.0.task_count() as u64).unwrap_or(0))
+pub unsafe extern "C" fn skade_scan_task_count(scan: *const SkadeScan) -> u64 {
+    guard_value(0, || {
+        unsafe { scan.as_ref() }
+            .map(|s| s.0.task_count() as u64)
+            .unwrap_or(0)
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn skade_scan_task_rows(scan: *const SkadeScan, task: u64) -> u64 {
-    guard_value(0, || unsafe { scan.as_ref() }.map(|s| s.0.task_rows(task as usize)).unwrap_or(0))
+pub unsafe extern "C" fn skade_scan_task_rows(scan: *const SkadeScan, task: u64) -> u64 {
+    guard_value(0, || {
+        unsafe { scan.as_ref() }
+            .map(|s| s.0.task_rows(task as usize))
+            .unwrap_or(0)
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn skade_scan_estimated_rows(scan: *const SkadeScan) -> u64 {
-    guard_value(0, || unsafe { scan.as_ref() }.map(|s| s.0.estimated_rows()).unwrap_or(0))
+pub unsafe extern "C" fn skade_scan_estimated_rows(scan: *const SkadeScan) -> u64 {
+    guard_value(0, || {
+        unsafe { scan.as_ref() }
+            .map(|s| s.0.estimated_rows())
+            .unwrap_or(0)
+    })
 }
 
 /// The Arrow stream of one planned file. Each stream is independent: DuckDB threads read
 /// different tasks concurrently.
 #[no_mangle]
-pub extern "C" fn skade_scan_task_stream(
+pub unsafe extern "C" fn skade_scan_task_stream(
     scan: *const SkadeScan,
     task: u64,
     result: *mut FFI_ArrowArrayStream,

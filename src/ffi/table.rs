@@ -29,31 +29,44 @@ impl SkadeTable {
 }
 
 #[no_mangle]
-pub extern "C" fn skade_table_free(table: *mut SkadeTable) {
+pub unsafe extern "C" fn skade_table_free(table: *mut SkadeTable) {
     free(table)
 }
 
 #[no_mangle]
-pub extern "C" fn skade_table_name(table: *const SkadeTable) -> *const c_char {
-    guard_value(std::ptr::null(), || unsafe { table.as_ref() }.map(|t| t.name.as_ptr()).unwrap_or(std::ptr::null()))
+pub unsafe extern "C" fn skade_table_name(table: *const SkadeTable) -> *const c_char {
+    guard_value(std::ptr::null(), || {
+        unsafe { table.as_ref() }
+            .map(|t| t.name.as_ptr())
+            .unwrap_or(std::ptr::null())
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn skade_table_schema_name(table: *const SkadeTable) -> *const c_char {
+pub unsafe extern "C" fn skade_table_schema_name(table: *const SkadeTable) -> *const c_char {
     guard_value(std::ptr::null(), || {
-        unsafe { table.as_ref() }.map(|t| t.schema_name.as_ptr()).unwrap_or(std::ptr::null())
+        unsafe { table.as_ref() }
+            .map(|t| t.schema_name.as_ptr())
+            .unwrap_or(std::ptr::null())
     })
 }
 
 /// The table's identity (its Iceberg uuid): scans and writes name the table by it.
 #[no_mangle]
-pub extern "C" fn skade_table_uuid(table: *const SkadeTable) -> *const c_char {
-    guard_value(std::ptr::null(), || unsafe { table.as_ref() }.map(|t| t.uuid.as_ptr()).unwrap_or(std::ptr::null()))
+pub unsafe extern "C" fn skade_table_uuid(table: *const SkadeTable) -> *const c_char {
+    guard_value(std::ptr::null(), || {
+        unsafe { table.as_ref() }
+            .map(|t| t.uuid.as_ptr())
+            .unwrap_or(std::ptr::null())
+    })
 }
 
 /// The columns, as the Arrow schema scans produce.
 #[no_mangle]
-pub extern "C" fn skade_table_arrow_schema(table: *const SkadeTable, result: *mut FFI_ArrowSchema) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_table_arrow_schema(
+    table: *const SkadeTable,
+    result: *mut FFI_ArrowSchema,
+) -> *mut SkadeStatus {
     guard(|| {
         let t = handle(table, "table")?;
         let schema = arrow_schema(t.info.metadata.current_schema())?;
@@ -61,14 +74,19 @@ pub extern "C" fn skade_table_arrow_schema(table: *const SkadeTable, result: *mu
     })
 }
 
-/// Primary-key column names in key order (empty for a table without a key).
+/// Primary-key column names in column order (Iceberg's identifier fields are a set).
 #[no_mangle]
-pub extern "C" fn skade_table_primary_key(table: *const SkadeTable, result: *mut *mut SkadeStrings) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_table_primary_key(
+    table: *const SkadeTable,
+    result: *mut *mut SkadeStrings,
+) -> *mut SkadeStatus {
     guard(|| {
         let t = handle(table, "table")?;
         let schema = t.info.metadata.current_schema();
-        let names: Vec<String> = schema
-            .identifier_field_ids()
+        let mut ids: Vec<i32> = schema.identifier_field_ids().collect();
+        ids.sort_unstable();
+        let names: Vec<String> = ids
+            .into_iter()
             .filter_map(|id| schema.name_by_field_id(id).map(str::to_string))
             .collect();
         out(result, SkadeStrings::boxed(names))
@@ -77,11 +95,16 @@ pub extern "C" fn skade_table_primary_key(table: *const SkadeTable, result: *mut
 
 /// Rows in the current snapshot (from its summary; deletes not subtracted), for DuckDB's planner.
 #[no_mangle]
-pub extern "C" fn skade_table_estimated_rows(table: *const SkadeTable) -> u64 {
+pub unsafe extern "C" fn skade_table_estimated_rows(table: *const SkadeTable) -> u64 {
     guard_value(0, || {
         unsafe { table.as_ref() }
             .and_then(|t| t.info.metadata.current_snapshot().cloned())
-            .and_then(|s| s.summary().additional_properties.get("total-records").and_then(|v| v.parse().ok()))
+            .and_then(|s| {
+                s.summary()
+                    .additional_properties
+                    .get("total-records")
+                    .and_then(|v| v.parse().ok())
+            })
             .unwrap_or(0)
     })
 }

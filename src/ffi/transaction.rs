@@ -16,20 +16,26 @@ use crate::error::Error;
 pub struct SkadeTxn(pub(crate) Arc<Transaction>);
 
 #[no_mangle]
-pub extern "C" fn skade_txn_begin(catalog: *const SkadeCatalog, result: *mut *mut SkadeTxn) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_txn_begin(
+    catalog: *const SkadeCatalog,
+    result: *mut *mut SkadeTxn,
+) -> *mut SkadeStatus {
     guard(|| {
         let c = &handle(catalog, "catalog")?.0;
-        out(result, Box::into_raw(Box::new(SkadeTxn(Arc::new(c.begin())))))
+        out(
+            result,
+            Box::into_raw(Box::new(SkadeTxn(Arc::new(c.begin())))),
+        )
     })
 }
 
 #[no_mangle]
-pub extern "C" fn skade_txn_commit(txn: *const SkadeTxn) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_txn_commit(txn: *const SkadeTxn) -> *mut SkadeStatus {
     guard(|| handle(txn, "transaction")?.0.commit().map(|_| ()))
 }
 
 #[no_mangle]
-pub extern "C" fn skade_txn_rollback(txn: *const SkadeTxn) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_txn_rollback(txn: *const SkadeTxn) -> *mut SkadeStatus {
     guard(|| {
         handle(txn, "transaction")?.0.rollback();
         Ok(())
@@ -37,81 +43,115 @@ pub extern "C" fn skade_txn_rollback(txn: *const SkadeTxn) -> *mut SkadeStatus {
 }
 
 #[no_mangle]
-pub extern "C" fn skade_txn_free(txn: *mut SkadeTxn) {
+pub unsafe extern "C" fn skade_txn_free(txn: *mut SkadeTxn) {
     free(txn)
 }
 
 #[no_mangle]
-pub extern "C" fn skade_txn_schemas(txn: *const SkadeTxn, result: *mut *mut SkadeStrings) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_txn_schemas(
+    txn: *const SkadeTxn,
+    result: *mut *mut SkadeStrings,
+) -> *mut SkadeStatus {
     guard(|| {
-        let names = handle(txn, "transaction")?.0.schemas()?.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+        let names = handle(txn, "transaction")?
+            .0
+            .schemas()?
+            .iter()
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>();
         out(result, SkadeStrings::boxed(names))
     })
 }
 
 /// The schema's name as stored, or null when it does not exist.
 #[no_mangle]
-pub extern "C" fn skade_txn_schema(
+pub unsafe extern "C" fn skade_txn_schema(
     txn: *const SkadeTxn,
     name: *const c_char,
     result: *mut *mut SkadeStrings,
 ) -> *mut SkadeStatus {
     guard(|| {
-        let s = handle(txn, "transaction")?.0.schema(arg(name, "schema name")?)?;
-        out(result, s.map(|s| SkadeStrings::boxed([s.name.clone()])).unwrap_or(std::ptr::null_mut()))
+        let s = handle(txn, "transaction")?
+            .0
+            .schema(arg(name, "schema name")?)?;
+        out(
+            result,
+            s.map(|s| SkadeStrings::boxed([s.name.clone()]))
+                .unwrap_or(std::ptr::null_mut()),
+        )
     })
 }
 
 #[no_mangle]
-pub extern "C" fn skade_txn_tables(
+pub unsafe extern "C" fn skade_txn_tables(
     txn: *const SkadeTxn,
     schema: *const c_char,
     result: *mut *mut SkadeStrings,
 ) -> *mut SkadeStatus {
     guard(|| {
-        let t = handle(txn, "transaction")?.0.tables(arg(schema, "schema name")?)?;
-        out(result, SkadeStrings::boxed(t.iter().map(|t| t.name.clone())))
+        let t = handle(txn, "transaction")?
+            .0
+            .tables(arg(schema, "schema name")?)?;
+        out(
+            result,
+            SkadeStrings::boxed(t.iter().map(|t| t.name.clone())),
+        )
     })
 }
 
 /// The table, or null when it does not exist.
 #[no_mangle]
-pub extern "C" fn skade_txn_table(
+pub unsafe extern "C" fn skade_txn_table(
     txn: *const SkadeTxn,
     schema: *const c_char,
     name: *const c_char,
     result: *mut *mut SkadeTable,
 ) -> *mut SkadeStatus {
     guard(|| {
-        let t = handle(txn, "transaction")?.0.table(arg(schema, "schema name")?, arg(name, "table name")?)?;
-        out(result, t.map(SkadeTable::boxed).transpose()?.unwrap_or(std::ptr::null_mut()))
+        let t = handle(txn, "transaction")?
+            .0
+            .table(arg(schema, "schema name")?, arg(name, "table name")?)?;
+        out(
+            result,
+            t.map(SkadeTable::boxed)
+                .transpose()?
+                .unwrap_or(std::ptr::null_mut()),
+        )
     })
 }
 
 #[no_mangle]
-pub extern "C" fn skade_txn_create_schema(
+pub unsafe extern "C" fn skade_txn_create_schema(
     txn: *const SkadeTxn,
     name: *const c_char,
     if_not_exists: bool,
 ) -> *mut SkadeStatus {
-    guard(|| handle(txn, "transaction")?.0.create_schema(arg(name, "schema name")?, if_not_exists))
+    guard(|| {
+        handle(txn, "transaction")?
+            .0
+            .create_schema(arg(name, "schema name")?, if_not_exists)
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn skade_txn_drop_schema(
+pub unsafe extern "C" fn skade_txn_drop_schema(
     txn: *const SkadeTxn,
     name: *const c_char,
     if_exists: bool,
     cascade: bool,
 ) -> *mut SkadeStatus {
-    guard(|| handle(txn, "transaction")?.0.drop_schema(arg(name, "schema name")?, if_exists, cascade))
+    guard(|| {
+        handle(txn, "transaction")?
+            .0
+            .drop_schema(arg(name, "schema name")?, if_exists, cascade)
+    })
 }
 
 /// `on_conflict`: 0 error, 1 ignore (IF NOT EXISTS), 2 replace (OR REPLACE). `result` is null
 /// when the table existed and was ignored.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub extern "C" fn skade_txn_create_table(
+pub unsafe extern "C" fn skade_txn_create_table(
     txn: *const SkadeTxn,
     schema: *const c_char,
     name: *const c_char,
@@ -143,18 +183,28 @@ pub extern "C" fn skade_txn_create_table(
             &arg_list(primary_key, n_primary_key, "column name")?,
             on_conflict,
         )?;
-        out(result, table.map(SkadeTable::boxed).transpose()?.unwrap_or(std::ptr::null_mut()))
+        out(
+            result,
+            table
+                .map(SkadeTable::boxed)
+                .transpose()?
+                .unwrap_or(std::ptr::null_mut()),
+        )
     })
 }
 
 #[no_mangle]
-pub extern "C" fn skade_txn_drop_table(
+pub unsafe extern "C" fn skade_txn_drop_table(
     txn: *const SkadeTxn,
     schema: *const c_char,
     name: *const c_char,
     if_exists: bool,
 ) -> *mut SkadeStatus {
     guard(|| {
-        handle(txn, "transaction")?.0.drop_table(arg(schema, "schema name")?, arg(name, "table name")?, if_exists)
+        handle(txn, "transaction")?.0.drop_table(
+            arg(schema, "schema name")?,
+            arg(name, "table name")?,
+            if_exists,
+        )
     })
 }

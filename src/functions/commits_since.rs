@@ -66,7 +66,11 @@ pub struct CommitsSince {
 
 impl CommitsSince {
     pub fn new(catalog: Catalog, since: u64) -> Self {
-        Self { catalog, next: since, done: false }
+        Self {
+            catalog,
+            next: since,
+            done: false,
+        }
     }
 }
 

@@ -3,9 +3,8 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array,
-    ArrayRef, Int64Builder, MapBuilder, RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
-    UInt64Builder,
+    Array, ArrayRef, Int64Builder, MapBuilder, RecordBatch, StringBuilder,
+    TimestampMicrosecondBuilder, UInt64Builder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 

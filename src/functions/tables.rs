@@ -26,7 +26,9 @@ pub fn rows(txn: &Transaction) -> Result<RecordBatch> {
     let mut location = StringBuilder::new();
     for s in txn.schemas()? {
         for t in txn.tables(&s.name)? {
-            let Some(info) = txn.table(&t.schema, &t.name)? else { continue };
+            let Some(info) = txn.table(&t.schema, &t.name)? else {
+                continue;
+            };
             schema_name.append_value(&t.schema);
             table_name.append_value(&t.name);
             let has_key = info.metadata.current_schema().identifier_field_ids().len() > 0;

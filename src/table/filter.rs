@@ -5,7 +5,7 @@
 
 use arrow::array::{Array, AsArray, StructArray};
 use arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type,
+    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type, Int8Type,
     Time64MicrosecondType, TimeUnit, TimestampMicrosecondType,
 };
 use iceberg::expr::{Predicate, Reference};
@@ -31,7 +31,11 @@ pub enum FilterExpr {
 }
 
 /// Parses the shim's filter description into one predicate usable for pruning (or None).
-pub fn to_predicate(json: &str, constants: Option<&StructArray>, schema: &Schema) -> Result<Option<Predicate>> {
+pub fn to_predicate(
+    json: &str,
+    constants: Option<&StructArray>,
+    schema: &Schema,
+) -> Result<Option<Predicate>> {
     if json.is_empty() {
         return Ok(None);
     }
@@ -57,20 +61,26 @@ impl Translator<'_> {
             // A conjunction prunes with whatever part translates; a disjunction only if all do.
             And { args } => and_all(args.iter().filter_map(|a| self.translate(a))),
             Or { args } => {
-                let parts: Option<Vec<Predicate>> = args.iter().map(|a| self.translate(a)).collect();
+                let parts: Option<Vec<Predicate>> =
+                    args.iter().map(|a| self.translate(a)).collect();
                 parts?.into_iter().reduce(|a, b| a.or(b))
             }
             Eq { col, r#const } => self.compare(*col, *r#const, true, |r, d| r.equal_to(d)),
             Ne { col, r#const } => self.compare(*col, *r#const, true, |r, d| r.not_equal_to(d)),
             Lt { col, r#const } => self.compare(*col, *r#const, false, |r, d| r.less_than(d)),
-            Le { col, r#const } => self.compare(*col, *r#const, false, |r, d| r.less_than_or_equal_to(d)),
+            Le { col, r#const } => {
+                self.compare(*col, *r#const, false, |r, d| r.less_than_or_equal_to(d))
+            }
             Gt { col, r#const } => self.compare(*col, *r#const, false, |r, d| r.greater_than(d)),
-            Ge { col, r#const } => self.compare(*col, *r#const, false, |r, d| r.greater_than_or_equal_to(d)),
+            Ge { col, r#const } => {
+                self.compare(*col, *r#const, false, |r, d| r.greater_than_or_equal_to(d))
+            }
             IsNull { col } => Some(self.column(*col)?.0.is_null()),
             IsNotNull { col } => Some(self.column(*col)?.0.is_not_null()),
             In { col, consts } => {
                 let (r, ty) = self.column(*col)?;
-                let datums: Option<Vec<Datum>> = consts.iter().map(|k| self.datum(*k, ty)).collect();
+                let datums: Option<Vec<Datum>> =
+                    consts.iter().map(|k| self.datum(*k, ty)).collect();
                 Some(r.is_in(datums?))
             }
         }
@@ -110,11 +120,21 @@ impl Translator<'_> {
         }
         let d = match (array.data_type(), ty) {
             (DataType::Boolean, PrimitiveType::Boolean) => Datum::bool(array.as_boolean().value(0)),
-            (DataType::Int32, PrimitiveType::Int) => Datum::int(array.as_primitive::<Int32Type>().value(0)),
-            (DataType::Int64, PrimitiveType::Long) => Datum::long(array.as_primitive::<Int64Type>().value(0)),
+            // DuckDB's lossless export: BOOLEAN as arrow.bool8 (one byte per value)
+            (DataType::Int8, PrimitiveType::Boolean) => {
+                Datum::bool(array.as_primitive::<Int8Type>().value(0) != 0)
+            }
+            (DataType::Int32, PrimitiveType::Int) => {
+                Datum::int(array.as_primitive::<Int32Type>().value(0))
+            }
+            (DataType::Int64, PrimitiveType::Long) => {
+                Datum::long(array.as_primitive::<Int64Type>().value(0))
+            }
             (DataType::Float32, _) => Datum::float(array.as_primitive::<Float32Type>().value(0)),
             (DataType::Float64, _) => Datum::double(array.as_primitive::<Float64Type>().value(0)),
-            (DataType::Date32, PrimitiveType::Date) => Datum::date(array.as_primitive::<Date32Type>().value(0)),
+            (DataType::Date32, PrimitiveType::Date) => {
+                Datum::date(array.as_primitive::<Date32Type>().value(0))
+            }
             (DataType::Time64(TimeUnit::Microsecond), PrimitiveType::Time) => {
                 Datum::time_micros(array.as_primitive::<Time64MicrosecondType>().value(0)).ok()?
             }
@@ -124,9 +144,15 @@ impl Translator<'_> {
             (DataType::Timestamp(TimeUnit::Microsecond, Some(_)), PrimitiveType::Timestamptz) => {
                 Datum::timestamptz_micros(array.as_primitive::<TimestampMicrosecondType>().value(0))
             }
-            (DataType::Utf8, PrimitiveType::String) => Datum::string(array.as_string::<i32>().value(0)),
-            (DataType::Utf8View, PrimitiveType::String) => Datum::string(array.as_string_view().value(0)),
-            (DataType::Binary, PrimitiveType::Binary) => Datum::binary(array.as_binary::<i32>().value(0).iter().copied()),
+            (DataType::Utf8, PrimitiveType::String) => {
+                Datum::string(array.as_string::<i32>().value(0))
+            }
+            (DataType::Utf8View, PrimitiveType::String) => {
+                Datum::string(array.as_string_view().value(0))
+            }
+            (DataType::Binary, PrimitiveType::Binary) => {
+                Datum::binary(array.as_binary::<i32>().value(0).iter().copied())
+            }
             (DataType::FixedSizeBinary(16), PrimitiveType::Uuid) => {
                 Datum::uuid(uuid::Uuid::from_slice(array.as_fixed_size_binary().value(0)).ok()?)
             }
@@ -153,9 +179,21 @@ mod tests {
     fn schema() -> Schema {
         Schema::builder()
             .with_fields(vec![
-                Arc::new(NestedField::optional(1, "id", Type::Primitive(PrimitiveType::Long))),
-                Arc::new(NestedField::optional(2, "name", Type::Primitive(PrimitiveType::String))),
-                Arc::new(NestedField::optional(3, "amount", Type::Primitive(PrimitiveType::Double))),
+                Arc::new(NestedField::optional(
+                    1,
+                    "id",
+                    Type::Primitive(PrimitiveType::Long),
+                )),
+                Arc::new(NestedField::optional(
+                    2,
+                    "name",
+                    Type::Primitive(PrimitiveType::String),
+                )),
+                Arc::new(NestedField::optional(
+                    3,
+                    "amount",
+                    Type::Primitive(PrimitiveType::Double),
+                )),
             ])
             .build()
             .unwrap()
@@ -163,9 +201,18 @@ mod tests {
 
     fn consts() -> StructArray {
         StructArray::from(vec![
-            (Arc::new(Field::new("c0", DataType::Int64, true)), Arc::new(Int64Array::from(vec![5])) as ArrayRef),
-            (Arc::new(Field::new("c1", DataType::Utf8, true)), Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
-            (Arc::new(Field::new("c2", DataType::Float64, true)), Arc::new(arrow::array::Float64Array::from(vec![1.0])) as ArrayRef),
+            (
+                Arc::new(Field::new("c0", DataType::Int64, true)),
+                Arc::new(Int64Array::from(vec![5])) as ArrayRef,
+            ),
+            (
+                Arc::new(Field::new("c1", DataType::Utf8, true)),
+                Arc::new(StringArray::from(vec!["x"])) as ArrayRef,
+            ),
+            (
+                Arc::new(Field::new("c2", DataType::Float64, true)),
+                Arc::new(arrow::array::Float64Array::from(vec![1.0])) as ArrayRef,
+            ),
         ])
     }
 
@@ -173,13 +220,24 @@ mod tests {
     fn translates_comparisons_and_skips_what_it_cannot_prove() {
         let c = consts();
         let s = schema();
-        let p = to_predicate(r#"[{"op":"gt","col":0,"const":0},{"op":"eq","col":1,"const":1}]"#, Some(&c), &s)
-            .unwrap()
-            .unwrap();
+        let p = to_predicate(
+            r#"[{"op":"gt","col":0,"const":0},{"op":"eq","col":1,"const":1}]"#,
+            Some(&c),
+            &s,
+        )
+        .unwrap()
+        .unwrap();
         let text = format!("{p}");
-        assert!(text.contains("id > 5") && text.contains("name = \"x\""), "{text}");
+        assert!(
+            text.contains("id > 5") && text.contains("name = \"x\""),
+            "{text}"
+        );
         // floats never prune; an OR with an untranslatable arm prunes nothing
-        assert!(to_predicate(r#"[{"op":"lt","col":2,"const":2}]"#, Some(&c), &s).unwrap().is_none());
+        assert!(
+            to_predicate(r#"[{"op":"lt","col":2,"const":2}]"#, Some(&c), &s)
+                .unwrap()
+                .is_none()
+        );
         assert!(to_predicate(
             r#"[{"op":"or","args":[{"op":"eq","col":0,"const":0},{"op":"lt","col":2,"const":2}]}]"#,
             Some(&c),

@@ -66,10 +66,16 @@ impl ScanPlan {
             return Err(Error::internal("table has no columns"));
         }
         let count_only = req.columns.is_empty();
-        let columns = if count_only { vec![0] } else { req.columns.clone() };
+        let columns = if count_only {
+            vec![0]
+        } else {
+            req.columns.clone()
+        };
         let mut names = Vec::with_capacity(columns.len());
         for &c in &columns {
-            let f = fields.get(c).ok_or_else(|| Error::internal(format!("column index {c} out of range")))?;
+            let f = fields
+                .get(c)
+                .ok_or_else(|| Error::internal(format!("column index {c} out of range")))?;
             names.push(f.name.clone());
         }
         let full = arrow_schema(&schema)?;
@@ -104,7 +110,12 @@ impl ScanPlan {
                 case_sensitive: false,
             });
         }
-        Ok(ScanPlan { table, tasks, schema: out_schema, count_only })
+        Ok(ScanPlan {
+            table,
+            tasks,
+            schema: out_schema,
+            count_only,
+        })
     }
 
     pub fn schema(&self) -> ArrowSchemaRef {
@@ -121,7 +132,10 @@ impl ScanPlan {
     }
 
     pub fn task_rows(&self, task: usize) -> u64 {
-        self.tasks.get(task).and_then(|t| t.record_count).unwrap_or(0)
+        self.tasks
+            .get(task)
+            .and_then(|t| t.record_count)
+            .unwrap_or(0)
     }
 
     /// A blocking reader over one planned file.
@@ -140,7 +154,11 @@ impl ScanPlan {
             .build();
         let tasks = futures::stream::iter([Ok(task)]).boxed();
         let stream = reader.read(tasks)?.stream();
-        Ok(TaskReader { stream, schema: self.schema.clone(), count_only: self.count_only })
+        Ok(TaskReader {
+            stream,
+            schema: self.schema.clone(),
+            count_only: self.count_only,
+        })
     }
 }
 
@@ -158,7 +176,9 @@ fn plan_files(
         builder = builder.with_filter(p);
     }
     let scan = builder.build()?;
-    Ok(block_on(async { scan.plan_files().await?.try_collect::<Vec<_>>().await })?)
+    Ok(block_on(async {
+        scan.plan_files().await?.try_collect::<Vec<_>>().await
+    })?)
 }
 
 /// Blocks on the extension's runtime for each batch: DuckDB threads call it directly.
