@@ -9,9 +9,8 @@ fn main() {
     if std::env::var_os("CARGO_FEATURE_EXTENSION").is_none() {
         return; // the core alone (cargo test --no-default-features) needs no DuckDB
     }
-    let duckdb_include = std::env::var("DEP_DUCKDB_INCLUDE").expect(
-        "DEP_DUCKDB_INCLUDE is not set: libduckdb-sys must be built with feature `bundled`",
-    );
+    let duckdb_include = std::env::var("DEP_DUCKDB_INCLUDE")
+        .expect("DEP_DUCKDB_INCLUDE is not set: libduckdb-sys must be built with feature `bundled`");
     let mut sources = vec![];
     collect_sources(Path::new("cpp"), &mut sources);
     sources.sort();

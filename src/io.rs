@@ -14,11 +14,7 @@ pub fn write_new_durable(path: &Path, bytes: &[u8], durable: bool) -> Result<()>
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| io_err("create directory", dir, e))?;
     }
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| io_err("create", path, e))?;
+    let mut f = OpenOptions::new().write(true).create_new(true).open(path).map_err(|e| io_err("create", path, e))?;
     f.write_all(bytes).map_err(|e| io_err("write", path, e))?;
     if durable {
         f.sync_all().map_err(|e| io_err("fsync", path, e))?;
@@ -30,9 +26,7 @@ pub fn write_new_durable(path: &Path, bytes: &[u8], durable: bool) -> Result<()>
 }
 
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_err("fsync directory", dir, e))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_err("fsync directory", dir, e))
 }
 
 /// Makes files written by other writers durable: fsyncs each file and, once, each parent
@@ -41,9 +35,7 @@ pub fn sync_files<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<()> {
     let mut dirs = BTreeSet::new();
     for p in paths {
         let path = Path::new(local_path(p));
-        File::open(path)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| io_err("fsync", path, e))?;
+        File::open(path).and_then(|f| f.sync_all()).map_err(|e| io_err("fsync", path, e))?;
         if let Some(d) = path.parent() {
             dirs.insert(d.to_path_buf());
         }
@@ -63,10 +55,7 @@ pub fn remove_files<'a>(paths: impl IntoIterator<Item = &'a str>) {
 
 /// Iceberg locations written by skade are plain absolute paths; accept `file:` URIs from others.
 pub fn local_path(location: &str) -> &str {
-    location
-        .strip_prefix("file://")
-        .or_else(|| location.strip_prefix("file:"))
-        .unwrap_or(location)
+    location.strip_prefix("file://").or_else(|| location.strip_prefix("file:")).unwrap_or(location)
 }
 
 pub fn absolute(path: &Path) -> Result<PathBuf> {

@@ -8,10 +8,7 @@ static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
 
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     RUNTIME.get_or_init(|| {
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2)
-            .max(2);
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2);
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("skade-io")

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, StructArray};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
-use iceberg::expr::Reference;
 use iceberg::spec::Datum;
 use skade::catalog::options::AttachOptions;
 use skade::catalog::transaction::OnConflict;
+use skade::table::filter::{Cmp, Prune};
 use skade::{Catalog, ErrorKind, Transaction};
 
 fn open(path: &Path) -> Catalog {
@@ -16,26 +16,12 @@ fn open(path: &Path) -> Catalog {
 }
 
 fn columns() -> Schema {
-    Schema::new(vec![
-        Field::new("id", DataType::Int64, true),
-        Field::new("name", DataType::Utf8, true),
-    ])
+    Schema::new(vec![Field::new("id", DataType::Int64, true), Field::new("name", DataType::Utf8, true)])
 }
 
 fn create(txn: &Transaction, name: &str) -> String {
     let types = vec!["BIGINT".to_string(), "VARCHAR".to_string()];
-    let t = txn
-        .create_table(
-            "main",
-            name,
-            &columns(),
-            &types,
-            &[],
-            &[],
-            OnConflict::Error,
-        )
-        .unwrap()
-        .unwrap();
+    let t = txn.create_table("main", name, &columns(), &types, &[], &[], OnConflict::Error).unwrap().unwrap();
     t.record.uuid.clone()
 }
 
@@ -51,23 +37,13 @@ fn append(txn: &Transaction, uuid: &str, ids: std::ops::Range<i64>) {
     txn.stage_files(uuid, w.finish().unwrap()).unwrap();
 }
 
-fn ids(
-    txn: &Transaction,
-    uuid: &str,
-    predicate: Option<iceberg::expr::Predicate>,
-) -> (Vec<i64>, usize) {
-    let plan = txn.scan(uuid, None, vec![0], predicate).unwrap();
+fn ids(txn: &Transaction, uuid: &str, prune: Option<Prune>) -> (Vec<i64>, usize) {
+    let plan = txn.scan(uuid, None, vec![0], prune).unwrap();
     let mut out = vec![];
     for t in 0..plan.task_count() {
         for b in plan.open(t).unwrap() {
             let b = b.unwrap();
-            out.extend(
-                b.column(0)
-                    .as_primitive::<Int64Type>()
-                    .values()
-                    .iter()
-                    .copied(),
-            );
+            out.extend(b.column(0).as_primitive::<Int64Type>().values().iter().copied());
         }
     }
     out.sort();
@@ -84,10 +60,7 @@ fn tables_survive_reopen_and_commits_are_logged() {
         let uuid = create(&txn, "t");
         append(&txn, &uuid, 0..100);
         let records = txn.commit().unwrap();
-        assert_eq!(
-            records.iter().map(|r| r.seq).collect::<Vec<_>>(),
-            vec![1, 2]
-        );
+        assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![1, 2]);
         let txn = catalog.begin();
         append(&txn, &uuid, 100..150);
         txn.commit().unwrap();
@@ -104,10 +77,7 @@ fn tables_survive_reopen_and_commits_are_logged() {
     // every snapshot's commit is found from the table side too
     let info = txn.table("main", "t").unwrap().unwrap();
     for s in info.metadata.snapshots() {
-        assert!(catalog
-            .commit_seq_of(&uuid, s.snapshot_id())
-            .unwrap()
-            .is_some());
+        assert!(catalog.commit_seq_of(&uuid, s.snapshot_id()).unwrap().is_some());
     }
 }
 
@@ -126,18 +96,10 @@ fn bounds_prune_files() {
     let txn = catalog.begin();
     let (all, files) = ids(&txn, &uuid, None);
     assert_eq!((all.len(), files), (4000, 4));
-    let (one, files) = ids(
-        &txn,
-        &uuid,
-        Some(Reference::new("id").equal_to(Datum::long(2500))),
-    );
+    let (one, files) = ids(&txn, &uuid, Some(Prune::Compare { field_id: 1, cmp: Cmp::Eq, value: Datum::long(2500) }));
     assert_eq!(files, 1, "an equality on a clustered key reads one file");
     assert!(one.contains(&2500));
-    let (_, files) = ids(
-        &txn,
-        &uuid,
-        Some(Reference::new("id").greater_than(Datum::long(99_999))),
-    );
+    let (_, files) = ids(&txn, &uuid, Some(Prune::Compare { field_id: 1, cmp: Cmp::Gt, value: Datum::long(99_999) }));
     assert_eq!(files, 0, "out of every file's bounds: nothing is read");
 }
 
@@ -152,10 +114,7 @@ fn rollback_leaves_nothing() {
     assert!(catalog.state().tables.is_empty());
     assert!(catalog.commits_since(0, 10).unwrap().is_empty());
     let leftovers: Vec<_> = walk(&dir.path().join("lake.skade.data"));
-    assert!(
-        leftovers.is_empty(),
-        "rolled-back files remain: {leftovers:?}"
-    );
+    assert!(leftovers.is_empty(), "rolled-back files remain: {leftovers:?}");
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -199,10 +158,7 @@ fn concurrent_appends_rebase_and_ddl_conflicts_fail() {
     assert_eq!(err.kind, ErrorKind::Conflict, "{}", err.message);
     // the loser left no trace in the log
     let log = catalog.commits_since(0, 100).unwrap();
-    assert_eq!(
-        log.iter().filter(|r| r.operation == "create_table").count(),
-        2
-    );
+    assert_eq!(log.iter().filter(|r| r.operation == "create_table").count(), 2);
     assert_eq!(log.last().unwrap().seq as usize, log.len());
 }
 
@@ -240,15 +196,9 @@ fn a_file_that_is_not_a_catalog_is_left_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("notes.skade");
     std::fs::write(&path, b"just some text").unwrap();
-    let err = Catalog::open(&path, AttachOptions::default())
-        .err()
-        .unwrap();
+    let err = Catalog::open(&path, AttachOptions::default()).err().unwrap();
     assert_eq!(err.kind, ErrorKind::Corrupt);
-    assert!(
-        err.message.contains("is not a skade catalog"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains("is not a skade catalog"), "{}", err.message);
     assert_eq!(std::fs::read(&path).unwrap(), b"just some text");
 }
 
@@ -262,10 +212,7 @@ fn two_attaches_in_one_process_share_the_store() {
     create(&txn, "t");
     txn.commit().unwrap();
     assert!(second.begin().table("main", "t").unwrap().is_some());
-    assert!(
-        second.state().table("main", "T").is_some(),
-        "names are case-insensitive"
-    );
+    assert!(second.state().table("main", "T").is_some(), "names are case-insensitive");
 }
 
 #[test]
@@ -276,31 +223,14 @@ fn scans_at_an_old_snapshot_see_what_was_committed_then() {
     let uuid = create(&txn, "t");
     append(&txn, &uuid, 0..5);
     txn.commit().unwrap();
-    let first = catalog
-        .begin()
-        .table("main", "t")
-        .unwrap()
-        .unwrap()
-        .metadata
-        .current_snapshot_id()
-        .unwrap();
+    let first = catalog.begin().table("main", "t").unwrap().unwrap().metadata.current_snapshot_id().unwrap();
     let txn = catalog.begin();
     append(&txn, &uuid, 5..7);
     txn.commit().unwrap();
-    let plan = catalog
-        .begin()
-        .scan(&uuid, Some(first), vec![0, 1], None)
-        .unwrap();
-    let n: usize = (0..plan.task_count())
-        .flat_map(|t| plan.open(t).unwrap())
-        .map(|b| b.unwrap().num_rows())
-        .sum();
+    let plan = catalog.begin().scan(&uuid, Some(first), vec![0, 1], None).unwrap();
+    let n: usize = (0..plan.task_count()).flat_map(|t| plan.open(t).unwrap()).map(|b| b.unwrap().num_rows()).sum();
     assert_eq!(n, 5);
-    let err = catalog
-        .begin()
-        .scan(&uuid, Some(987654), vec![0], None)
-        .err()
-        .unwrap();
+    let err = catalog.begin().scan(&uuid, Some(987654), vec![0], None).err().unwrap();
     assert_eq!(err.kind, ErrorKind::Catalog);
 }
 
@@ -313,10 +243,7 @@ fn count_only_scans_return_row_counts() {
     append(&txn, &uuid, 0..1234);
     // a transaction reads its own uncommitted rows
     let plan = txn.scan(&uuid, None, vec![], None).unwrap();
-    let n: usize = (0..plan.task_count())
-        .flat_map(|t| plan.open(t).unwrap())
-        .map(|b| b.unwrap().num_rows())
-        .sum();
+    let n: usize = (0..plan.task_count()).flat_map(|t| plan.open(t).unwrap()).map(|b| b.unwrap().num_rows()).sum();
     assert_eq!(n, 1234);
     let b = plan.open(0).unwrap().next().unwrap().unwrap();
     assert_eq!(b.num_columns(), 0);

@@ -15,10 +15,7 @@ use redb::{ReadableTable, WriteTransaction};
 
 use super::names::key;
 use super::state::{SchemaRecord, StateChange, TableRecord};
-use super::store::{
-    CommitRecord, Store, COMMITS, COMMIT_LOG, COMMIT_SEQ, COUNTERS, NEXT_SNAPSHOT_ID, SCHEMAS,
-    TABLES,
-};
+use super::store::{CommitRecord, Store, COMMITS, COMMIT_LOG, COMMIT_SEQ, COUNTERS, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES};
 use crate::error::{Error, Result};
 
 /// What must still hold when a change is applied.
@@ -83,16 +80,12 @@ impl Committer {
         run: impl FnOnce(Vec<CommitRequest>) -> Vec<Result<Vec<CommitRecord>>>,
     ) -> Result<Vec<CommitRecord>> {
         let (tx, rx) = sync_channel(1);
-        self.queue
-            .lock()
-            .unwrap()
-            .push(Pending { request, done: tx });
+        self.queue.lock().unwrap().push(Pending { request, done: tx });
         {
             let _leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
             let group = std::mem::take(&mut *self.queue.lock().unwrap());
             if !group.is_empty() {
-                let (requests, senders): (Vec<_>, Vec<_>) =
-                    group.into_iter().map(|p| (p.request, p.done)).unzip();
+                let (requests, senders): (Vec<_>, Vec<_>) = group.into_iter().map(|p| (p.request, p.done)).unzip();
                 let n = requests.len();
                 let mut results = run(requests);
                 results.resize_with(n, || Err(Error::internal("group commit lost a result")));
@@ -102,8 +95,7 @@ impl Committer {
             }
         }
         // Our request was in the group we led, or in an earlier leader's group.
-        rx.recv()
-            .unwrap_or_else(|_| Err(Error::internal("group commit leader vanished")))
+        rx.recv().unwrap_or_else(|_| Err(Error::internal("group commit leader vanished")))
     }
 }
 
@@ -117,17 +109,9 @@ pub fn apply_group(
     committed_at_us: i64,
 ) -> Result<Vec<Result<Vec<CommitRecord>>>> {
     let mut tx = store.begin_write()?;
-    tx.set_durability(if durable {
-        redb::Durability::Immediate
-    } else {
-        redb::Durability::None
-    })?;
+    tx.set_durability(if durable { redb::Durability::Immediate } else { redb::Durability::None })?;
     let mut overlay = Overlay::default();
-    let mut seq = tx
-        .open_table(COUNTERS)?
-        .get(COMMIT_SEQ)?
-        .map(|v| v.value())
-        .unwrap_or(0);
+    let mut seq = tx.open_table(COUNTERS)?.get(COMMIT_SEQ)?.map(|v| v.value()).unwrap_or(0);
     let mut results = Vec::with_capacity(requests.len());
     for request in requests {
         match check(&tx, &overlay, request) {
@@ -136,8 +120,7 @@ pub fn apply_group(
                 let mut records = Vec::with_capacity(request.changes.len());
                 for change in &request.changes {
                     seq += 1;
-                    let record =
-                        write_change(&tx, &mut overlay, request, change, seq, committed_at_us)?;
+                    let record = write_change(&tx, &mut overlay, request, change, seq, committed_at_us)?;
                     records.push(record);
                 }
                 results.push(Ok(records));
@@ -147,10 +130,7 @@ pub fn apply_group(
     {
         let mut counters = tx.open_table(COUNTERS)?;
         counters.insert(COMMIT_SEQ, seq)?;
-        let stored = counters
-            .get(NEXT_SNAPSHOT_ID)?
-            .map(|v| v.value())
-            .unwrap_or(1);
+        let stored = counters.get(NEXT_SNAPSHOT_ID)?.map(|v| v.value()).unwrap_or(1);
         counters.insert(NEXT_SNAPSHOT_ID, stored.max(next_snapshot_id as u64))?;
     }
     tx.commit()?;
@@ -205,9 +185,7 @@ fn check(tx: &WriteTransaction, overlay: &Overlay, request: &CommitRequest) -> R
             Expect::SchemaPresent => schema_exists,
             Expect::SchemaEmpty => {
                 schema_exists
-                    && count_tables(tx, &schema_key)?
-                        + local.table_delta.get(&schema_key).copied().unwrap_or(0)
-                        == 0
+                    && count_tables(tx, &schema_key)? + local.table_delta.get(&schema_key).copied().unwrap_or(0) == 0
             }
             Expect::TableAbsent => schema_exists && current_location.is_none(),
             Expect::TableAt(loc) => current_location.as_deref() == Some(loc.as_str()),
@@ -217,13 +195,9 @@ fn check(tx: &WriteTransaction, overlay: &Overlay, request: &CommitRequest) -> R
                 Expect::SchemaAbsent => "it was created by a concurrent transaction",
                 Expect::SchemaEmpty => "a concurrent transaction changed its tables",
                 Expect::SchemaPresent => "it was dropped by a concurrent transaction",
-                Expect::TableAbsent if !schema_exists => {
-                    "its schema was dropped by a concurrent transaction"
-                }
+                Expect::TableAbsent if !schema_exists => "its schema was dropped by a concurrent transaction",
                 Expect::TableAbsent => "it was created by a concurrent transaction",
-                Expect::TableAt(_) if current_location.is_none() => {
-                    "it was dropped by a concurrent transaction"
-                }
+                Expect::TableAt(_) if current_location.is_none() => "it was dropped by a concurrent transaction",
                 Expect::TableAt(_) => "a concurrent transaction committed to it first",
             };
             return Err(Error::conflict(format!(
@@ -260,9 +234,7 @@ fn apply_overlay(overlay: &mut Overlay, change: &Change) {
             if change.expect == Expect::TableAbsent {
                 *overlay.table_delta.entry(key(&t.schema)).or_default() += 1;
             }
-            overlay
-                .tables
-                .insert(t.key(), Some(t.metadata_location.clone()));
+            overlay.tables.insert(t.key(), Some(t.metadata_location.clone()));
         }
         StateChange::DropTable { schema, name } => {
             *overlay.table_delta.entry(key(schema)).or_default() -= 1;
@@ -292,39 +264,29 @@ fn write_change(
     };
     match &change.effect {
         StateChange::PutSchema(s) => {
-            let rec = SchemaRecord {
-                name: s.name.clone(),
-            };
-            tx.open_table(SCHEMAS)?
-                .insert(key(&s.name).as_str(), serde_json::to_vec(&rec)?.as_slice())?;
+            let rec = SchemaRecord { name: s.name.clone() };
+            tx.open_table(SCHEMAS)?.insert(key(&s.name).as_str(), serde_json::to_vec(&rec)?.as_slice())?;
         }
         StateChange::DropSchema(n) => {
             tx.open_table(SCHEMAS)?.remove(key(n).as_str())?;
         }
         StateChange::PutTable(t) => {
             let (s, n) = t.key();
-            tx.open_table(TABLES)?
-                .insert((s.as_str(), n.as_str()), serde_json::to_vec(t)?.as_slice())?;
+            tx.open_table(TABLES)?.insert((s.as_str(), n.as_str()), serde_json::to_vec(t)?.as_slice())?;
             record.table = Some(t.name.clone());
             record.table_uuid = Some(t.uuid.clone());
             record.metadata_location = Some(t.metadata_location.clone());
             if let Some(sid) = change.snapshot_id {
-                tx.open_table(COMMITS)?
-                    .insert((t.uuid.as_str(), sid), seq)?;
+                tx.open_table(COMMITS)?.insert((t.uuid.as_str(), sid), seq)?;
             }
         }
         StateChange::DropTable { schema, name } => {
-            tx.open_table(TABLES)?
-                .remove((key(schema).as_str(), key(name).as_str()))?;
+            tx.open_table(TABLES)?.remove((key(schema).as_str(), key(name).as_str()))?;
             record.table = Some(name.clone());
-            record.table_uuid = request
-                .dropped_uuids
-                .get(&(key(schema), key(name)))
-                .cloned();
+            record.table_uuid = request.dropped_uuids.get(&(key(schema), key(name))).cloned();
         }
     }
-    tx.open_table(COMMIT_LOG)?
-        .insert(seq, serde_json::to_vec(&record)?.as_slice())?;
+    tx.open_table(COMMIT_LOG)?.insert(seq, serde_json::to_vec(&record)?.as_slice())?;
     apply_overlay(overlay, change);
     Ok(record)
 }

@@ -23,6 +23,7 @@ use self::store::{CommitRecord, Store};
 use crate::error::{Error, Result};
 use crate::io::absolute;
 use crate::table::metadata::MetadataCache;
+use crate::table::scan::ReadCaches;
 
 pub use self::transaction::{TableInfo, Transaction};
 
@@ -49,6 +50,7 @@ pub(crate) struct Inner {
     committer: Committer,
     next_snapshot_id: AtomicI64,
     pub metadata: MetadataCache,
+    pub read_caches: Arc<ReadCaches>,
     pub file_io: FileIO,
     events: broadcast::Sender<CommitEvent>,
 }
@@ -86,11 +88,7 @@ impl Catalog {
                     inner.durability
                 )));
             }
-            return Ok(Catalog {
-                inner,
-                actor: options.actor,
-                read_only: options.read_only,
-            });
+            return Ok(Catalog { inner, actor: options.actor, read_only: options.read_only });
         }
         let (store, loaded) = Store::open(&path, options.read_only, data_path.as_deref())?;
         let (events, _) = broadcast::channel(COMMIT_EVENT_BUFFER);
@@ -102,17 +100,14 @@ impl Catalog {
             committer: Committer::default(),
             next_snapshot_id: AtomicI64::new(loaded.next_snapshot_id),
             metadata: MetadataCache::default(),
+            read_caches: Arc::default(),
             file_io: FileIO::new_with_fs(),
             events,
         });
         let key = path.canonicalize().unwrap_or(path);
         registry.retain(|_, w| w.strong_count() > 0);
         registry.insert(key, Arc::downgrade(&inner));
-        Ok(Catalog {
-            inner,
-            actor: options.actor,
-            read_only: options.read_only,
-        })
+        Ok(Catalog { inner, actor: options.actor, read_only: options.read_only })
     }
 
     pub fn path(&self) -> &Path {
@@ -133,11 +128,7 @@ impl Catalog {
 
     /// The current committed state.
     pub fn state(&self) -> Arc<CatalogState> {
-        self.inner
-            .state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.state.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn begin(&self) -> Transaction {
@@ -172,13 +163,7 @@ impl Catalog {
         inner.committer.commit(request, |group| {
             let now_us = chrono::Utc::now().timestamp_micros();
             let next_snapshot_id = inner.next_snapshot_id.load(Ordering::SeqCst);
-            let results = match apply_group(
-                &inner.store,
-                &group,
-                inner.durability.fsync(),
-                next_snapshot_id,
-                now_us,
-            ) {
+            let results = match apply_group(&inner.store, &group, inner.durability.fsync(), next_snapshot_id, now_us) {
                 Ok(results) => results,
                 Err(e) => return group.iter().map(|_| Err(e.clone())).collect(),
             };

@@ -15,11 +15,7 @@ pub fn key(name: &str) -> String {
 
 /// Refuses names that could not be a single directory name inside the warehouse.
 pub fn validate(what: &str, name: &str) -> Result<()> {
-    let bad = |why: &str| {
-        Err(Error::invalid(format!(
-            "invalid {what} name \"{name}\": {why}"
-        )))
-    };
+    let bad = |why: &str| Err(Error::invalid(format!("invalid {what} name \"{name}\": {why}")));
     if name.is_empty() {
         return bad("it is empty");
     }
@@ -62,17 +58,7 @@ mod tests {
 
     #[test]
     fn escaping_names_are_refused() {
-        for bad in [
-            "",
-            ".",
-            "..",
-            "a/b",
-            "../x",
-            "/etc",
-            "a\\b",
-            "x\0y",
-            "tab\tname",
-        ] {
+        for bad in ["", ".", "..", "a/b", "../x", "/etc", "a\\b", "x\0y", "tab\tname"] {
             assert!(validate("table", bad).is_err(), "{bad:?} accepted");
         }
         for good in ["orders", "Orders 2024", "ü-ñ", "a.b", "...x"] {
@@ -83,10 +69,7 @@ mod tests {
     #[test]
     fn location_stays_inside_the_warehouse() {
         let root = Path::new("/lake/data");
-        assert_eq!(
-            table_location(root, "main", "t").unwrap(),
-            Path::new("/lake/data/main/t")
-        );
+        assert_eq!(table_location(root, "main", "t").unwrap(), Path::new("/lake/data/main/t"));
         assert!(table_location(root, "..", "t").is_err());
         assert!(table_location(root, "main", "/abs").is_err());
     }

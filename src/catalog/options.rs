@@ -18,12 +18,10 @@ impl Durability {
         match s.to_ascii_lowercase().as_str() {
             "immediate" => Ok(Durability::Immediate),
             "none" => Ok(Durability::None),
-            "eventual" => Err(Error::not_implemented(
-                "DURABILITY 'eventual' is not available yet: use 'immediate' or 'none'",
-            )),
-            other => Err(Error::invalid(format!(
-                "unknown DURABILITY '{other}': expected 'immediate' or 'none'"
-            ))),
+            "eventual" => {
+                Err(Error::not_implemented("DURABILITY 'eventual' is not available yet: use 'immediate' or 'none'"))
+            }
+            other => Err(Error::invalid(format!("unknown DURABILITY '{other}': expected 'immediate' or 'none'"))),
         }
     }
 
@@ -44,25 +42,14 @@ pub struct AttachOptions {
 
 impl Default for AttachOptions {
     fn default() -> Self {
-        Self {
-            data_path: None,
-            read_only: false,
-            durability: Durability::Immediate,
-            actor: default_actor(),
-        }
+        Self { data_path: None, read_only: false, durability: Durability::Immediate, actor: default_actor() }
     }
 }
 
 impl AttachOptions {
     /// `pairs` are the options DuckDB did not consume itself, keys in any case.
-    pub fn parse<'a>(
-        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
-        read_only: bool,
-    ) -> Result<Self> {
-        let mut o = AttachOptions {
-            read_only,
-            ..Default::default()
-        };
+    pub fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>, read_only: bool) -> Result<Self> {
+        let mut o = AttachOptions { read_only, ..Default::default() };
         for (key, value) in pairs {
             match key.to_ascii_lowercase().as_str() {
                 "data_path" => {
@@ -107,15 +94,7 @@ fn account_name() -> Option<String> {
     let mut result: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: getpwuid_r writes into `pwd` and `buf`, which outlive the call; the name it points
     // at lives in `buf`.
-    let rc = unsafe {
-        libc::getpwuid_r(
-            libc::getuid(),
-            &mut pwd,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut result,
-        )
-    };
+    let rc = unsafe { libc::getpwuid_r(libc::getuid(), &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
     if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
         return None;
     }
@@ -135,15 +114,8 @@ mod tests {
 
     #[test]
     fn known_options_parse() {
-        let o = AttachOptions::parse(
-            [
-                ("DATA_PATH", "/tmp/x"),
-                ("durability", "NONE"),
-                ("actor", "etl"),
-            ],
-            true,
-        )
-        .unwrap();
+        let o =
+            AttachOptions::parse([("DATA_PATH", "/tmp/x"), ("durability", "NONE"), ("actor", "etl")], true).unwrap();
         assert_eq!(o.data_path.unwrap(), PathBuf::from("/tmp/x"));
         assert_eq!(o.durability, Durability::None);
         assert_eq!(o.actor, "etl");

@@ -53,10 +53,7 @@ impl CatalogState {
 
     pub fn tables_in(&self, schema: &str) -> impl Iterator<Item = &Arc<TableRecord>> {
         let k = key(schema);
-        self.tables
-            .range((k.clone(), String::new())..)
-            .take_while(move |((s, _), _)| *s == k)
-            .map(|(_, t)| t)
+        self.tables.range((k.clone(), String::new())..).take_while(move |((s, _), _)| *s == k).map(|(_, t)| t)
     }
 
     /// Applies one committed (or staged) change.

@@ -14,8 +14,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use redb::{
-    Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
-    ReadableTableMetadata, TableDefinition, WriteTransaction,
+    Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    TableDefinition, WriteTransaction,
 };
 use serde::{Deserialize, Serialize};
 
@@ -85,11 +85,7 @@ impl Store {
         let mut builder = redb::Builder::new();
         builder.set_cache_size(16 << 20);
         let db = if read_only {
-            Db::ReadOnly(
-                builder
-                    .open_read_only(path)
-                    .map_err(|e| open_error(path, e))?,
-            )
+            Db::ReadOnly(builder.open_read_only(path).map_err(|e| open_error(path, e))?)
         } else if exists {
             Db::ReadWrite(builder.open(path).map_err(|e| open_error(path, e))?)
         } else {
@@ -104,10 +100,7 @@ impl Store {
             }
             Db::ReadWrite(builder.create(path).map_err(|e| open_error(path, e))?)
         };
-        let store = Store {
-            db,
-            path: path.to_path_buf(),
-        };
+        let store = Store { db, path: path.to_path_buf() };
         if !exists {
             let data_path = match data_path {
                 Some(p) => p.to_path_buf(),
@@ -120,12 +113,9 @@ impl Store {
     }
 
     fn initialize(&self, data_path: &Path) -> Result<()> {
-        let data_path_str = data_path.to_str().ok_or_else(|| {
-            Error::invalid(format!(
-                "DATA_PATH {} is not valid UTF-8",
-                data_path.display()
-            ))
-        })?;
+        let data_path_str = data_path
+            .to_str()
+            .ok_or_else(|| Error::invalid(format!("DATA_PATH {} is not valid UTF-8", data_path.display())))?;
         let tx = self.begin_write()?;
         {
             let mut meta = tx.open_table(META)?;
@@ -136,9 +126,7 @@ impl Store {
             counters.insert(COMMIT_SEQ, 0)?;
             counters.insert(NEXT_SNAPSHOT_ID, 1)?;
             let mut schemas = tx.open_table(SCHEMAS)?;
-            let main = SchemaRecord {
-                name: DEFAULT_SCHEMA.to_string(),
-            };
+            let main = SchemaRecord { name: DEFAULT_SCHEMA.to_string() };
             schemas.insert(DEFAULT_SCHEMA, serde_json::to_vec(&main)?.as_slice())?;
             tx.open_table(TABLES)?;
             tx.open_table(COMMITS)?;
@@ -157,22 +145,15 @@ impl Store {
             ))
         };
         let meta = tx.open_table(META).map_err(|_| not_ours())?;
-        let format = meta
-            .get("format")?
-            .ok_or_else(not_ours)?
-            .value()
-            .to_string();
+        let format = meta.get("format")?.ok_or_else(not_ours)?.value().to_string();
         if format != FORMAT {
             return Err(Error::corrupt(format!(
                 "{} has catalog format '{format}', which this skade build cannot read (it reads '{FORMAT}')",
                 self.path.display()
             )));
         }
-        let data_path = PathBuf::from(
-            meta.get("data_path")?
-                .ok_or_else(|| Error::corrupt("catalog has no data_path"))?
-                .value(),
-        );
+        let data_path =
+            PathBuf::from(meta.get("data_path")?.ok_or_else(|| Error::corrupt("catalog has no data_path"))?.value());
         if let Some(req) = requested_data_path {
             if req != data_path {
                 return Err(Error::invalid(format!(
@@ -184,10 +165,7 @@ impl Store {
         }
         let counters = tx.open_table(COUNTERS)?;
         let counter = |name: &str| -> Result<u64> {
-            Ok(counters
-                .get(name)?
-                .ok_or_else(|| Error::corrupt(format!("missing counter {name}")))?
-                .value())
+            Ok(counters.get(name)?.ok_or_else(|| Error::corrupt(format!("missing counter {name}")))?.value())
         };
         let commit_seq = counter(COMMIT_SEQ)?;
         let next_snapshot_id = counter(NEXT_SNAPSHOT_ID)? as i64;
@@ -203,12 +181,7 @@ impl Store {
             let rec: TableRecord = serde_json::from_slice(v.value())?;
             state.tables.insert(rec.key(), rec.into());
         }
-        Ok(Loaded {
-            state,
-            data_path,
-            commit_seq,
-            next_snapshot_id,
-        })
+        Ok(Loaded { state, data_path, commit_seq, next_snapshot_id })
     }
 
     pub fn read_only(&self) -> bool {
@@ -225,10 +198,9 @@ impl Store {
     pub fn begin_write(&self) -> Result<WriteTransaction> {
         match &self.db {
             Db::ReadWrite(db) => Ok(db.begin_write()?),
-            Db::ReadOnly(_) => Err(Error::permission(format!(
-                "skade catalog {} is attached read-only",
-                self.path.display()
-            ))),
+            Db::ReadOnly(_) => {
+                Err(Error::permission(format!("skade catalog {} is attached read-only", self.path.display())))
+            }
         }
     }
 
@@ -259,10 +231,7 @@ impl Store {
 
 /// `lake.skade` -> `lake.skade.data/`, beside the file.
 pub fn default_data_path(catalog: &Path) -> PathBuf {
-    let mut name = catalog
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
+    let mut name = catalog.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".data");
     catalog.with_file_name(name)
 }

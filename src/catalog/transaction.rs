@@ -7,9 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arrow::datatypes::Schema as ArrowSchema;
-use iceberg::expr::Predicate;
 use iceberg::spec::{DataFile, TableMetadata};
-use iceberg::TableIdent;
 use uuid::Uuid;
 
 use super::commit::{Change, CommitRequest, Expect};
@@ -20,6 +18,7 @@ use super::Catalog;
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::{remove_files, sync_dir};
 use crate::runtime::block_on;
+use crate::table::filter::Prune;
 use crate::table::scan::{ScanPlan, ScanRequest};
 use crate::table::snapshot::{produce, stage_append, StagedSnapshot};
 use crate::table::writer::TableWriter;
@@ -122,9 +121,8 @@ impl Transaction {
 
     pub fn table_by_uuid(&self, uuid: &str) -> Result<TableInfo> {
         let record = self.lock()?.view.table_by_uuid(uuid).cloned();
-        let record = record.ok_or_else(|| {
-            Error::catalog(format!("table {uuid} no longer exists in this transaction"))
-        })?;
+        let record =
+            record.ok_or_else(|| Error::catalog(format!("table {uuid} no longer exists in this transaction")))?;
         self.info(record)
     }
 
@@ -145,27 +143,16 @@ impl Transaction {
         uuid: &str,
         snapshot_id: Option<i64>,
         columns: Vec<usize>,
-        predicate: Option<Predicate>,
+        prune: Option<Prune>,
     ) -> Result<ScanPlan> {
         let table = self.table_by_uuid(uuid)?;
         let staged = match snapshot_id {
             None => self.lock()?.appends.get(uuid).cloned().unwrap_or_default(),
             Some(_) => vec![],
         };
-        let ident =
-            TableIdent::from_strs([table.record.schema.as_str(), table.record.name.as_str()])?;
-        ScanPlan::plan(
-            table.metadata.clone(),
-            &table.record.metadata_location,
-            ident,
-            &self.catalog.inner.file_io,
-            ScanRequest {
-                snapshot_id,
-                columns,
-                predicate,
-                staged: &staged,
-            },
-        )
+        let caches = self.catalog.inner.read_caches.clone();
+        ScanPlan::plan(&table.metadata, caches, ScanRequest { snapshot_id, columns, prune, staged: &staged })
+            .map_err(|e| e.context(format!("table {}", table.record.qualified_name())))
     }
 
     // ---- DDL ---------------------------------------------------------------------------
@@ -178,14 +165,10 @@ impl Transaction {
             return if if_not_exists {
                 Ok(())
             } else {
-                Err(Error::catalog(format!(
-                    "Schema with name \"{name}\" already exists!"
-                )))
+                Err(Error::catalog(format!("Schema with name \"{name}\" already exists!")))
             };
         }
-        let change = StateChange::PutSchema(SchemaRecord {
-            name: name.to_string(),
-        });
+        let change = StateChange::PutSchema(SchemaRecord { name: name.to_string() });
         st.view.apply(&change);
         st.ddl.push(Ddl::CreateSchema(name.to_string()));
         Ok(())
@@ -198,9 +181,7 @@ impl Transaction {
             return if if_exists {
                 Ok(())
             } else {
-                Err(Error::catalog(format!(
-                    "Schema with name \"{name}\" does not exist!"
-                )))
+                Err(Error::catalog(format!("Schema with name \"{name}\" does not exist!")))
             };
         };
         if key(name) == DEFAULT_SCHEMA {
@@ -243,43 +224,28 @@ impl Transaction {
         {
             let mut st = self.lock()?;
             let Some(schema) = st.view.schema(schema_name).cloned() else {
-                return Err(Error::catalog(format!(
-                    "Schema with name \"{schema_name}\" does not exist!"
-                )));
+                return Err(Error::catalog(format!("Schema with name \"{schema_name}\" does not exist!")));
             };
             if let Some(existing) = st.view.table(schema_name, name).cloned() {
                 match on_conflict {
                     OnConflict::Ignore => return Ok(None),
                     OnConflict::Error => {
-                        return Err(Error::catalog(format!(
-                            "Table with name \"{}\" already exists!",
-                            existing.name
-                        )))
+                        return Err(Error::catalog(format!("Table with name \"{}\" already exists!", existing.name)))
                     }
                     OnConflict::Replace => Self::stage_drop_table(&mut st, existing),
                 }
             }
             drop(schema);
         }
-        let location = location
-            .to_str()
-            .ok_or_else(|| Error::invalid("table location is not valid UTF-8"))?
-            .to_string();
+        let location =
+            location.to_str().ok_or_else(|| Error::invalid("table location is not valid UTF-8"))?.to_string();
         let table_uuid = Uuid::new_v4();
         let md = metadata::new_table(iceberg_schema, &location, table_uuid)?;
         let md_location = metadata::metadata_location(&location, 0);
         metadata::write(&md_location, &md, self.catalog.durable())?;
-        self.catalog
-            .inner
-            .metadata
-            .insert(&md_location, Arc::new(md));
+        self.catalog.inner.metadata.insert(&md_location, Arc::new(md));
         let record = TableRecord {
-            schema: self
-                .lock()?
-                .view
-                .schema(schema_name)
-                .map(|s| s.name.clone())
-                .unwrap_or_default(),
+            schema: self.lock()?.view.schema(schema_name).map(|s| s.name.clone()).unwrap_or_default(),
             name: name.to_string(),
             uuid: table_uuid.to_string(),
             metadata_location: md_location.clone(),
@@ -302,17 +268,12 @@ impl Transaction {
                 Ok(())
             }
             None if if_exists => Ok(()),
-            None => Err(Error::catalog(format!(
-                "Table with name \"{name}\" does not exist!"
-            ))),
+            None => Err(Error::catalog(format!("Table with name \"{name}\" does not exist!"))),
         }
     }
 
     fn stage_drop_table(st: &mut TxnState, table: Arc<TableRecord>) {
-        st.view.apply(&StateChange::DropTable {
-            schema: table.schema.clone(),
-            name: table.name.clone(),
-        });
+        st.view.apply(&StateChange::DropTable { schema: table.schema.clone(), name: table.name.clone() });
         st.appends.remove(&table.uuid);
         st.ddl.push(Ddl::DropTable(table));
     }
@@ -323,31 +284,21 @@ impl Transaction {
     pub fn writer(&self, uuid: &str) -> Result<TableWriter> {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
-        TableWriter::new(
-            &table.metadata,
-            &self.catalog.inner.file_io,
-            &table.record.qualified_name(),
-        )
+        TableWriter::new(&table.metadata, &self.catalog.inner.file_io, &table.record.qualified_name())
     }
 
     pub fn stage_files(&self, uuid: &str, files: Vec<DataFile>) -> Result<()> {
         let mut st = self.lock()?;
-        st.written
-            .extend(files.iter().map(|f| f.file_path().to_string()));
+        st.written.extend(files.iter().map(|f| f.file_path().to_string()));
         if st.view.table_by_uuid(uuid).is_none() {
             return Err(Error::catalog("the table was dropped in this transaction"));
         }
-        st.appends
-            .entry(uuid.to_string())
-            .or_default()
-            .extend(files);
+        st.appends.entry(uuid.to_string()).or_default().extend(files);
         Ok(())
     }
 
     pub fn has_changes(&self) -> bool {
-        self.lock()
-            .map(|st| !st.ddl.is_empty() || st.appends.values().any(|f| !f.is_empty()))
-            .unwrap_or(false)
+        self.lock().map(|st| !st.ddl.is_empty() || st.appends.values().any(|f| !f.is_empty())).unwrap_or(false)
     }
 
     // ---- end ---------------------------------------------------------------------------
@@ -368,11 +319,7 @@ impl Transaction {
         result
     }
 
-    fn commit_staged(
-        &self,
-        st: &mut TxnState,
-        written: &mut Vec<String>,
-    ) -> Result<Vec<CommitRecord>> {
+    fn commit_staged(&self, st: &mut TxnState, written: &mut Vec<String>) -> Result<Vec<CommitRecord>> {
         self.check_writable()?;
         let inner = &self.catalog.inner;
         let durable = self.catalog.durable();
@@ -437,10 +384,7 @@ impl Transaction {
                     Ddl::DropTable(t) => {
                         dropped_uuids.insert(t.key(), t.uuid.clone());
                         Change {
-                            effect: StateChange::DropTable {
-                                schema: t.schema.clone(),
-                                name: t.name.clone(),
-                            },
+                            effect: StateChange::DropTable { schema: t.schema.clone(), name: t.name.clone() },
                             expect: Expect::TableAt(t.metadata_location.clone()),
                             operation: "drop_table".into(),
                             snapshot_id: None,
@@ -464,17 +408,9 @@ impl Transaction {
                     }
                 };
                 let base = inner.metadata.get(&base_location)?;
-                let produced = block_on(produce(
-                    &inner.file_io,
-                    &base,
-                    &base_location,
-                    snap,
-                    durable,
-                ))?;
+                let produced = block_on(produce(&inner.file_io, &base, &base_location, snap, durable))?;
                 attempt_files.extend(produced.written.iter().cloned());
-                inner
-                    .metadata
-                    .insert(&produced.location, Arc::new(produced.metadata));
+                inner.metadata.insert(&produced.location, Arc::new(produced.metadata));
                 changes.push(Change {
                     effect: StateChange::PutTable(TableRecord {
                         metadata_location: produced.location,
@@ -485,11 +421,7 @@ impl Transaction {
                     snapshot_id: Some(snap.snapshot_id),
                 });
             }
-            let request = CommitRequest {
-                changes,
-                actor: self.catalog.actor().to_string(),
-                dropped_uuids,
-            };
+            let request = CommitRequest { changes, actor: self.catalog.actor().to_string(), dropped_uuids };
             match self.catalog.commit(request) {
                 Ok(records) => return Ok(records),
                 Err(e) if e.kind == ErrorKind::Conflict && !staged.is_empty() => {
@@ -502,9 +434,7 @@ impl Transaction {
                 }
             }
         }
-        Err(last_conflict.unwrap_or_else(|| {
-            Error::conflict("too many concurrent commits; retry the transaction")
-        }))
+        Err(last_conflict.unwrap_or_else(|| Error::conflict("too many concurrent commits; retry the transaction")))
     }
 
     /// Whether this transaction's DDL still applies on top of `head`.
@@ -513,16 +443,11 @@ impl Transaction {
         for d in &st.ddl {
             let ok = match d {
                 Ddl::CreateSchema(n) => view.schema(n).is_none(),
-                Ddl::DropSchema(n) => {
-                    view.schema(n).is_some() && view.tables_in(n).next().is_none()
+                Ddl::DropSchema(n) => view.schema(n).is_some() && view.tables_in(n).next().is_none(),
+                Ddl::CreateTable(t) => view.schema(&t.schema).is_some() && view.table(&t.schema, &t.name).is_none(),
+                Ddl::DropTable(t) => {
+                    view.table(&t.schema, &t.name).map(|h| h.metadata_location == t.metadata_location).unwrap_or(false)
                 }
-                Ddl::CreateTable(t) => {
-                    view.schema(&t.schema).is_some() && view.table(&t.schema, &t.name).is_none()
-                }
-                Ddl::DropTable(t) => view
-                    .table(&t.schema, &t.name)
-                    .map(|h| h.metadata_location == t.metadata_location)
-                    .unwrap_or(false),
             };
             if !ok {
                 return Err(Error::conflict("DDL premise changed"));
@@ -531,10 +456,7 @@ impl Transaction {
                 Ddl::CreateSchema(n) => StateChange::PutSchema(SchemaRecord { name: n.clone() }),
                 Ddl::DropSchema(n) => StateChange::DropSchema(n.clone()),
                 Ddl::CreateTable(t) => StateChange::PutTable(t.clone()),
-                Ddl::DropTable(t) => StateChange::DropTable {
-                    schema: t.schema.clone(),
-                    name: t.name.clone(),
-                },
+                Ddl::DropTable(t) => StateChange::DropTable { schema: t.schema.clone(), name: t.name.clone() },
             });
         }
         Ok(())

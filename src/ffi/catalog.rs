@@ -24,12 +24,8 @@ pub unsafe extern "C" fn skade_catalog_open(
         let path = arg(path, "path")?;
         let keys = super::arg_list(keys, n_options, "option name")?;
         let values = super::arg_list(values, n_options, "option value")?;
-        let options = AttachOptions::parse(
-            keys.iter()
-                .map(String::as_str)
-                .zip(values.iter().map(String::as_str)),
-            read_only,
-        )?;
+        let options =
+            AttachOptions::parse(keys.iter().map(String::as_str).zip(values.iter().map(String::as_str)), read_only)?;
         let catalog = Catalog::open(Path::new(path), options)?;
         out(result, Box::into_raw(Box::new(SkadeCatalog(catalog))))
     })
@@ -48,10 +44,7 @@ pub unsafe extern "C" fn skade_catalog_path(
 ) -> *mut SkadeStatus {
     guard(|| {
         let c = &handle(catalog, "catalog")?.0;
-        let items = [
-            c.path().display().to_string(),
-            c.data_path().display().to_string(),
-        ];
+        let items = [c.path().display().to_string(), c.data_path().display().to_string()];
         out(result, super::SkadeStrings::boxed(items))
     })
 }

@@ -14,10 +14,7 @@ use crate::error::Error;
 use crate::functions::{commits_since, snapshots, tables};
 
 #[no_mangle]
-pub unsafe extern "C" fn skade_function_schema(
-    name: *const c_char,
-    result: *mut FFI_ArrowSchema,
-) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut FFI_ArrowSchema) -> *mut SkadeStatus {
     guard(|| {
         let schema = match arg(name, "function name")? {
             "skade_tables" => tables::schema(),
@@ -30,10 +27,7 @@ pub unsafe extern "C" fn skade_function_schema(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn skade_fn_tables(
-    txn: *const SkadeTxn,
-    result: *mut FFI_ArrowArrayStream,
-) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_fn_tables(txn: *const SkadeTxn, result: *mut FFI_ArrowArrayStream) -> *mut SkadeStatus {
     guard(|| {
         let batch = tables::rows(&handle(txn, "transaction")?.0)?;
         let reader = RecordBatchIterator::new([Ok(batch)], tables::schema());

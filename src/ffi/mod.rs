@@ -33,10 +33,7 @@ pub struct SkadeStatus {
 
 fn status_from(e: Error) -> *mut SkadeStatus {
     let message = CString::new(e.message.replace('\0', " ")).unwrap_or_default();
-    Box::into_raw(Box::new(SkadeStatus {
-        code: e.kind as i32,
-        message,
-    }))
+    Box::into_raw(Box::new(SkadeStatus { code: e.kind as i32, message }))
 }
 
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
@@ -64,18 +61,12 @@ pub(crate) fn guard_value<T>(fallback: T, f: impl FnOnce() -> T) -> T {
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_status_code(status: *const SkadeStatus) -> i32 {
-    guard_value(ErrorKind::Internal as i32, || {
-        unsafe { status.as_ref() }.map(|s| s.code).unwrap_or(0)
-    })
+    guard_value(ErrorKind::Internal as i32, || unsafe { status.as_ref() }.map(|s| s.code).unwrap_or(0))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_status_message(status: *const SkadeStatus) -> *const c_char {
-    guard_value(std::ptr::null(), || {
-        unsafe { status.as_ref() }
-            .map(|s| s.message.as_ptr())
-            .unwrap_or(std::ptr::null())
-    })
+    guard_value(std::ptr::null(), || unsafe { status.as_ref() }.map(|s| s.message.as_ptr()).unwrap_or(std::ptr::null()))
 }
 
 #[no_mangle]
@@ -94,29 +85,21 @@ pub struct SkadeStrings {
 
 impl SkadeStrings {
     pub(crate) fn boxed(items: impl IntoIterator<Item = String>) -> *mut SkadeStrings {
-        let items = items
-            .into_iter()
-            .map(|s| CString::new(s.replace('\0', " ")).unwrap_or_default())
-            .collect();
+        let items = items.into_iter().map(|s| CString::new(s.replace('\0', " ")).unwrap_or_default()).collect();
         Box::into_raw(Box::new(SkadeStrings { items }))
     }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_strings_len(list: *const SkadeStrings) -> usize {
-    guard_value(0, || {
-        unsafe { list.as_ref() }.map(|l| l.items.len()).unwrap_or(0)
-    })
+    guard_value(0, || unsafe { list.as_ref() }.map(|l| l.items.len()).unwrap_or(0))
 }
 
 /// The i-th string, valid while the list lives; null when out of range.
 #[no_mangle]
 pub unsafe extern "C" fn skade_strings_get(list: *const SkadeStrings, i: usize) -> *const c_char {
     guard_value(std::ptr::null(), || {
-        unsafe { list.as_ref() }
-            .and_then(|l| l.items.get(i))
-            .map(|s| s.as_ptr())
-            .unwrap_or(std::ptr::null())
+        unsafe { list.as_ref() }.and_then(|l| l.items.get(i)).map(|s| s.as_ptr()).unwrap_or(std::ptr::null())
     })
 }
 
@@ -134,9 +117,7 @@ pub(crate) fn arg<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
     if p.is_null() {
         return Err(Error::internal(format!("{what} is null")));
     }
-    unsafe { CStr::from_ptr(p) }
-        .to_str()
-        .map_err(|_| Error::invalid(format!("{what} is not valid UTF-8")))
+    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| Error::invalid(format!("{what} is not valid UTF-8")))
 }
 
 /// Borrows an array of `n` NUL-terminated strings.
@@ -148,9 +129,7 @@ pub(crate) fn arg_list(p: *const *const c_char, n: usize, what: &str) -> Result<
         return Err(Error::internal(format!("{what} is null")));
     }
     let ptrs = unsafe { std::slice::from_raw_parts(p, n) };
-    ptrs.iter()
-        .map(|&s| arg(s, what).map(str::to_string))
-        .collect()
+    ptrs.iter().map(|&s| arg(s, what).map(str::to_string)).collect()
 }
 
 /// Writes `value` to an out-pointer the shim supplied.
@@ -186,10 +165,7 @@ mod tests {
         assert!(!st.is_null());
         unsafe {
             assert_eq!(skade_status_code(st), ErrorKind::Internal as i32);
-            let msg = CStr::from_ptr(skade_status_message(st))
-                .to_str()
-                .unwrap()
-                .to_string();
+            let msg = CStr::from_ptr(skade_status_message(st)).to_str().unwrap().to_string();
             assert!(msg.contains("boom"), "{msg}");
             skade_status_free(st);
         }

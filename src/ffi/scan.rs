@@ -8,7 +8,7 @@ use arrow::ffi_stream::FFI_ArrowArrayStream;
 
 use super::transaction::SkadeTxn;
 use super::{arg, free, guard, guard_value, handle, out, SkadeStatus};
-use crate::table::filter::to_predicate;
+use crate::table::filter::Prune;
 use crate::table::scan::ScanPlan;
 
 pub struct SkadeScan(ScanPlan);
@@ -35,28 +35,19 @@ pub unsafe extern "C" fn skade_scan_open(
         let columns: Vec<usize> = if n_columns == 0 {
             vec![]
         } else {
-            unsafe { std::slice::from_raw_parts(columns, n_columns) }
-                .iter()
-                .map(|&c| c as usize)
-                .collect()
+            unsafe { std::slice::from_raw_parts(columns, n_columns) }.iter().map(|&c| c as usize).collect()
         };
         let table = txn.table_by_uuid(uuid)?;
         let constants = if constants.is_null() || constants_schema.is_null() {
             None
         } else {
             let array = unsafe { std::ptr::replace(constants, FFI_ArrowArray::empty()) };
-            Some(StructArray::from(unsafe {
-                from_ffi(array, &*constants_schema)
-            }?))
+            Some(StructArray::from(unsafe { from_ffi(array, &*constants_schema) }?))
         };
-        let json = if filter_json.is_null() {
-            ""
-        } else {
-            arg(filter_json, "filter")?
-        };
-        let predicate = to_predicate(json, constants.as_ref(), table.metadata.current_schema())?;
+        let json = if filter_json.is_null() { "" } else { arg(filter_json, "filter")? };
+        let prune = Prune::parse(json, constants.as_ref(), table.metadata.current_schema())?;
         let snapshot = (snapshot_id >= 0).then_some(snapshot_id);
-        let plan = txn.scan(uuid, snapshot, columns, predicate)?;
+        let plan = txn.scan(uuid, snapshot, columns, prune)?;
         out(result, Box::into_raw(Box::new(SkadeScan(plan))))
     })
 }
@@ -68,29 +59,17 @@ pub unsafe extern "C" fn skade_scan_free(scan: *mut SkadeScan) {
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_scan_task_count(scan: *const SkadeScan) -> u64 {
-    guard_value(0, || {
-        unsafe { scan.as_ref() }
-            .map(|s| s.0.task_count() as u64)
-            .unwrap_or(0)
-    })
+    guard_value(0, || unsafe { scan.as_ref() }.map(|s| s.0.task_count() as u64).unwrap_or(0))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_scan_task_rows(scan: *const SkadeScan, task: u64) -> u64 {
-    guard_value(0, || {
-        unsafe { scan.as_ref() }
-            .map(|s| s.0.task_rows(task as usize))
-            .unwrap_or(0)
-    })
+    guard_value(0, || unsafe { scan.as_ref() }.map(|s| s.0.task_rows(task as usize)).unwrap_or(0))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_scan_estimated_rows(scan: *const SkadeScan) -> u64 {
-    guard_value(0, || {
-        unsafe { scan.as_ref() }
-            .map(|s| s.0.estimated_rows())
-            .unwrap_or(0)
-    })
+    guard_value(0, || unsafe { scan.as_ref() }.map(|s| s.0.estimated_rows()).unwrap_or(0))
 }
 
 /// The Arrow stream of one planned file. Each stream is independent: DuckDB threads read

@@ -35,30 +35,20 @@ pub unsafe extern "C" fn skade_table_free(table: *mut SkadeTable) {
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_table_name(table: *const SkadeTable) -> *const c_char {
-    guard_value(std::ptr::null(), || {
-        unsafe { table.as_ref() }
-            .map(|t| t.name.as_ptr())
-            .unwrap_or(std::ptr::null())
-    })
+    guard_value(std::ptr::null(), || unsafe { table.as_ref() }.map(|t| t.name.as_ptr()).unwrap_or(std::ptr::null()))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_table_schema_name(table: *const SkadeTable) -> *const c_char {
     guard_value(std::ptr::null(), || {
-        unsafe { table.as_ref() }
-            .map(|t| t.schema_name.as_ptr())
-            .unwrap_or(std::ptr::null())
+        unsafe { table.as_ref() }.map(|t| t.schema_name.as_ptr()).unwrap_or(std::ptr::null())
     })
 }
 
 /// The table's identity (its Iceberg uuid): scans and writes name the table by it.
 #[no_mangle]
 pub unsafe extern "C" fn skade_table_uuid(table: *const SkadeTable) -> *const c_char {
-    guard_value(std::ptr::null(), || {
-        unsafe { table.as_ref() }
-            .map(|t| t.uuid.as_ptr())
-            .unwrap_or(std::ptr::null())
-    })
+    guard_value(std::ptr::null(), || unsafe { table.as_ref() }.map(|t| t.uuid.as_ptr()).unwrap_or(std::ptr::null()))
 }
 
 /// The columns, as the Arrow schema scans produce.
@@ -85,10 +75,8 @@ pub unsafe extern "C" fn skade_table_primary_key(
         let schema = t.info.metadata.current_schema();
         let mut ids: Vec<i32> = schema.identifier_field_ids().collect();
         ids.sort_unstable();
-        let names: Vec<String> = ids
-            .into_iter()
-            .filter_map(|id| schema.name_by_field_id(id).map(str::to_string))
-            .collect();
+        let names: Vec<String> =
+            ids.into_iter().filter_map(|id| schema.name_by_field_id(id).map(str::to_string)).collect();
         out(result, SkadeStrings::boxed(names))
     })
 }
@@ -99,12 +87,7 @@ pub unsafe extern "C" fn skade_table_estimated_rows(table: *const SkadeTable) ->
     guard_value(0, || {
         unsafe { table.as_ref() }
             .and_then(|t| t.info.metadata.current_snapshot().cloned())
-            .and_then(|s| {
-                s.summary()
-                    .additional_properties
-                    .get("total-records")
-                    .and_then(|v| v.parse().ok())
-            })
+            .and_then(|s| s.summary().additional_properties.get("total-records").and_then(|v| v.parse().ok()))
             .unwrap_or(0)
     })
 }

@@ -16,16 +16,10 @@ use crate::error::Error;
 pub struct SkadeTxn(pub(crate) Arc<Transaction>);
 
 #[no_mangle]
-pub unsafe extern "C" fn skade_txn_begin(
-    catalog: *const SkadeCatalog,
-    result: *mut *mut SkadeTxn,
-) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_txn_begin(catalog: *const SkadeCatalog, result: *mut *mut SkadeTxn) -> *mut SkadeStatus {
     guard(|| {
         let c = &handle(catalog, "catalog")?.0;
-        out(
-            result,
-            Box::into_raw(Box::new(SkadeTxn(Arc::new(c.begin())))),
-        )
+        out(result, Box::into_raw(Box::new(SkadeTxn(Arc::new(c.begin())))))
     })
 }
 
@@ -48,17 +42,9 @@ pub unsafe extern "C" fn skade_txn_free(txn: *mut SkadeTxn) {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn skade_txn_schemas(
-    txn: *const SkadeTxn,
-    result: *mut *mut SkadeStrings,
-) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_txn_schemas(txn: *const SkadeTxn, result: *mut *mut SkadeStrings) -> *mut SkadeStatus {
     guard(|| {
-        let names = handle(txn, "transaction")?
-            .0
-            .schemas()?
-            .iter()
-            .map(|s| s.name.clone())
-            .collect::<Vec<_>>();
+        let names = handle(txn, "transaction")?.0.schemas()?.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
         out(result, SkadeStrings::boxed(names))
     })
 }
@@ -71,14 +57,8 @@ pub unsafe extern "C" fn skade_txn_schema(
     result: *mut *mut SkadeStrings,
 ) -> *mut SkadeStatus {
     guard(|| {
-        let s = handle(txn, "transaction")?
-            .0
-            .schema(arg(name, "schema name")?)?;
-        out(
-            result,
-            s.map(|s| SkadeStrings::boxed([s.name.clone()]))
-                .unwrap_or(std::ptr::null_mut()),
-        )
+        let s = handle(txn, "transaction")?.0.schema(arg(name, "schema name")?)?;
+        out(result, s.map(|s| SkadeStrings::boxed([s.name.clone()])).unwrap_or(std::ptr::null_mut()))
     })
 }
 
@@ -89,13 +69,8 @@ pub unsafe extern "C" fn skade_txn_tables(
     result: *mut *mut SkadeStrings,
 ) -> *mut SkadeStatus {
     guard(|| {
-        let t = handle(txn, "transaction")?
-            .0
-            .tables(arg(schema, "schema name")?)?;
-        out(
-            result,
-            SkadeStrings::boxed(t.iter().map(|t| t.name.clone())),
-        )
+        let t = handle(txn, "transaction")?.0.tables(arg(schema, "schema name")?)?;
+        out(result, SkadeStrings::boxed(t.iter().map(|t| t.name.clone())))
     })
 }
 
@@ -108,15 +83,8 @@ pub unsafe extern "C" fn skade_txn_table(
     result: *mut *mut SkadeTable,
 ) -> *mut SkadeStatus {
     guard(|| {
-        let t = handle(txn, "transaction")?
-            .0
-            .table(arg(schema, "schema name")?, arg(name, "table name")?)?;
-        out(
-            result,
-            t.map(SkadeTable::boxed)
-                .transpose()?
-                .unwrap_or(std::ptr::null_mut()),
-        )
+        let t = handle(txn, "transaction")?.0.table(arg(schema, "schema name")?, arg(name, "table name")?)?;
+        out(result, t.map(SkadeTable::boxed).transpose()?.unwrap_or(std::ptr::null_mut()))
     })
 }
 
@@ -126,11 +94,7 @@ pub unsafe extern "C" fn skade_txn_create_schema(
     name: *const c_char,
     if_not_exists: bool,
 ) -> *mut SkadeStatus {
-    guard(|| {
-        handle(txn, "transaction")?
-            .0
-            .create_schema(arg(name, "schema name")?, if_not_exists)
-    })
+    guard(|| handle(txn, "transaction")?.0.create_schema(arg(name, "schema name")?, if_not_exists))
 }
 
 #[no_mangle]
@@ -140,11 +104,7 @@ pub unsafe extern "C" fn skade_txn_drop_schema(
     if_exists: bool,
     cascade: bool,
 ) -> *mut SkadeStatus {
-    guard(|| {
-        handle(txn, "transaction")?
-            .0
-            .drop_schema(arg(name, "schema name")?, if_exists, cascade)
-    })
+    guard(|| handle(txn, "transaction")?.0.drop_schema(arg(name, "schema name")?, if_exists, cascade))
 }
 
 /// `on_conflict`: 0 error, 1 ignore (IF NOT EXISTS), 2 replace (OR REPLACE). `result` is null
@@ -183,13 +143,7 @@ pub unsafe extern "C" fn skade_txn_create_table(
             &arg_list(primary_key, n_primary_key, "column name")?,
             on_conflict,
         )?;
-        out(
-            result,
-            table
-                .map(SkadeTable::boxed)
-                .transpose()?
-                .unwrap_or(std::ptr::null_mut()),
-        )
+        out(result, table.map(SkadeTable::boxed).transpose()?.unwrap_or(std::ptr::null_mut()))
     })
 }
 
@@ -200,11 +154,5 @@ pub unsafe extern "C" fn skade_txn_drop_table(
     name: *const c_char,
     if_exists: bool,
 ) -> *mut SkadeStatus {
-    guard(|| {
-        handle(txn, "transaction")?.0.drop_table(
-            arg(schema, "schema name")?,
-            arg(name, "table name")?,
-            if_exists,
-        )
-    })
+    guard(|| handle(txn, "transaction")?.0.drop_table(arg(schema, "schema name")?, arg(name, "table name")?, if_exists))
 }

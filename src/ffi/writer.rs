@@ -29,14 +29,7 @@ pub unsafe extern "C" fn skade_writer_open(
         let txn = handle(txn, "transaction")?.0.clone();
         let uuid = arg(uuid, "table id")?.to_string();
         let writer = txn.writer(&uuid)?;
-        out(
-            result,
-            Box::into_raw(Box::new(SkadeWriter {
-                txn,
-                uuid,
-                writer: Some(writer),
-            })),
-        )
+        out(result, Box::into_raw(Box::new(SkadeWriter { txn, uuid, writer: Some(writer) })))
     })
 }
 
@@ -52,30 +45,19 @@ pub unsafe extern "C" fn skade_writer_write(
             return Err(Error::internal("array is null"));
         }
         let array = unsafe { std::ptr::replace(array, FFI_ArrowArray::empty()) };
-        let w =
-            unsafe { writer.as_mut() }.ok_or_else(|| Error::internal("writer handle is null"))?;
+        let w = unsafe { writer.as_mut() }.ok_or_else(|| Error::internal("writer handle is null"))?;
         let data = unsafe { from_ffi(array, handle(schema, "schema")?) }?;
         let columns = StructArray::from(data);
-        w.writer
-            .as_mut()
-            .ok_or_else(|| Error::internal("writer already finished"))?
-            .write(&columns)
+        w.writer.as_mut().ok_or_else(|| Error::internal("writer already finished"))?.write(&columns)
     })
 }
 
 /// Closes the writer's files and stages them in its transaction; `rows` gets the row count.
 #[no_mangle]
-pub unsafe extern "C" fn skade_writer_finish(
-    writer: *mut SkadeWriter,
-    rows: *mut u64,
-) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_writer_finish(writer: *mut SkadeWriter, rows: *mut u64) -> *mut SkadeStatus {
     guard(|| {
-        let w =
-            unsafe { writer.as_mut() }.ok_or_else(|| Error::internal("writer handle is null"))?;
-        let inner = w
-            .writer
-            .take()
-            .ok_or_else(|| Error::internal("writer already finished"))?;
+        let w = unsafe { writer.as_mut() }.ok_or_else(|| Error::internal("writer handle is null"))?;
+        let inner = w.writer.take().ok_or_else(|| Error::internal("writer already finished"))?;
         let n = inner.rows();
         let files = inner.finish()?;
         w.txn.stage_files(&w.uuid, files)?;

@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, Int64Builder, RecordBatch, RecordBatchReader, StringBuilder,
-    TimestampMicrosecondBuilder, UInt64Builder,
+    ArrayRef, Int64Builder, RecordBatch, RecordBatchReader, StringBuilder, TimestampMicrosecondBuilder, UInt64Builder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
@@ -66,11 +65,7 @@ pub struct CommitsSince {
 
 impl CommitsSince {
     pub fn new(catalog: Catalog, since: u64) -> Self {
-        Self {
-            catalog,
-            next: since,
-            done: false,
-        }
+        Self { catalog, next: since, done: false }
     }
 }
 

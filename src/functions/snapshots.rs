@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, Int64Builder, MapBuilder, RecordBatch, StringBuilder,
-    TimestampMicrosecondBuilder, UInt64Builder,
+    Array, ArrayRef, Int64Builder, MapBuilder, RecordBatch, StringBuilder, TimestampMicrosecondBuilder, UInt64Builder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 

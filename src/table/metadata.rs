@@ -6,9 +6,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use iceberg::spec::{
-    FormatVersion, Schema, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec,
-};
+use iceberg::spec::{FormatVersion, Schema, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
@@ -18,14 +16,8 @@ use crate::io::{local_path, write_new_durable};
 pub fn new_table(schema: Schema, location: &str, table_uuid: Uuid) -> Result<TableMetadata> {
     let properties = HashMap::from([
         ("write.format.default".to_string(), "parquet".to_string()),
-        (
-            "write.parquet.compression-codec".to_string(),
-            "snappy".to_string(),
-        ),
-        (
-            "created-by".to_string(),
-            format!("skade {}", env!("CARGO_PKG_VERSION")),
-        ),
+        ("write.parquet.compression-codec".to_string(), "snappy".to_string()),
+        ("created-by".to_string(), format!("skade {}", env!("CARGO_PKG_VERSION"))),
     ]);
     let built = TableMetadataBuilder::new(
         schema,
@@ -42,10 +34,7 @@ pub fn new_table(schema: Schema, location: &str, table_uuid: Uuid) -> Result<Tab
 
 /// `<table>/metadata/<version>-<uuid>.metadata.json`, Iceberg's conventional name.
 pub fn metadata_location(table_location: &str, version: u64) -> String {
-    format!(
-        "{table_location}/metadata/{version:05}-{}.metadata.json",
-        Uuid::new_v4()
-    )
+    format!("{table_location}/metadata/{version:05}-{}.metadata.json", Uuid::new_v4())
 }
 
 /// The version after the one `location` holds (0 when its name carries no version).
@@ -64,11 +53,8 @@ pub fn write(location: &str, metadata: &TableMetadata, durable: bool) -> Result<
 pub fn read(location: &str) -> Result<TableMetadata> {
     let bytes = std::fs::read(local_path(location))
         .map_err(|e| Error::io(format!("cannot read table metadata file {location}: {e}")))?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        Error::corrupt(format!(
-            "table metadata file {location} is not valid Iceberg metadata: {e}"
-        ))
-    })
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Error::corrupt(format!("table metadata file {location} is not valid Iceberg metadata: {e}")))
 }
 
 /// Parsed metadata files by location.

@@ -6,12 +6,8 @@ use std::sync::Arc;
 
 use arrow::array::ArrayData;
 use arrow::array::{make_array, Array, ArrayRef, RecordBatch, RecordBatchOptions, StructArray};
-use arrow::datatypes::{
-    DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef, TimeUnit,
-};
-use iceberg::spec::{
-    ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Type,
-};
+use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef, TimeUnit};
+use iceberg::spec::{ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Type};
 
 use crate::error::{Error, Result};
 
@@ -57,10 +53,7 @@ pub fn iceberg_schema(
                 field.name, field.field_type
             )));
         }
-        if matches!(
-            field.field_type.as_primitive_type(),
-            Some(PrimitiveType::Float | PrimitiveType::Double)
-        ) {
+        if matches!(field.field_type.as_primitive_type(), Some(PrimitiveType::Float | PrimitiveType::Double)) {
             return Err(Error::invalid(format!(
                 "PRIMARY KEY column \"{}\" cannot be FLOAT or DOUBLE (Iceberg identifier fields exclude floating point)",
                 field.name
@@ -74,10 +67,7 @@ pub fn iceberg_schema(
             return Err(Error::invalid(format!("duplicate column name \"{prev}\"")));
         }
     }
-    Ok(Schema::builder()
-        .with_fields(fields)
-        .with_identifier_field_ids(key_ids)
-        .build()?)
+    Ok(Schema::builder().with_fields(fields).with_identifier_field_ids(key_ids).build()?)
 }
 
 fn is_in(list: &[String], name: &str) -> bool {
@@ -92,9 +82,7 @@ fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, S
         _ => {}
     }
     if let Some(ext) = field.metadata().get(EXTENSION_NAME) {
-        return Err(format!(
-            "its Arrow extension type {ext} has no Iceberg equivalent"
-        ));
+        return Err(format!("its Arrow extension type {ext} has no Iceberg equivalent"));
     }
     match field.data_type() {
         DataType::Boolean => prim(PrimitiveType::Boolean),
@@ -102,28 +90,19 @@ fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, S
         DataType::Int64 => prim(PrimitiveType::Long),
         DataType::Float32 => prim(PrimitiveType::Float),
         DataType::Float64 => prim(PrimitiveType::Double),
-        DataType::Decimal128(p, s) if *p <= 38 && *s >= 0 => prim(PrimitiveType::Decimal {
-            precision: *p as u32,
-            scale: *s as u32,
-        }),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => prim(PrimitiveType::String),
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
-            prim(PrimitiveType::Binary)
+        DataType::Decimal128(p, s) if *p <= 38 && *s >= 0 => {
+            prim(PrimitiveType::Decimal { precision: *p as u32, scale: *s as u32 })
         }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => prim(PrimitiveType::String),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => prim(PrimitiveType::Binary),
         DataType::Date32 => prim(PrimitiveType::Date),
         DataType::Time64(TimeUnit::Microsecond) => prim(PrimitiveType::Time),
         DataType::Timestamp(TimeUnit::Microsecond, None) => prim(PrimitiveType::Timestamp),
         DataType::Timestamp(TimeUnit::Microsecond, Some(_)) => prim(PrimitiveType::Timestamptz),
-        DataType::Int8 | DataType::Int16 => {
-            Err("Iceberg has no 8- or 16-bit integers; use INTEGER".into())
-        }
-        DataType::UInt8 | DataType::UInt16 => {
-            Err("Iceberg has no unsigned integers; use INTEGER".into())
-        }
+        DataType::Int8 | DataType::Int16 => Err("Iceberg has no 8- or 16-bit integers; use INTEGER".into()),
+        DataType::UInt8 | DataType::UInt16 => Err("Iceberg has no unsigned integers; use INTEGER".into()),
         DataType::UInt32 => Err("Iceberg has no unsigned integers; use BIGINT".into()),
-        DataType::UInt64 => {
-            Err("Iceberg has no unsigned integers; use BIGINT or DECIMAL(20,0)".into())
-        }
+        DataType::UInt64 => Err("Iceberg has no unsigned integers; use BIGINT or DECIMAL(20,0)".into()),
         DataType::Timestamp(_, _) => {
             Err("Iceberg v2 stores timestamps in microseconds; use TIMESTAMP or TIMESTAMPTZ".into())
         }
@@ -133,21 +112,14 @@ fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, S
         | DataType::LargeListView(child) => {
             let element = iceberg_type(child, next_id)?;
             *next_id += 1;
-            Ok(Type::List(ListType::new(Arc::new(
-                NestedField::list_element(*next_id, element, !child.is_nullable()),
-            ))))
+            Ok(Type::List(ListType::new(Arc::new(NestedField::list_element(*next_id, element, !child.is_nullable())))))
         }
         DataType::Struct(children) => {
             let mut fields: Vec<NestedFieldRef> = Vec::with_capacity(children.len());
             for c in children {
                 let t = iceberg_type(c, next_id)?;
                 *next_id += 1;
-                fields.push(Arc::new(NestedField::new(
-                    *next_id,
-                    c.name(),
-                    t,
-                    !c.is_nullable(),
-                )));
+                fields.push(Arc::new(NestedField::new(*next_id, c.name(), t, !c.is_nullable())));
             }
             Ok(Type::Struct(StructType::new(fields)))
         }
@@ -163,11 +135,7 @@ fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, S
             *next_id += 1;
             Ok(Type::Map(MapType::new(
                 Arc::new(NestedField::map_key_element(key_id, kt)),
-                Arc::new(NestedField::map_value_element(
-                    *next_id,
-                    vt,
-                    !v.is_nullable(),
-                )),
+                Arc::new(NestedField::map_value_element(*next_id, vt, !v.is_nullable())),
             )))
         }
         other => Err(format!("the Arrow type {other} has no Iceberg equivalent")),
@@ -184,10 +152,7 @@ pub fn arrow_schema(schema: &Schema) -> Result<ArrowSchemaRef> {
         .zip(schema.as_struct().fields())
         .map(|(f, ice)| tag_uuid(f.as_ref().clone(), &ice.field_type))
         .collect();
-    Ok(Arc::new(ArrowSchema::new_with_metadata(
-        fields,
-        arrow.metadata().clone(),
-    )))
+    Ok(Arc::new(ArrowSchema::new_with_metadata(fields, arrow.metadata().clone())))
 }
 
 fn tag_uuid(field: Field, ty: &Type) -> Field {
@@ -199,19 +164,12 @@ fn tag_uuid(field: Field, ty: &Type) -> Field {
         }
         (Type::List(l), DataType::List(child)) => {
             let child = tag_uuid(child.as_ref().clone(), &l.element_field.field_type);
-            field
-                .clone()
-                .with_data_type(DataType::List(Arc::new(child)))
+            field.clone().with_data_type(DataType::List(Arc::new(child)))
         }
         (Type::Struct(s), DataType::Struct(children)) => {
-            let children: Vec<Field> = children
-                .iter()
-                .zip(s.fields())
-                .map(|(c, f)| tag_uuid(c.as_ref().clone(), &f.field_type))
-                .collect();
-            field
-                .clone()
-                .with_data_type(DataType::Struct(children.into()))
+            let children: Vec<Field> =
+                children.iter().zip(s.fields()).map(|(c, f)| tag_uuid(c.as_ref().clone(), &f.field_type)).collect();
+            field.clone().with_data_type(DataType::Struct(children.into()))
         }
         (Type::Map(m), DataType::Map(entries, sorted)) => {
             let DataType::Struct(kv) = entries.data_type() else {
@@ -219,13 +177,8 @@ fn tag_uuid(field: Field, ty: &Type) -> Field {
             };
             let k = tag_uuid(kv[0].as_ref().clone(), &m.key_field.field_type);
             let v = tag_uuid(kv[1].as_ref().clone(), &m.value_field.field_type);
-            let entries = entries
-                .as_ref()
-                .clone()
-                .with_data_type(DataType::Struct(vec![k, v].into()));
-            field
-                .clone()
-                .with_data_type(DataType::Map(Arc::new(entries), sorted))
+            let entries = entries.as_ref().clone().with_data_type(DataType::Struct(vec![k, v].into()));
+            field.clone().with_data_type(DataType::Map(Arc::new(entries), sorted))
         }
         _ => field,
     }
@@ -234,11 +187,7 @@ fn tag_uuid(field: Field, ty: &Type) -> Field {
 /// Reshapes a batch from DuckDB (any field names, DuckDB's Arrow flavours) into the table's
 /// Arrow schema: relabels where the layout already matches (zero copy), casts where it does not
 /// (string views, large lists), and enforces NOT NULL.
-pub fn conform(
-    columns: &StructArray,
-    target: &ArrowSchemaRef,
-    table_name: &str,
-) -> Result<RecordBatch> {
+pub fn conform(columns: &StructArray, target: &ArrowSchemaRef, table_name: &str) -> Result<RecordBatch> {
     if columns.num_columns() != target.fields().len() {
         return Err(Error::invalid(format!(
             "table {table_name} has {} columns but {} were supplied",
@@ -249,10 +198,7 @@ pub fn conform(
     let mut out = Vec::with_capacity(target.fields().len());
     for (col, field) in columns.columns().iter().zip(target.fields()) {
         if !field.is_nullable() && col.null_count() > 0 {
-            return Err(Error::constraint(format!(
-                "NOT NULL constraint failed: {table_name}.{}",
-                field.name()
-            )));
+            return Err(Error::constraint(format!("NOT NULL constraint failed: {table_name}.{}", field.name())));
         }
         out.push(conform_array(col, field.data_type())?);
     }
@@ -263,7 +209,8 @@ pub fn conform(
     )?)
 }
 
-fn conform_array(array: &ArrayRef, target: &DataType) -> Result<ArrayRef> {
+/// One column into the table's Arrow type (see [`conform`]).
+pub(crate) fn conform_array(array: &ArrayRef, target: &DataType) -> Result<ArrayRef> {
     if array.data_type() == target {
         return Ok(array.clone());
     }
@@ -290,11 +237,7 @@ fn relabel(data: ArrayData, target: &DataType) -> Result<ArrayData> {
         .map(|(c, t)| relabel(c.clone(), t))
         .collect::<Result<Vec<_>>>()?;
     let builder = data.into_builder().data_type(target.clone());
-    let builder = if children.is_empty() {
-        builder
-    } else {
-        builder.child_data(children)
-    };
+    let builder = if children.is_empty() { builder } else { builder.child_data(children) };
     Ok(builder.build()?)
 }
 
@@ -320,11 +263,7 @@ mod tests {
             Field::new("dt", DataType::Date32, true),
             Field::new("t", DataType::Time64(TimeUnit::Microsecond), true),
             Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), true),
-            Field::new(
-                "tz",
-                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-                true,
-            ),
+            Field::new("tz", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), true),
             uuid,
             Field::new_list("l", Field::new("l", DataType::Int32, true), true),
             Field::new_struct("st", vec![Field::new("a", DataType::Utf8, true)], true),
@@ -337,35 +276,20 @@ mod tests {
                 true,
             ),
         ]);
-        let types: Vec<String> = arrow
-            .fields()
-            .iter()
-            .map(|f| f.data_type().to_string())
-            .collect();
+        let types: Vec<String> = arrow.fields().iter().map(|f| f.data_type().to_string()).collect();
         let schema = iceberg_schema(&arrow, &types, &[], &["id".into()]).unwrap();
         assert_eq!(schema.as_struct().fields().len(), 16);
         assert!(schema.field_by_name("id").unwrap().required);
         assert_eq!(schema.identifier_field_ids().count(), 1);
         let back = arrow_schema(&schema).unwrap();
-        assert_eq!(
-            back.field_with_name("u")
-                .unwrap()
-                .metadata()
-                .get(EXTENSION_NAME)
-                .unwrap(),
-            UUID_EXTENSION
-        );
+        assert_eq!(back.field_with_name("u").unwrap().metadata().get(EXTENSION_NAME).unwrap(), UUID_EXTENSION);
     }
 
     #[test]
     fn unsupported_types_name_column_and_type() {
         let arrow = ArrowSchema::new(vec![Field::new("tiny", DataType::Int8, true)]);
         let err = iceberg_schema(&arrow, &["TINYINT".into()], &[], &[]).unwrap_err();
-        assert!(
-            err.message.contains("\"tiny\"") && err.message.contains("TINYINT"),
-            "{}",
-            err.message
-        );
+        assert!(err.message.contains("\"tiny\"") && err.message.contains("TINYINT"), "{}", err.message);
     }
 
     #[test]
@@ -374,17 +298,10 @@ mod tests {
             Field::new("a", DataType::Int32, false),
             Field::new_list("l", Field::new("element", DataType::Int32, true), true),
         ]));
-        let list =
-            ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1)]), None]);
+        let list = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1)]), None]);
         let input = StructArray::from(vec![
-            (
-                Arc::new(Field::new("x", DataType::Int32, true)),
-                Arc::new(Int32Array::from(vec![1, 2])) as ArrayRef,
-            ),
-            (
-                Arc::new(Field::new("y", list.data_type().clone(), true)),
-                Arc::new(list) as ArrayRef,
-            ),
+            (Arc::new(Field::new("x", DataType::Int32, true)), Arc::new(Int32Array::from(vec![1, 2])) as ArrayRef),
+            (Arc::new(Field::new("y", list.data_type().clone(), true)), Arc::new(list) as ArrayRef),
         ]);
         let batch = conform(&input, &target, "t").unwrap();
         assert_eq!(batch.schema(), target);
@@ -394,10 +311,7 @@ mod tests {
                 Arc::new(Field::new("x", DataType::Int32, true)),
                 Arc::new(Int32Array::from(vec![None, Some(2)])) as ArrayRef,
             ),
-            (
-                Arc::new(Field::new("y", DataType::Utf8, true)),
-                Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
-            ),
+            (Arc::new(Field::new("y", DataType::Utf8, true)), Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef),
         ]);
         let err = conform(&with_null, &target, "t").unwrap_err();
         assert_eq!(err.kind, crate::error::ErrorKind::Constraint);

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataFile, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder, Operation,
-    Snapshot, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary,
-    TableMetadata, TableMetadataBuilder, MAIN_BRANCH,
+    DataFile, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
+    SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata, TableMetadataBuilder,
+    MAIN_BRANCH,
 };
 use uuid::Uuid;
 
@@ -41,13 +41,9 @@ pub async fn stage_append(
         collector.add_file(f, schema.clone(), spec.clone());
     }
     let path = format!("{}/metadata/{}-m0.avro", table.location(), Uuid::new_v4());
-    let mut writer = ManifestWriterBuilder::new(
-        file_io.new_output(&path)?,
-        Some(snapshot_id),
-        schema,
-        spec.as_ref().clone(),
-    )
-    .build_v2_data();
+    let mut writer =
+        ManifestWriterBuilder::new(file_io.new_output(&path)?, Some(snapshot_id), schema, spec.as_ref().clone())
+            .build_v2_data();
     for f in files {
         // A negative sequence number leaves it unassigned: it is inherited from the manifest
         // list at commit, so the manifest stays valid whichever head the commit lands on.
@@ -81,19 +77,10 @@ pub async fn produce(
     let parent = base.current_snapshot().cloned();
     let mut manifests: Vec<ManifestFile> = staged.manifests.clone();
     if let Some(parent) = &parent {
-        manifests.extend(
-            load_manifest_list(file_io, base, parent.manifest_list())
-                .await?
-                .consume_entries(),
-        );
+        manifests.extend(load_manifest_list(file_io, base, parent.manifest_list()).await?.consume_entries());
     }
     let sequence_number = base.next_sequence_number();
-    let list_path = format!(
-        "{}/metadata/snap-{}-{}.avro",
-        base.location(),
-        staged.snapshot_id,
-        Uuid::new_v4()
-    );
+    let list_path = format!("{}/metadata/snap-{}-{}.avro", base.location(), staged.snapshot_id, Uuid::new_v4());
     let mut list = ManifestListWriter::v2(
         file_io.new_output(&list_path)?.writer().await?,
         staged.snapshot_id,
@@ -107,9 +94,7 @@ pub async fn produce(
         operation: staged.operation.clone(),
         additional_properties: with_totals(&staged.summary, parent.as_ref().map(|p| p.summary())),
     };
-    let timestamp_ms = chrono::Utc::now()
-        .timestamp_millis()
-        .max(base.last_updated_ms());
+    let timestamp_ms = chrono::Utc::now().timestamp_millis().max(base.last_updated_ms());
     let snapshot = Snapshot::builder()
         .with_snapshot_id(staged.snapshot_id)
         .with_parent_snapshot_id(parent.as_ref().map(|p| p.snapshot_id()))
@@ -119,74 +104,36 @@ pub async fn produce(
         .with_summary(summary)
         .with_schema_id(base.current_schema_id())
         .build();
-    let metadata =
-        TableMetadataBuilder::new_from_metadata(base.clone(), Some(base_location.to_string()))
-            .add_snapshot(snapshot)?
-            .set_ref(
-                MAIN_BRANCH,
-                SnapshotReference::new(
-                    staged.snapshot_id,
-                    SnapshotRetention::branch(None, None, None),
-                ),
-            )?
-            .build()?
-            .metadata;
-    let location =
-        metadata::metadata_location(base.location(), metadata::next_version(base_location));
+    let metadata = TableMetadataBuilder::new_from_metadata(base.clone(), Some(base_location.to_string()))
+        .add_snapshot(snapshot)?
+        .set_ref(MAIN_BRANCH, SnapshotReference::new(staged.snapshot_id, SnapshotRetention::branch(None, None, None)))?
+        .build()?
+        .metadata;
+    let location = metadata::metadata_location(base.location(), metadata::next_version(base_location));
     metadata::write(&location, &metadata, durable)?;
-    Ok(Produced {
-        metadata,
-        location: location.clone(),
-        written: vec![list_path, location],
-    })
+    Ok(Produced { metadata, location: location.clone(), written: vec![list_path, location] })
 }
 
-pub async fn load_manifest_list(
-    file_io: &FileIO,
-    table: &TableMetadata,
-    path: &str,
-) -> Result<ManifestList> {
+pub async fn load_manifest_list(file_io: &FileIO, table: &TableMetadata, path: &str) -> Result<ManifestList> {
     let bytes = file_io.new_input(path)?.read().await?;
-    Ok(ManifestList::parse_with_version(
-        &bytes,
-        table.format_version(),
-    )?)
+    Ok(ManifestList::parse_with_version(&bytes, table.format_version())?)
 }
 
 const TOTALS: [(&str, &str, &str); 6] = [
     ("total-data-files", "added-data-files", "deleted-data-files"),
-    (
-        "total-delete-files",
-        "added-delete-files",
-        "removed-delete-files",
-    ),
+    ("total-delete-files", "added-delete-files", "removed-delete-files"),
     ("total-records", "added-records", "deleted-records"),
     ("total-files-size", "added-files-size", "removed-files-size"),
-    (
-        "total-position-deletes",
-        "added-position-deletes",
-        "removed-position-deletes",
-    ),
-    (
-        "total-equality-deletes",
-        "added-equality-deletes",
-        "removed-equality-deletes",
-    ),
+    ("total-position-deletes", "added-position-deletes", "removed-position-deletes"),
+    ("total-equality-deletes", "added-equality-deletes", "removed-equality-deletes"),
 ];
 
 /// Iceberg's `total-*` summary properties: the parent's totals plus this snapshot's additions.
-fn with_totals(
-    added: &HashMap<String, String>,
-    parent: Option<&Summary>,
-) -> HashMap<String, String> {
-    let num = |m: &HashMap<String, String>, k: &str| {
-        m.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
-    };
+fn with_totals(added: &HashMap<String, String>, parent: Option<&Summary>) -> HashMap<String, String> {
+    let num = |m: &HashMap<String, String>, k: &str| m.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
     let mut out = added.clone();
     for (total, plus, minus) in TOTALS {
-        let prev = parent
-            .map(|p| num(&p.additional_properties, total))
-            .unwrap_or(0);
+        let prev = parent.map(|p| num(&p.additional_properties, total)).unwrap_or(0);
         let value = (prev + num(added, plus) - num(added, minus)).max(0);
         out.insert(total.to_string(), value.to_string());
     }

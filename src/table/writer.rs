@@ -6,9 +6,7 @@ use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, DataFileFormat, TableMetadata};
 use iceberg::writer::base_writer::data_file_writer::{DataFileWriter, DataFileWriterBuilder};
-use iceberg::writer::file_writer::location_generator::{
-    DefaultFileNameGenerator, DefaultLocationGenerator,
-};
+use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
@@ -25,8 +23,7 @@ pub const TARGET_FILE_SIZE: usize = 512 << 20;
 /// Rows per row group: DuckDB's own row-group size.
 pub const ROW_GROUP_ROWS: usize = 122_880;
 
-type Inner =
-    DataFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+type Inner = DataFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
 
 pub struct TableWriter {
     inner: Inner,
@@ -49,19 +46,10 @@ impl TableWriter {
             TARGET_FILE_SIZE,
             file_io.clone(),
             DefaultLocationGenerator::with_data_location(data_dir),
-            DefaultFileNameGenerator::new(
-                Uuid::now_v7().to_string(),
-                None,
-                DataFileFormat::Parquet,
-            ),
+            DefaultFileNameGenerator::new(Uuid::now_v7().to_string(), None, DataFileFormat::Parquet),
         );
         let inner = block_on(DataFileWriterBuilder::new(rolling).build(None))?;
-        Ok(Self {
-            inner,
-            schema: arrow_schema(&schema)?,
-            table_name: table_name.to_string(),
-            rows: 0,
-        })
+        Ok(Self { inner, schema: arrow_schema(&schema)?, table_name: table_name.to_string(), rows: 0 })
     }
 
     /// The table's columns, in order, as DuckDB hands them over.

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""skade vs DuckLake on the peer workload (../shared/bench), side by side in one process.
+
+Both extensions are loaded into one DuckDB 1.5.5 instance; every step runs on a skade catalog and
+on a DuckLake catalog (DATA_INLINING_ROW_LIMIT 0: files, not inlined rows) and prints the time of
+each, and skade's speed as a ratio of DuckLake's (>1: skade is faster). Timings are printed, never
+asserted; each result is checked to be the same on both sides.
+
+Usage: python bench/bench.py [rows_per_append]   (make bench)
+"""
+import glob
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import duckdb
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXTENSION = os.path.join(ROOT, "build", "release", "skade.duckdb_extension")
+ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 31250
+APPENDS = 32
+
+
+def ducklake_extension():
+    base = os.path.join(os.path.dirname(duckdb.__file__), "..", "duckdb_extension_ducklake", "extensions")
+    return glob.glob(os.path.join(base, "*", "ducklake.duckdb_extension"))[0]
+
+
+def timed(fn, repeat=1):
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, result
+
+
+def main():
+    root = tempfile.mkdtemp(prefix="skade-bench-")
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{EXTENSION}'")
+    con.execute(f"LOAD '{ducklake_extension()}'")
+    con.execute(f"ATTACH '{root}/lake.skade' AS sk (TYPE skade)")
+    con.execute(f"ATTACH 'ducklake:{root}/meta.ducklake' AS dl (DATA_PATH '{root}/dl/', DATA_INLINING_ROW_LIMIT 0)")
+    figures = {}
+
+    def both(step, sql_for, repeat=1, check=True):
+        results = {}
+        for lake in ("sk", "dl"):
+            seconds, rows = timed(lambda: con.execute(sql_for(lake)).fetchall(), repeat)
+            figures[f"{step}.{lake}_s"] = round(seconds, 4)
+            results[lake] = rows
+        if check and results["sk"] != results["dl"]:
+            raise SystemExit(f"{step}: results differ: skade {results['sk']} vs ducklake {results['dl']}")
+        ratio = figures[f"{step}.dl_s"] / figures[f"{step}.sk_s"]
+        figures[f"{step}.ratio"] = round(ratio, 2)
+        print(f"{step:<28} skade {figures[f'{step}.sk_s'] * 1000:10.1f} ms   ducklake {figures[f'{step}.dl_s'] * 1000:10.1f} ms"
+              f"   skade/ducklake speed x{ratio:.2f}", flush=True)
+
+    for lake in ("sk", "dl"):
+        con.execute(f"CREATE TABLE {lake}.bulk (id BIGINT, customer VARCHAR, amount DOUBLE)")
+        con.execute(f"CREATE TABLE {lake}.orders (id BIGINT, customer VARCHAR, amount DOUBLE)")
+
+    gen = "SELECT i, 'c' || (i % 997), (i % 1000) * 1.5 FROM range({lo}, {hi}) r(i)"
+    both("insert 1M rows (1 stmt)", lambda l: f"INSERT INTO {l}.bulk " + gen.format(lo=0, hi=APPENDS * ROWS))
+
+    def appends(lake):
+        for k in range(APPENDS):
+            con.execute(f"INSERT INTO {lake}.orders " + gen.format(lo=k * ROWS, hi=(k + 1) * ROWS))
+        return con.execute(f"SELECT count(*) FROM {lake}.orders").fetchall()
+
+    for lake in ("sk", "dl"):
+        seconds, _ = timed(lambda: appends(lake))
+        figures[f"append 32x.{lake}_s"] = round(seconds, 4)
+    ratio = figures["append 32x.dl_s"] / figures["append 32x.sk_s"]
+    print(f"{'append 32 x ' + str(ROWS) + ' rows':<28} skade {figures['append 32x.sk_s'] * 1000:10.1f} ms   ducklake "
+          f"{figures['append 32x.dl_s'] * 1000:10.1f} ms   skade/ducklake speed x{ratio:.2f}", flush=True)
+
+    both("full scan sum+count", lambda l: f"SELECT sum(amount), count(*) FROM {l}.orders", repeat=5)
+    both("scan, 1 column filtered", lambda l: f"SELECT count(*) FROM {l}.orders WHERE customer = 'c5'", repeat=5)
+    both("scan, pruned by id range", lambda l: f"SELECT sum(amount) FROM {l}.orders WHERE id BETWEEN 500000 AND 510000",
+         repeat=5)
+
+    def one_row_commits(lake):
+        for i in range(200):
+            con.execute(f"INSERT INTO {lake}.orders VALUES ({10 ** 9 + i}, 'x', 1.0)")
+    for lake in ("sk", "dl"):
+        seconds, _ = timed(lambda: one_row_commits(lake))
+        figures[f"commits.{lake}_per_s"] = round(200 / seconds, 1)
+    print(f"{'200 one-row commits':<28} skade {figures['commits.sk_per_s']:8.1f} /s     ducklake "
+          f"{figures['commits.dl_per_s']:8.1f} /s     skade/ducklake x{figures['commits.sk_per_s'] / figures['commits.dl_per_s']:.2f}")
+
+    print(json.dumps(figures))
+    con.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
