@@ -4,7 +4,7 @@
 use arrow::array::StructArray;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, DataFileFormat, TableMetadata};
+use iceberg::spec::{DataFile, DataFileFormat, PrimitiveType, TableMetadata};
 use iceberg::writer::base_writer::data_file_writer::{DataFileWriter, DataFileWriterBuilder};
 use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
@@ -12,6 +12,7 @@ use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 use uuid::Uuid;
 
 use super::schema::{arrow_schema, conform};
@@ -35,10 +36,18 @@ pub struct TableWriter {
 impl TableWriter {
     pub fn new(metadata: &TableMetadata, file_io: &FileIO, table_name: &str) -> Result<Self> {
         let schema = metadata.current_schema().clone();
-        let props = WriterProperties::builder()
+        // Dictionaries pay off for strings; on numbers they mostly cost (a high-cardinality key
+        // fills the dictionary, rehashing all the way, then falls back to plain anyway).
+        let mut props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .build();
+            .set_dictionary_enabled(false);
+        for field in schema.as_struct().fields() {
+            if matches!(field.field_type.as_primitive_type(), Some(PrimitiveType::String | PrimitiveType::Binary)) {
+                props = props.set_column_dictionary_enabled(ColumnPath::from(field.name.as_str()), true);
+            }
+        }
+        let props = props.build();
         let parquet = ParquetWriterBuilder::new(props, schema.clone());
         let data_dir = format!("{}/data", metadata.location());
         let rolling = RollingFileWriterBuilder::new(
