@@ -61,14 +61,6 @@ void SkadeTransaction::InvalidateEntries() {
 	schemas.clear();
 }
 
-void SkadeTransaction::Commit() {
-	SkadeCheck(skade_txn_commit(txn.get()));
-}
-
-void SkadeTransaction::Rollback() {
-	SkadeCheck(skade_txn_rollback(txn.get()));
-}
-
 SkadeTransactionManager::SkadeTransactionManager(AttachedDatabase &db, SkadeCatalog &catalog)
     : TransactionManager(db), catalog(catalog) {
 }
@@ -104,7 +96,8 @@ void SkadeTransactionManager::RollbackTransaction(Transaction &transaction) {
 }
 
 void SkadeTransactionManager::Checkpoint(ClientContext &context, bool force) {
-	// Every commit is already durable in the catalog file; there is nothing to checkpoint.
+	// Under DURABILITY 'eventual' or 'none', CHECKPOINT makes every acknowledged commit durable.
+	SkadeCheck(skade_catalog_flush(catalog.Handle()));
 }
 
 } // namespace duckdb

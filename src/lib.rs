@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod error;
+pub mod failpoint;
 pub mod ffi;
 pub mod functions;
 pub mod io;

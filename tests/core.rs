@@ -249,3 +249,55 @@ fn count_only_scans_return_row_counts() {
     assert_eq!(b.num_columns(), 0);
     assert!(b.num_rows() > 0);
 }
+
+#[test]
+fn commit_feed_is_gapless_even_when_the_broadcast_lags() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let mut feed = skade::catalog::events::CommitFeed::new(&catalog, 0);
+    // more commits than the broadcast buffers, none consumed yet
+    let commits = skade::catalog::COMMIT_EVENT_BUFFER + 200;
+    for i in 0..commits {
+        let txn = catalog.begin();
+        txn.create_schema(&format!("t{i}"), false).unwrap();
+        txn.commit().unwrap();
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let seqs: Vec<u64> = rt.block_on(async {
+        let mut out = vec![];
+        for _ in 0..commits {
+            out.push(feed.next().await.unwrap().seq);
+        }
+        out
+    });
+    assert_eq!(seqs, (1..=commits as u64).collect::<Vec<_>>());
+    // a live commit arrives through the broadcast
+    let txn = catalog.begin();
+    txn.create_schema("live", false).unwrap();
+    txn.commit().unwrap();
+    let live = rt.block_on(feed.next()).unwrap();
+    assert_eq!(
+        (live.seq, live.operation.as_str(), live.schema.as_str()),
+        (commits as u64 + 1, "create_schema", "live")
+    );
+}
+
+#[test]
+fn eventual_durability_flushes_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lake.skade");
+    let options = AttachOptions { durability: skade::catalog::options::Durability::Eventual, ..Default::default() };
+    let catalog = Catalog::open(&path, options).unwrap();
+    let uuid = {
+        let txn = catalog.begin();
+        let uuid = create(&txn, "t");
+        append(&txn, &uuid, 0..10);
+        txn.commit().unwrap();
+        uuid
+    };
+    std::thread::sleep(skade::catalog::EVENTUAL_FLUSH_INTERVAL * 3);
+    catalog.flush().unwrap();
+    drop(catalog);
+    let catalog = open(&path);
+    assert_eq!(ids(&catalog.begin(), &uuid, None).0.len(), 10);
+}

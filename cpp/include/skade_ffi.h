@@ -53,6 +53,8 @@ void skade_strings_free(skade_strings *list);
 skade_status *skade_catalog_open(const char *path, const char *const *keys, const char *const *values,
                                  size_t n_options, bool read_only, skade_catalog **result);
 void skade_catalog_free(skade_catalog *catalog);
+// Makes every acknowledged commit durable (CHECKPOINT; DETACH does it too).
+skade_status *skade_catalog_flush(const skade_catalog *catalog);
 // [catalog file path, data path]
 skade_status *skade_catalog_path(const skade_catalog *catalog, skade_strings **result);
 

@@ -72,6 +72,12 @@ pub struct Committer {
 }
 
 impl Committer {
+    /// Runs `f` while no group commit is in progress (and none starts).
+    pub fn exclusive<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
+        f()
+    }
+
     /// Commits `request`, possibly together with concurrent ones. `run` applies a whole group and
     /// must answer every request in it (it is called with the leader lock held).
     pub fn commit(

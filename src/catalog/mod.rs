@@ -2,6 +2,7 @@
 //! current Iceberg metadata, plus the commit path that moves those pointers.
 
 pub mod commit;
+pub mod events;
 pub mod names;
 pub mod options;
 pub mod state;
@@ -10,8 +11,9 @@ pub mod transaction;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
 
 use iceberg::io::FileIO;
 use tokio::sync::broadcast;
@@ -53,7 +55,14 @@ pub(crate) struct Inner {
     pub read_caches: Arc<ReadCaches>,
     pub file_io: FileIO,
     events: broadcast::Sender<CommitEvent>,
+    /// Files of acknowledged but not yet durable commits (DURABILITY 'eventual').
+    unsynced: Mutex<Vec<String>>,
+    /// Set when commits since the last durable point exist (DURABILITY 'eventual' or 'none').
+    dirty: AtomicBool,
 }
+
+/// How long an acknowledged commit may stay non-durable under DURABILITY 'eventual'.
+pub const EVENTUAL_FLUSH_INTERVAL: Duration = Duration::from_millis(200);
 
 static OPEN: Mutex<Option<HashMap<PathBuf, Weak<Inner>>>> = Mutex::new(None);
 
@@ -103,7 +112,12 @@ impl Catalog {
             read_caches: Arc::default(),
             file_io: FileIO::new_with_fs(),
             events,
+            unsynced: Mutex::new(Vec::new()),
+            dirty: AtomicBool::new(false),
         });
+        if inner.durability == Durability::Eventual && !inner.store.read_only() {
+            spawn_flusher(Arc::downgrade(&inner));
+        }
         let key = path.canonicalize().unwrap_or(path);
         registry.retain(|_, w| w.strong_count() > 0);
         registry.insert(key, Arc::downgrade(&inner));
@@ -157,16 +171,34 @@ impl Catalog {
         self.inner.durability.fsync()
     }
 
+    /// After a commit that was acknowledged without fsync: its files, to be synced by the
+    /// next flush.
+    pub(crate) fn defer_sync(&self, files: impl IntoIterator<Item = String>) {
+        if self.inner.durability == Durability::Eventual {
+            self.inner.unsynced.lock().unwrap_or_else(|p| p.into_inner()).extend(files);
+        }
+    }
+
+    /// Makes every acknowledged commit durable now (CHECKPOINT; DETACH does it too).
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
     /// Group-commits `request`; on success the new state is visible before this returns.
     pub(crate) fn commit(&self, request: CommitRequest) -> Result<Vec<CommitRecord>> {
         let inner = &self.inner;
         inner.committer.commit(request, |group| {
+            crate::failpoint::hit("before_catalog_commit");
             let now_us = chrono::Utc::now().timestamp_micros();
             let next_snapshot_id = inner.next_snapshot_id.load(Ordering::SeqCst);
             let results = match apply_group(&inner.store, &group, inner.durability.fsync(), next_snapshot_id, now_us) {
                 Ok(results) => results,
                 Err(e) => return group.iter().map(|_| Err(e.clone())).collect(),
             };
+            crate::failpoint::hit("after_catalog_commit");
+            if !inner.durability.fsync() {
+                inner.dirty.store(true, Ordering::SeqCst);
+            }
             {
                 let mut guard = inner.state.write().unwrap_or_else(|p| p.into_inner());
                 let mut state = CatalogState::clone(&guard);
@@ -186,5 +218,41 @@ impl Catalog {
             }
             results
         })
+    }
+}
+
+impl Inner {
+    /// Syncs the files of non-durable commits, then makes the catalog durable, with no commit in
+    /// between: a pointer may only become durable after the files it references.
+    fn flush(&self) -> Result<()> {
+        if self.store.read_only() || !self.dirty.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.committer.exclusive(|| {
+            let files = std::mem::take(&mut *self.unsynced.lock().unwrap_or_else(|p| p.into_inner()));
+            crate::io::sync_files(files.iter().map(String::as_str))?;
+            self.store.make_durable()?;
+            self.dirty.store(false, Ordering::SeqCst);
+            Ok(())
+        })
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // DETACH (the last handle going away) is a durable point in every mode.
+        let _ = self.flush();
+    }
+}
+
+/// The background flush of DURABILITY 'eventual': ends when the catalog is closed.
+fn spawn_flusher(inner: Weak<Inner>) {
+    let spawned = std::thread::Builder::new().name("skade-flush".into()).spawn(move || loop {
+        std::thread::sleep(EVENTUAL_FLUSH_INTERVAL);
+        let Some(inner) = inner.upgrade() else { return };
+        let _ = inner.flush(); // a failed flush is retried at the next tick
+    });
+    if let Err(e) = spawned {
+        eprintln!("skade: cannot start the flush thread ({e}); commits stay non-durable until DETACH");
     }
 }

@@ -9,7 +9,11 @@ use crate::error::{Error, Result};
 pub enum Durability {
     /// Files and the catalog are fsynced before a commit is acknowledged.
     Immediate,
-    /// Nothing is fsynced: a crash may lose any recent commit (bulk import).
+    /// Acknowledged before fsync; a background flush makes every commit durable within
+    /// [`crate::catalog::EVENTUAL_FLUSH_INTERVAL`]. A crash loses at most that last interval,
+    /// never part of a commit.
+    Eventual,
+    /// Durable only at DETACH or CHECKPOINT (bulk import): a crash loses everything since.
     None,
 }
 
@@ -17,14 +21,15 @@ impl Durability {
     pub fn parse(s: &str) -> Result<Self> {
         match s.to_ascii_lowercase().as_str() {
             "immediate" => Ok(Durability::Immediate),
+            "eventual" => Ok(Durability::Eventual),
             "none" => Ok(Durability::None),
-            "eventual" => {
-                Err(Error::not_implemented("DURABILITY 'eventual' is not available yet: use 'immediate' or 'none'"))
+            other => {
+                Err(Error::invalid(format!("unknown DURABILITY '{other}': expected 'immediate', 'eventual' or 'none'")))
             }
-            other => Err(Error::invalid(format!("unknown DURABILITY '{other}': expected 'immediate' or 'none'"))),
         }
     }
 
+    /// Whether a commit fsyncs its files and the catalog before it is acknowledged.
     pub fn fsync(self) -> bool {
         self == Durability::Immediate
     }

@@ -204,6 +204,14 @@ impl Store {
         }
     }
 
+    /// An empty durable commit: makes every earlier non-durable commit durable.
+    pub fn make_durable(&self) -> Result<()> {
+        let mut tx = self.begin_write()?;
+        tx.set_durability(redb::Durability::Immediate)?;
+        tx.commit()?;
+        Ok(())
+    }
+
     /// Commit log rows with `seq > since`, in order, at most `limit`.
     pub fn commits_since(&self, since: u64, limit: usize) -> Result<Vec<CommitRecord>> {
         let tx = self.begin_read()?;

@@ -423,7 +423,10 @@ impl Transaction {
             }
             let request = CommitRequest { changes, actor: self.catalog.actor().to_string(), dropped_uuids };
             match self.catalog.commit(request) {
-                Ok(records) => return Ok(records),
+                Ok(records) => {
+                    self.catalog.defer_sync(written.drain(..).chain(attempt_files));
+                    return Ok(records);
+                }
                 Err(e) if e.kind == ErrorKind::Conflict && !staged.is_empty() => {
                     remove_files(attempt_files.iter().map(String::as_str));
                     last_conflict = Some(e);

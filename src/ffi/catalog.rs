@@ -36,6 +36,12 @@ pub unsafe extern "C" fn skade_catalog_free(catalog: *mut SkadeCatalog) {
     free(catalog)
 }
 
+/// Makes every acknowledged commit durable (CHECKPOINT).
+#[no_mangle]
+pub unsafe extern "C" fn skade_catalog_flush(catalog: *const SkadeCatalog) -> *mut SkadeStatus {
+    guard(|| handle(catalog, "catalog")?.0.flush())
+}
+
 /// The catalog file's absolute path, valid while the handle lives.
 #[no_mangle]
 pub unsafe extern "C" fn skade_catalog_path(

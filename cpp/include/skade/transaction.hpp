@@ -32,9 +32,6 @@ public:
 	//! bound plans may still point at them.
 	void InvalidateEntries();
 
-	void Commit();
-	void Rollback();
-
 private:
 	SkadeCatalog &catalog;
 	SkadeTxnHandle txn;
