@@ -55,7 +55,7 @@ pub(crate) struct Inner {
     pub read_caches: Arc<ReadCaches>,
     pub file_io: FileIO,
     events: broadcast::Sender<CommitEvent>,
-    /// Files of acknowledged but not yet durable commits (DURABILITY 'eventual').
+    /// Files of acknowledged but not yet durable commits (DURABILITY 'eventual' or 'none').
     unsynced: Mutex<Vec<String>>,
     /// Set when commits since the last durable point exist (DURABILITY 'eventual' or 'none').
     dirty: AtomicBool,
@@ -110,7 +110,7 @@ impl Catalog {
             next_snapshot_id: AtomicI64::new(loaded.next_snapshot_id),
             metadata: MetadataCache::default(),
             read_caches: Arc::default(),
-            file_io: FileIO::new_with_fs(),
+            file_io: crate::io::storage::file_io(options.durability.fsync()),
             events,
             unsynced: Mutex::new(Vec::new()),
             dirty: AtomicBool::new(false),
@@ -174,7 +174,7 @@ impl Catalog {
     /// After a commit that was acknowledged without fsync: its files, to be synced by the
     /// next flush.
     pub(crate) fn defer_sync(&self, files: impl IntoIterator<Item = String>) {
-        if self.inner.durability == Durability::Eventual {
+        if !self.inner.durability.fsync() {
             self.inner.unsynced.lock().unwrap_or_else(|p| p.into_inner()).extend(files);
         }
     }

@@ -408,7 +408,14 @@ impl Transaction {
                     }
                 };
                 let base = inner.metadata.get(&base_location)?;
-                let produced = block_on(produce(&inner.file_io, &base, &base_location, snap, durable))?;
+                let produced = block_on(produce(
+                    &inner.file_io,
+                    &inner.read_caches.manifests,
+                    &base,
+                    &base_location,
+                    snap,
+                    durable,
+                ))?;
                 attempt_files.extend(produced.written.iter().cloned());
                 inner.metadata.insert(&produced.location, Arc::new(produced.metadata));
                 changes.push(Change {

@@ -46,7 +46,7 @@ pub fn next_version(location: &str) -> u64 {
 
 /// Writes `metadata` to a new file at `location` (never replacing one), durably if asked.
 pub fn write(location: &str, metadata: &TableMetadata, durable: bool) -> Result<()> {
-    let bytes = serde_json::to_vec_pretty(metadata)?;
+    let bytes = serde_json::to_vec(metadata)?;
     write_new_durable(Path::new(local_path(location)), &bytes, durable)
 }
 

@@ -8,12 +8,12 @@ use std::collections::HashMap;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataFile, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
-    SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata, TableMetadataBuilder,
-    MAIN_BRANCH,
+    DataFile, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference,
+    SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata, TableMetadataBuilder, MAIN_BRANCH,
 };
 use uuid::Uuid;
 
+use super::manifests::ManifestCache;
 use super::metadata;
 use crate::error::Result;
 
@@ -69,6 +69,7 @@ pub struct Produced {
 /// Writes the manifest list and the next metadata.json for `staged` on top of `base`.
 pub async fn produce(
     file_io: &FileIO,
+    caches: &ManifestCache,
     base: &TableMetadata,
     base_location: &str,
     staged: &StagedSnapshot,
@@ -77,7 +78,7 @@ pub async fn produce(
     let parent = base.current_snapshot().cloned();
     let mut manifests: Vec<ManifestFile> = staged.manifests.clone();
     if let Some(parent) = &parent {
-        manifests.extend(load_manifest_list(file_io, base, parent.manifest_list()).await?.consume_entries());
+        manifests.extend(caches.manifest_list(base, parent)?.iter().cloned());
     }
     let sequence_number = base.next_sequence_number();
     let list_path = format!("{}/metadata/snap-{}-{}.avro", base.location(), staged.snapshot_id, Uuid::new_v4());
@@ -112,11 +113,6 @@ pub async fn produce(
     let location = metadata::metadata_location(base.location(), metadata::next_version(base_location));
     metadata::write(&location, &metadata, durable)?;
     Ok(Produced { metadata, location: location.clone(), written: vec![list_path, location] })
-}
-
-pub async fn load_manifest_list(file_io: &FileIO, table: &TableMetadata, path: &str) -> Result<ManifestList> {
-    let bytes = file_io.new_input(path)?.read().await?;
-    Ok(ManifestList::parse_with_version(&bytes, table.format_version())?)
 }
 
 const TOTALS: [(&str, &str, &str); 6] = [

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+pub mod storage;
+
 /// Writes `bytes` to a new file at `path`, failing if it exists, and fsyncs file and directory.
 pub fn write_new_durable(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
     if let Some(dir) = path.parent() {

@@ -1,0 +1,164 @@
+//! The file storage skade hands the iceberg crate: local files that are created exclusively
+//! (an existing file is never replaced) and fsynced on close only when the catalog's durability
+//! asks for it. iceberg's own local storage truncates existing files and always fsyncs.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use iceberg::io::{
+    FileIO, FileIOBuilder, FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Storage, StorageConfig,
+    StorageFactory,
+};
+use serde::{Deserialize, Serialize};
+
+use super::local_path;
+
+/// A FileIO over [`LocalStorage`]; `fsync` decides whether closing a written file syncs it.
+pub fn file_io(fsync: bool) -> FileIO {
+    FileIOBuilder::new(Arc::new(LocalStorageFactory { fsync })).build()
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LocalStorageFactory {
+    fsync: bool,
+}
+
+#[typetag::serde]
+impl StorageFactory for LocalStorageFactory {
+    fn build(&self, _config: &StorageConfig) -> iceberg::Result<Arc<dyn Storage>> {
+        Ok(Arc::new(LocalStorage { fsync: self.fsync }))
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LocalStorage {
+    fsync: bool,
+}
+
+fn err(what: &str, path: &Path, e: std::io::Error) -> iceberg::Error {
+    iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("cannot {what} {}: {e}", path.display()))
+}
+
+impl LocalStorage {
+    fn create(&self, path: &str) -> iceberg::Result<File> {
+        let path = Path::new(local_path(path));
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(|e| err("create directory", dir, e))?;
+        }
+        OpenOptions::new().write(true).create_new(true).open(path).map_err(|e| err("create", path, e))
+    }
+}
+
+#[async_trait]
+#[typetag::serde]
+impl Storage for LocalStorage {
+    async fn exists(&self, path: &str) -> iceberg::Result<bool> {
+        Ok(Path::new(local_path(path)).exists())
+    }
+
+    async fn metadata(&self, path: &str) -> iceberg::Result<FileMetadata> {
+        let p = Path::new(local_path(path));
+        let m = fs::metadata(p).map_err(|e| err("stat", p, e))?;
+        Ok(FileMetadata { size: m.len() })
+    }
+
+    async fn read(&self, path: &str) -> iceberg::Result<Bytes> {
+        let p = Path::new(local_path(path));
+        Ok(fs::read(p).map_err(|e| err("read", p, e))?.into())
+    }
+
+    async fn reader(&self, path: &str) -> iceberg::Result<Box<dyn FileRead>> {
+        let p = Path::new(local_path(path));
+        let file = File::open(p).map_err(|e| err("open", p, e))?;
+        Ok(Box::new(PositionalRead { file, path: p.to_path_buf() }))
+    }
+
+    async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
+        let mut w = LocalWrite { file: Some(self.create(path)?), path: path.to_string(), fsync: self.fsync };
+        w.write(bs).await?;
+        w.close().await
+    }
+
+    async fn writer(&self, path: &str) -> iceberg::Result<Box<dyn FileWrite>> {
+        Ok(Box::new(LocalWrite { file: Some(self.create(path)?), path: path.to_string(), fsync: self.fsync }))
+    }
+
+    async fn delete(&self, path: &str) -> iceberg::Result<()> {
+        let p = Path::new(local_path(path));
+        match fs::remove_file(p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(err("delete", p, e)),
+        }
+    }
+
+    async fn delete_prefix(&self, path: &str) -> iceberg::Result<()> {
+        let p = Path::new(local_path(path));
+        if p.is_dir() {
+            fs::remove_dir_all(p).map_err(|e| err("delete", p, e))?;
+        }
+        Ok(())
+    }
+
+    async fn delete_stream(&self, mut paths: BoxStream<'static, String>) -> iceberg::Result<()> {
+        while let Some(p) = paths.next().await {
+            self.delete(&p).await?;
+        }
+        Ok(())
+    }
+
+    fn new_input(&self, path: &str) -> iceberg::Result<InputFile> {
+        Ok(InputFile::new(Arc::new(self.clone()), path.to_string()))
+    }
+
+    fn new_output(&self, path: &str) -> iceberg::Result<OutputFile> {
+        Ok(OutputFile::new(Arc::new(self.clone()), path.to_string()))
+    }
+}
+
+/// Reads by offset (pread): concurrent readers of one file need no lock.
+struct PositionalRead {
+    file: File,
+    path: std::path::PathBuf,
+}
+
+#[async_trait]
+impl FileRead for PositionalRead {
+    async fn read(&self, range: Range<u64>) -> iceberg::Result<Bytes> {
+        let mut buf = vec![0u8; (range.end - range.start) as usize];
+        self.file.read_exact_at(&mut buf, range.start).map_err(|e| err("read", &self.path, e))?;
+        Ok(buf.into())
+    }
+}
+
+struct LocalWrite {
+    file: Option<File>,
+    path: String,
+    fsync: bool,
+}
+
+#[async_trait]
+impl FileWrite for LocalWrite {
+    async fn write(&mut self, bs: Bytes) -> iceberg::Result<()> {
+        let p = Path::new(local_path(&self.path));
+        let file = self.file.as_mut().ok_or_else(|| err("write", p, std::io::Error::other("file is closed")))?;
+        file.write_all(&bs).map_err(|e| err("write", p, e))
+    }
+
+    async fn close(&mut self) -> iceberg::Result<()> {
+        let p = Path::new(local_path(&self.path));
+        let file = self.file.take().ok_or_else(|| err("close", p, std::io::Error::other("file is closed")))?;
+        if self.fsync {
+            file.sync_all().map_err(|e| err("fsync", p, e))?;
+        }
+        Ok(())
+    }
+}
