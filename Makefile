@@ -42,6 +42,8 @@ test-python: extension $(VENV_STAMP)
 
 bench: extension $(VENV_STAMP)
 	$(PYTHON) bench/bench.py
+	$(PYTHON) bench/commits.py
+	cargo run --release --no-default-features --example core_commits
 
 clean:
 	rm -rf build

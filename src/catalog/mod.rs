@@ -59,6 +59,8 @@ pub(crate) struct Inner {
     unsynced: Mutex<Vec<String>>,
     /// Set when commits since the last durable point exist (DURABILITY 'eventual' or 'none').
     dirty: AtomicBool,
+    /// One lock per table uuid, held by a committer from reading the table's head to its commit.
+    table_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
 }
 
 /// How long an acknowledged commit may stay non-durable under DURABILITY 'eventual'.
@@ -114,6 +116,7 @@ impl Catalog {
             events,
             unsynced: Mutex::new(Vec::new()),
             dirty: AtomicBool::new(false),
+            table_locks: Mutex::new(HashMap::new()),
         });
         if inner.durability == Durability::Eventual && !inner.store.read_only() {
             spawn_flusher(Arc::downgrade(&inner));
@@ -169,6 +172,15 @@ impl Catalog {
 
     pub(crate) fn durable(&self) -> bool {
         self.inner.durability.fsync()
+    }
+
+    /// The commit turn of one table (see `Transaction::commit`).
+    pub(crate) fn table_lock(&self, uuid: &str) -> Arc<Mutex<()>> {
+        let mut locks = self.inner.table_locks.lock().unwrap_or_else(|p| p.into_inner());
+        if locks.len() > 4096 {
+            locks.retain(|_, l| Arc::strong_count(l) > 1); // forget idle tables
+        }
+        locks.entry(uuid.to_string()).or_default().clone()
     }
 
     /// After a commit that was acknowledged without fsync: its files, to be synced by the

@@ -49,7 +49,9 @@ enum Ddl {
 }
 
 struct TxnState {
-    view: CatalogState,
+    /// The catalog as this transaction sees it: shared with the committed state until the
+    /// transaction's first DDL copies it.
+    view: Arc<CatalogState>,
     ddl: Vec<Ddl>,
     /// Data files written per table uuid, not yet committed.
     appends: BTreeMap<String, Vec<DataFile>>,
@@ -65,7 +67,7 @@ pub struct Transaction {
 
 impl Transaction {
     pub(crate) fn new(catalog: Catalog) -> Self {
-        let view = CatalogState::clone(&catalog.state());
+        let view = catalog.state();
         Transaction {
             catalog,
             state: Mutex::new(TxnState {
@@ -169,7 +171,7 @@ impl Transaction {
             };
         }
         let change = StateChange::PutSchema(SchemaRecord { name: name.to_string() });
-        st.view.apply(&change);
+        Arc::make_mut(&mut st.view).apply(&change);
         st.ddl.push(Ddl::CreateSchema(name.to_string()));
         Ok(())
     }
@@ -199,7 +201,7 @@ impl Transaction {
         for t in tables {
             Self::stage_drop_table(&mut st, t);
         }
-        st.view.apply(&StateChange::DropSchema(schema.name.clone()));
+        Arc::make_mut(&mut st.view).apply(&StateChange::DropSchema(schema.name.clone()));
         st.ddl.push(Ddl::DropSchema(schema.name.clone()));
         Ok(())
     }
@@ -253,7 +255,7 @@ impl Transaction {
         {
             let mut st = self.lock()?;
             st.written.push(md_location);
-            st.view.apply(&StateChange::PutTable(record.clone()));
+            Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(record.clone()));
             st.ddl.push(Ddl::CreateTable(record.clone()));
         }
         self.info(Arc::new(record)).map(Some)
@@ -273,7 +275,8 @@ impl Transaction {
     }
 
     fn stage_drop_table(st: &mut TxnState, table: Arc<TableRecord>) {
-        st.view.apply(&StateChange::DropTable { schema: table.schema.clone(), name: table.name.clone() });
+        Arc::make_mut(&mut st.view)
+            .apply(&StateChange::DropTable { schema: table.schema.clone(), name: table.name.clone() });
         st.appends.remove(&table.uuid);
         st.ddl.push(Ddl::DropTable(table));
     }
@@ -351,6 +354,14 @@ impl Transaction {
             written.extend(snap.written.iter().cloned());
             staged.push((record, snap));
         }
+
+        // Writers of one table take turns from reading its head to committing, so concurrent
+        // appends queue instead of racing and redoing their metadata; writers of different tables
+        // still share group commits. Locks are taken in uuid order (no deadlock).
+        let mut uuids: Vec<&str> = staged.iter().map(|(r, _)| r.uuid.as_str()).collect();
+        uuids.sort_unstable();
+        let locks: Vec<_> = uuids.iter().map(|u| self.catalog.table_lock(u)).collect();
+        let _turns: Vec<_> = locks.iter().map(|l| l.lock().unwrap_or_else(|p| p.into_inner())).collect();
 
         let mut last_conflict = None;
         for _ in 0..MAX_REBASES {
@@ -449,7 +460,7 @@ impl Transaction {
 
     /// Whether this transaction's DDL still applies on top of `head`.
     fn check_ddl_against(&self, st: &TxnState, head: &CatalogState) -> Result<()> {
-        let mut view = head.clone();
+        let mut view = CatalogState::clone(head);
         for d in &st.ddl {
             let ok = match d {
                 Ddl::CreateSchema(n) => view.schema(n).is_none(),

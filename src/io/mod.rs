@@ -13,10 +13,7 @@ pub mod storage;
 
 /// Writes `bytes` to a new file at `path`, failing if it exists, and fsyncs file and directory.
 pub fn write_new_durable(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| io_err("create directory", dir, e))?;
-    }
-    let mut f = OpenOptions::new().write(true).create_new(true).open(path).map_err(|e| io_err("create", path, e))?;
+    let mut f = create_new(path).map_err(|e| io_err("create", path, e))?;
     f.write_all(bytes).map_err(|e| io_err("write", path, e))?;
     if durable {
         f.sync_all().map_err(|e| io_err("fsync", path, e))?;
@@ -25,6 +22,21 @@ pub fn write_new_durable(path: &Path, bytes: &[u8], durable: bool) -> Result<()>
         }
     }
     Ok(())
+}
+
+/// Creates a file that must not exist yet, creating its directory only when it is missing (the
+/// common case, an existing directory, costs one system call).
+pub fn create_new(path: &Path) -> std::io::Result<File> {
+    let open = || OpenOptions::new().write(true).create_new(true).open(path);
+    match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            open()
+        }
+        other => other,
+    }
 }
 
 pub fn sync_dir(dir: &Path) -> Result<()> {

@@ -2,7 +2,7 @@
 //! (an existing file is never replaced) and fsynced on close only when the catalog's durability
 //! asks for it. iceberg's own local storage truncates existing files and always fsyncs.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
@@ -49,11 +49,7 @@ fn err(what: &str, path: &Path, e: std::io::Error) -> iceberg::Error {
 
 impl LocalStorage {
     fn create(&self, path: &str) -> iceberg::Result<File> {
-        let path = Path::new(local_path(path));
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(|e| err("create directory", dir, e))?;
-        }
-        OpenOptions::new().write(true).create_new(true).open(path).map_err(|e| err("create", path, e))
+        super::create_new(Path::new(local_path(path))).map_err(|e| err("create", Path::new(path), e))
     }
 }
 

@@ -1,0 +1,69 @@
+//! One-row commits per second through the core alone (no DuckDB): 1, 2, 4 and 8 threads, each
+//! appending to its own table, under each durability mode. Shows what group commit buys when
+//! the per-commit work is only skade's.
+//!
+//! cargo run --release --no-default-features --example core_commits [seconds_per_point]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StructArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use skade::catalog::options::{AttachOptions, Durability};
+use skade::catalog::transaction::OnConflict;
+use skade::Catalog;
+
+fn main() {
+    let seconds: f64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1.5);
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+    println!("one-row commits/s through the core, a table per writer");
+    println!("{:<12}{:>10}{:>10}{:>10}{:>10}   8w/1w", "", "1 w", "2 w", "4 w", "8 w");
+    for durability in [Durability::Immediate, Durability::Eventual, Durability::None] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = AttachOptions { durability, ..Default::default() };
+        let catalog = Catalog::open(&dir.path().join("lake.skade"), options).unwrap();
+        let mut tables = vec![];
+        for w in 0..8 {
+            let txn = catalog.begin();
+            let t = txn
+                .create_table("main", &format!("t{w}"), &schema, &["BIGINT".into()], &[], &[], OnConflict::Error)
+                .unwrap()
+                .unwrap();
+            txn.commit().unwrap();
+            tables.push(t.record.uuid.clone());
+        }
+        let mut rates = vec![];
+        for writers in [1usize, 2, 4, 8] {
+            let stop = Instant::now() + Duration::from_secs_f64(seconds);
+            let start = Instant::now();
+            let total: usize = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..writers)
+                    .map(|w| {
+                        let catalog = catalog.clone();
+                        let uuid = tables[w].clone();
+                        let schema = schema.clone();
+                        s.spawn(move || {
+                            let mut n = 0;
+                            while Instant::now() < stop {
+                                let txn = catalog.begin();
+                                let mut writer = txn.writer(&uuid).unwrap();
+                                let id: ArrayRef = Arc::new(Int64Array::from(vec![n as i64]));
+                                let batch = RecordBatch::try_new(schema.clone(), vec![id]).unwrap();
+                                writer.write(&StructArray::from(batch)).unwrap();
+                                txn.stage_files(&uuid, writer.finish().unwrap()).unwrap();
+                                txn.commit().unwrap();
+                                n += 1;
+                            }
+                            n
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).sum()
+            });
+            rates.push(total as f64 / start.elapsed().as_secs_f64());
+        }
+        let name = format!("{durability:?}").to_lowercase();
+        let cells: String = rates.iter().map(|r| format!("{r:>10.1}")).collect();
+        println!("{name:<12}{cells}   x{:.2}", rates[3] / rates[0]);
+    }
+}
