@@ -18,7 +18,7 @@ all: demo
 
 extension:
 	cargo build --release
-	python3 extension/append_metadata.py $(CARGO_TARGET_DIR)/release/libskade.so $(EXTENSION)
+	python3 extension/append_metadata.py --strip $(CARGO_TARGET_DIR)/release/libskade.so $(EXTENSION)
 
 $(VENV_STAMP): tools/requirements.txt
 	python3 -m venv $(VENV)

@@ -12,6 +12,7 @@ too so the file has the same shape as DuckDB's own.
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 
 FIELD = 32
@@ -41,10 +42,14 @@ def main() -> None:
     p.add_argument("--duckdb-version", default="v1.5.5")
     p.add_argument("--extension-version", default="0.1.0")
     p.add_argument("--abi", default="CPP")
+    p.add_argument("--strip", action="store_true", help="drop the symbol table (about a fifth of the file)")
     a = p.parse_args()
     os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
     tmp = a.output + ".tmp"
-    shutil.copyfile(a.library, tmp)
+    if a.strip and shutil.which("strip"):
+        subprocess.run(["strip", "--strip-unneeded", "-o", tmp, a.library], check=True)
+    else:
+        shutil.copyfile(a.library, tmp)
     with open(tmp, "ab") as f:
         f.write(SECTION_HEADER)
         f.write(footer(a.platform, a.duckdb_version, a.extension_version, a.abi))
