@@ -55,11 +55,14 @@ unique_ptr<GlobalSinkState> SkadeInsert::GetGlobalSinkState(ClientContext &conte
 	}
 	if (state->table) {
 		state->transaction = &SkadeTransaction::Get(context, state->table->ParentCatalog());
+		// Describe the chunks as they arrive (the core conforms them to the table's types).
 		vector<string> names;
-		vector<LogicalType> types;
 		for (auto &col : state->table->GetColumns().Physical()) {
 			names.push_back(col.Name());
-			types.push_back(col.Type());
+		}
+		auto &types = children[0].get().types;
+		if (types.size() != names.size()) {
+			throw InvalidInputException("skade insert: %d columns for a table of %d", types.size(), names.size());
 		}
 		state->props = SkadeArrowProperties(context);
 		ArrowConverter::ToArrowSchema(&state->schema.arrow_schema, types, names, state->props);

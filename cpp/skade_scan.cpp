@@ -25,6 +25,9 @@ namespace {
 
 // ---- filters -> the core's pruning description ------------------------------------------------
 
+//! IN lists longer than this do not take part in pruning.
+constexpr idx_t MAX_PRUNING_IN_VALUES = 1024;
+
 const char *ComparisonOp(ExpressionType type) {
 	switch (type) {
 	case ExpressionType::COMPARE_EQUAL:
@@ -64,6 +67,9 @@ string DescribeFilter(const TableFilter &filter, idx_t col, vector<Value> &const
 		return "{\"op\":\"is_not_null\"," + column + "}";
 	case TableFilterType::IN_FILTER: {
 		auto &f = filter.Cast<InFilter>();
+		if (f.values.size() > MAX_PRUNING_IN_VALUES) {
+			return ""; // pruning is optional; DuckDB still applies the whole list
+		}
 		string list;
 		for (auto &v : f.values) {
 			if (v.IsNull()) {
@@ -195,8 +201,7 @@ unique_ptr<GlobalTableFunctionState> ScanInitGlobal(ClientContext &context, Tabl
 		}
 		result->filter = exprs.size() == 1 ? std::move(conj->children[0]) : unique_ptr<Expression>(std::move(conj));
 	}
-	ArrowArray constants_array;
-	constants_array.release = nullptr;
+	ArrowArrayWrapper constants_array;
 	ArrowSchemaWrapper constants_schema;
 	if (!constants.empty()) {
 		vector<LogicalType> ctypes;
@@ -206,7 +211,7 @@ unique_ptr<GlobalTableFunctionState> ScanInitGlobal(ClientContext &context, Tabl
 			cnames.push_back("c" + to_string(cnames.size()));
 		}
 		DataChunk chunk;
-		chunk.Initialize(context, ctypes);
+		chunk.Initialize(Allocator::Get(context), ctypes, 1);
 		for (idx_t i = 0; i < constants.size(); i++) {
 			chunk.SetValue(i, 0, constants[i]);
 		}
@@ -214,15 +219,12 @@ unique_ptr<GlobalTableFunctionState> ScanInitGlobal(ClientContext &context, Tabl
 		auto props = SkadeArrowProperties(context);
 		ArrowConverter::ToArrowSchema(&constants_schema.arrow_schema, ctypes, cnames, props);
 		unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;
-		ArrowConverter::ToArrowArray(chunk, &constants_array, props, no_extensions);
+		ArrowConverter::ToArrowArray(chunk, &constants_array.arrow_array, props, no_extensions);
 	}
 	json = json.empty() ? "" : "[" + json + "]";
-	auto status = skade_scan_open(txn.Handle(), table.Uuid().c_str(), -1, columns.data(), columns.size(), json.c_str(),
-	                              constants.empty() ? nullptr : &constants_array,
+	auto status = skade_scan_open(txn.Handle(), table.Handle(), -1, columns.data(), columns.size(), json.c_str(),
+	                              constants.empty() ? nullptr : &constants_array.arrow_array,
 	                              constants.empty() ? nullptr : &constants_schema.arrow_schema, result->scan.out());
-	if (constants_array.release) {
-		constants_array.release(&constants_array);
-	}
 	SkadeCheck(status);
 	result->task_count = skade_scan_task_count(result->scan.get());
 	result->total_rows = skade_scan_estimated_rows(result->scan.get());

@@ -65,4 +65,9 @@ virtual_column_map_t SkadeTableEntry::GetVirtualColumns() const {
 	return result;
 }
 
+vector<column_t> SkadeTableEntry::GetRowIdColumns() const {
+	// DuckDB asks for row ids only to plan DELETE and UPDATE.
+	throw NotImplementedException("DELETE and UPDATE are not supported on skade tables yet");
+}
+
 } // namespace duckdb

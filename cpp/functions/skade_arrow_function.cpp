@@ -31,7 +31,7 @@ unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFun
 	auto result = make_uniq<ArrowFunctionGlobal>();
 	result->stream = make_uniq<ArrowArrayStreamWrapper>();
 	result->stream->number_of_rows = -1;
-	data.open(context, result->stream->arrow_array_stream);
+	data.open(context, SkadeCatalogByName(context, data.catalog_name), result->stream->arrow_array_stream);
 	return std::move(result);
 }
 

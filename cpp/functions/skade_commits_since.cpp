@@ -8,13 +8,14 @@ namespace duckdb {
 static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindInput &input,
                                      vector<LogicalType> &return_types, vector<string> &names) {
 	SkadeRequireArguments(input, "skade_commits_since");
-	auto &catalog = SkadeCatalogByName(context, StringValue::Get(input.inputs[0]));
+	auto catalog_name = SkadeCatalogByName(context, StringValue::Get(input.inputs[0])).GetName();
 	auto since = input.inputs[1].GetValue<int64_t>();
 	if (since < 0) {
 		throw BinderException("skade_commits_since: since_seq must be >= 0, got %d", since);
 	}
 	auto data = make_uniq<SkadeArrowFunctionData>();
-	data->open = [&catalog, since](ClientContext &context, ArrowArrayStream &out) {
+	data->catalog_name = catalog_name;
+	data->open = [since](ClientContext &context, SkadeCatalog &catalog, ArrowArrayStream &out) {
 		SkadeCheck(skade_fn_commits_since(catalog.Handle(), uint64_t(since), &out));
 	};
 	return SkadeArrowFunctionBind(context, "skade_commits_since", std::move(data), return_types, names);

@@ -2,6 +2,7 @@
 // commit_seq, summary.
 #include "skade/functions.hpp"
 
+#include "skade/catalog.hpp"
 #include "skade/table_entry.hpp"
 #include "skade/transaction.hpp"
 
@@ -11,10 +12,10 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
                                      vector<LogicalType> &return_types, vector<string> &names) {
 	SkadeRequireArguments(input, "skade_snapshots");
 	auto &table = SkadeTableByName(context, StringValue::Get(input.inputs[0]));
-	auto &catalog = table.ParentCatalog();
 	auto uuid = table.Uuid();
 	auto data = make_uniq<SkadeArrowFunctionData>();
-	data->open = [&catalog, uuid](ClientContext &context, ArrowArrayStream &out) {
+	data->catalog_name = table.ParentCatalog().GetName();
+	data->open = [uuid](ClientContext &context, SkadeCatalog &catalog, ArrowArrayStream &out) {
 		SkadeCheck(skade_fn_snapshots(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), &out));
 	};
 	return SkadeArrowFunctionBind(context, "skade_snapshots", std::move(data), return_types, names);

@@ -9,9 +9,9 @@ namespace duckdb {
 static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindInput &input,
                                      vector<LogicalType> &return_types, vector<string> &names) {
 	SkadeRequireArguments(input, "skade_tables");
-	auto &catalog = SkadeCatalogByName(context, StringValue::Get(input.inputs[0]));
 	auto data = make_uniq<SkadeArrowFunctionData>();
-	data->open = [&catalog](ClientContext &context, ArrowArrayStream &out) {
+	data->catalog_name = SkadeCatalogByName(context, StringValue::Get(input.inputs[0])).GetName();
+	data->open = [](ClientContext &context, SkadeCatalog &catalog, ArrowArrayStream &out) {
 		SkadeCheck(skade_fn_tables(SkadeTransaction::Get(context, catalog).Handle(), &out));
 	};
 	return SkadeArrowFunctionBind(context, "skade_tables", std::move(data), return_types, names);

@@ -91,9 +91,9 @@ skade_status *skade_table_primary_key(const skade_table *table, skade_strings **
 uint64_t skade_table_estimated_rows(const skade_table *table);
 
 // ---- scans ----
-// snapshot_id < 0: current state. columns: top-level indexes (none: count only).
-// constants (may be NULL) is taken over.
-skade_status *skade_scan_open(const skade_txn *txn, const char *uuid, int64_t snapshot_id, const uint64_t *columns,
+// Plans a scan of `table` as it was bound. snapshot_id < 0: current state. columns: top-level
+// indexes (none: count only). constants (may be NULL) is taken over.
+skade_status *skade_scan_open(const skade_txn *txn, const skade_table *table, int64_t snapshot_id, const uint64_t *columns,
                               size_t n_columns, const char *filter_json, struct ArrowArray *constants,
                               const struct ArrowSchema *constants_schema, skade_scan **result);
 void skade_scan_free(skade_scan *scan);

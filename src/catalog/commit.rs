@@ -57,6 +57,8 @@ pub struct CommitRequest {
     pub actor: String,
     /// For tables dropped by this request: their uuid (log rows name the table's identity).
     pub dropped_uuids: HashMap<(String, String), String>,
+    /// Files the new pointers reference that are not yet fsynced (DURABILITY 'eventual'/'none').
+    pub files: Vec<String>,
 }
 
 struct Pending {
@@ -116,17 +118,16 @@ pub fn apply_group(
 ) -> Result<Vec<Result<Vec<CommitRecord>>>> {
     let mut tx = store.begin_write()?;
     tx.set_durability(if durable { redb::Durability::Immediate } else { redb::Durability::None })?;
-    let mut overlay = Overlay::default();
     let mut seq = tx.open_table(COUNTERS)?.get(COMMIT_SEQ)?.map(|v| v.value()).unwrap_or(0);
     let mut results = Vec::with_capacity(requests.len());
     for request in requests {
-        match check(&tx, &overlay, request) {
+        match check(&tx, request) {
             Err(e) => results.push(Err(e)),
             Ok(()) => {
                 let mut records = Vec::with_capacity(request.changes.len());
                 for change in &request.changes {
                     seq += 1;
-                    let record = write_change(&tx, &mut overlay, request, change, seq, committed_at_us)?;
+                    let record = write_change(&tx, request, change, seq, committed_at_us)?;
                     records.push(record);
                 }
                 results.push(Ok(records));
@@ -143,22 +144,19 @@ pub fn apply_group(
     Ok(results)
 }
 
-/// Pointer states written earlier in this group (None = removed).
+/// The pointer states a request's earlier changes would leave (None = removed): a request is
+/// checked whole before any of it is written. Earlier requests of the group are already in the
+/// write transaction, so they need no overlay.
 #[derive(Default)]
 struct Overlay {
     schemas: HashMap<String, bool>,
     tables: HashMap<(String, String), Option<String>>,
-    /// Net table count per schema key added (+) or removed (-) in this group.
+    /// Net table count per schema key added (+) or removed (-) by this request.
     table_delta: HashMap<String, i64>,
 }
 
-fn check(tx: &WriteTransaction, overlay: &Overlay, request: &CommitRequest) -> Result<()> {
-    // A request's own changes build on each other: check them against a local overlay.
-    let mut local = Overlay {
-        schemas: overlay.schemas.clone(),
-        tables: overlay.tables.clone(),
-        table_delta: overlay.table_delta.clone(),
-    };
+fn check(tx: &WriteTransaction, request: &CommitRequest) -> Result<()> {
+    let mut local = Overlay::default();
     for change in &request.changes {
         let schema_key = key(change.schema_name());
         let schema_exists = match local.schemas.get(&schema_key) {
@@ -251,7 +249,6 @@ fn apply_overlay(overlay: &mut Overlay, change: &Change) {
 
 fn write_change(
     tx: &WriteTransaction,
-    overlay: &mut Overlay,
     request: &CommitRequest,
     change: &Change,
     seq: u64,
@@ -293,6 +290,5 @@ fn write_change(
         }
     }
     tx.open_table(COMMIT_LOG)?.insert(seq, serde_json::to_vec(&record)?.as_slice())?;
-    apply_overlay(overlay, change);
     Ok(record)
 }

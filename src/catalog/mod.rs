@@ -11,7 +11,7 @@ pub mod transaction;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use self::commit::{apply_group, CommitRequest, Committer};
 use self::options::{AttachOptions, Durability};
 use self::state::CatalogState;
 use self::store::{CommitRecord, Store};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::io::absolute;
 use crate::table::metadata::MetadataCache;
 use crate::table::scan::ReadCaches;
@@ -55,10 +55,10 @@ pub(crate) struct Inner {
     pub read_caches: Arc<ReadCaches>,
     pub file_io: FileIO,
     events: broadcast::Sender<CommitEvent>,
-    /// Files of acknowledged but not yet durable commits (DURABILITY 'eventual' or 'none').
-    unsynced: Mutex<Vec<String>>,
-    /// Set when commits since the last durable point exist (DURABILITY 'eventual' or 'none').
-    dirty: AtomicBool,
+    /// Acknowledged commits that are not durable yet (DURABILITY 'eventual' or 'none').
+    pending: Mutex<Pending>,
+    /// The last commit_seq known to be durable: the commit feed serves nothing beyond it.
+    durable_seq: AtomicU64,
     /// One lock per table uuid, held by a committer from reading the table's head to its commit.
     table_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
 }
@@ -101,7 +101,19 @@ impl Catalog {
             }
             return Ok(Catalog { inner, actor: options.actor, read_only: options.read_only });
         }
-        let (store, loaded) = Store::open(&path, options.read_only, data_path.as_deref())?;
+        // A handle of this process that is closing (flushing at DETACH) still holds the file for
+        // a moment: wait for it rather than report another process.
+        let closing = registry.contains_key(&key);
+        let mut attempt = 0;
+        let (store, loaded) = loop {
+            match Store::open(&path, options.read_only, data_path.as_deref()) {
+                Err(e) if closing && e.kind == ErrorKind::Permission && attempt < 200 => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => break other?,
+            }
+        };
         let (events, _) = broadcast::channel(COMMIT_EVENT_BUFFER);
         let inner = Arc::new(Inner {
             store,
@@ -114,8 +126,8 @@ impl Catalog {
             read_caches: Arc::default(),
             file_io: crate::io::storage::file_io(options.durability.fsync()),
             events,
-            unsynced: Mutex::new(Vec::new()),
-            dirty: AtomicBool::new(false),
+            pending: Mutex::new(Pending::default()),
+            durable_seq: AtomicU64::new(loaded.commit_seq),
             table_locks: Mutex::new(HashMap::new()),
         });
         if inner.durability == Durability::Eventual && !inner.store.read_only() {
@@ -153,11 +165,15 @@ impl Catalog {
     }
 
     /// Every commit with `seq > since`, in order, at most `limit`.
+    /// Only durable commits are served: under 'eventual' a commit appears once flushed.
     pub fn commits_since(&self, since: u64, limit: usize) -> Result<Vec<CommitRecord>> {
-        self.inner.store.commits_since(since, limit)
+        let durable = self.inner.durable_seq.load(Ordering::SeqCst);
+        let mut rows = self.inner.store.commits_since(since, limit)?;
+        rows.retain(|r| r.seq <= durable);
+        Ok(rows)
     }
 
-    /// Commit events, published after each commit is durable and visible.
+    /// Commit events, published once each commit is durable and visible.
     pub fn subscribe_commits(&self) -> broadcast::Receiver<CommitEvent> {
         self.inner.events.subscribe()
     }
@@ -183,14 +199,6 @@ impl Catalog {
         locks.entry(uuid.to_string()).or_default().clone()
     }
 
-    /// After a commit that was acknowledged without fsync: its files, to be synced by the
-    /// next flush.
-    pub(crate) fn defer_sync(&self, files: impl IntoIterator<Item = String>) {
-        if !self.inner.durability.fsync() {
-            self.inner.unsynced.lock().unwrap_or_else(|p| p.into_inner()).extend(files);
-        }
-    }
-
     /// Makes every acknowledged commit durable now (CHECKPOINT; DETACH does it too).
     pub fn flush(&self) -> Result<()> {
         self.inner.flush()
@@ -208,9 +216,6 @@ impl Catalog {
                 Err(e) => return group.iter().map(|_| Err(e.clone())).collect(),
             };
             crate::failpoint::hit("after_catalog_commit");
-            if !inner.durability.fsync() {
-                inner.dirty.store(true, Ordering::SeqCst);
-            }
             {
                 let mut guard = inner.state.write().unwrap_or_else(|p| p.into_inner());
                 let mut state = CatalogState::clone(&guard);
@@ -223,29 +228,68 @@ impl Catalog {
                 }
                 *guard = Arc::new(state);
             }
-            for records in results.iter().flatten() {
-                for r in records {
-                    let _ = inner.events.send(r.clone());
+            let records: Vec<CommitRecord> = results.iter().flatten().flatten().cloned().collect();
+            if inner.durability.fsync() {
+                inner.publish(records);
+            } else {
+                // Still under the leader lock: the next flush cannot miss these files or commits.
+                let mut pending = inner.pending.lock().unwrap_or_else(|p| p.into_inner());
+                for (request, result) in group.iter().zip(&results) {
+                    if result.is_ok() {
+                        pending.files.extend(request.files.iter().cloned());
+                    }
                 }
+                pending.commits.extend(records);
             }
             results
         })
     }
 }
 
+/// Commits acknowledged under 'eventual' or 'none' and not yet durable.
+#[derive(Default)]
+struct Pending {
+    files: Vec<String>,
+    commits: Vec<CommitRecord>,
+}
+
 impl Inner {
+    fn publish(&self, records: Vec<CommitRecord>) {
+        if let Some(last) = records.last() {
+            self.durable_seq.fetch_max(last.seq, Ordering::SeqCst);
+        }
+        for r in records {
+            let _ = self.events.send(r);
+        }
+    }
+
     /// Syncs the files of non-durable commits, then makes the catalog durable, with no commit in
-    /// between: a pointer may only become durable after the files it references.
+    /// between: a pointer may only become durable after the files it references. On failure
+    /// everything stays pending for the next attempt.
     fn flush(&self) -> Result<()> {
-        if self.store.read_only() || !self.dirty.load(Ordering::SeqCst) {
+        if self.store.read_only() {
             return Ok(());
         }
         self.committer.exclusive(|| {
-            let files = std::mem::take(&mut *self.unsynced.lock().unwrap_or_else(|p| p.into_inner()));
-            crate::io::sync_files(files.iter().map(String::as_str))?;
-            self.store.make_durable()?;
-            self.dirty.store(false, Ordering::SeqCst);
-            Ok(())
+            let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+            if pending.commits.is_empty() {
+                return Ok(());
+            }
+            let synced =
+                crate::io::sync_files(pending.files.iter().map(String::as_str)).and_then(|_| self.store.make_durable());
+            match synced {
+                Ok(()) => {
+                    self.publish(pending.commits);
+                    Ok(())
+                }
+                Err(e) => {
+                    let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                    p.files.extend(pending.files);
+                    let newer = std::mem::replace(&mut p.commits, pending.commits);
+                    p.commits.extend(newer);
+                    Err(e)
+                }
+            }
         })
     }
 }
@@ -253,7 +297,9 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         // DETACH (the last handle going away) is a durable point in every mode.
-        let _ = self.flush();
+        if let Err(e) = self.flush() {
+            eprintln!("skade: making {} durable at close failed: {e}", self.store.path.display());
+        }
     }
 }
 

@@ -138,16 +138,16 @@ impl Transaction {
         Ok(TableInfo { record, metadata })
     }
 
-    /// Plans a scan of `uuid`. At the current snapshot it includes this transaction's own
-    /// uncommitted files; at an older snapshot only what was committed then.
+    /// Plans a scan of `table` (as the statement bound it). At the current snapshot it includes
+    /// this transaction's own uncommitted files; at an older snapshot only what was committed then.
     pub fn scan(
         &self,
-        uuid: &str,
+        table: &TableInfo,
         snapshot_id: Option<i64>,
         columns: Vec<usize>,
         prune: Option<Prune>,
     ) -> Result<ScanPlan> {
-        let table = self.table_by_uuid(uuid)?;
+        let uuid = &table.record.uuid;
         let staged = match snapshot_id {
             None => self.lock()?.appends.get(uuid).cloned().unwrap_or_default(),
             Some(_) => vec![],
@@ -223,38 +223,41 @@ impl Transaction {
         self.check_writable()?;
         let location = names::table_location(self.catalog.data_path(), schema_name, name)?;
         let iceberg_schema = schema::iceberg_schema(arrow, duckdb_types, not_null, primary_key)?;
-        {
-            let mut st = self.lock()?;
-            let Some(schema) = st.view.schema(schema_name).cloned() else {
+        let stored_schema_name = {
+            let st = self.lock()?;
+            let Some(schema) = st.view.schema(schema_name) else {
                 return Err(Error::catalog(format!("Schema with name \"{schema_name}\" does not exist!")));
             };
-            if let Some(existing) = st.view.table(schema_name, name).cloned() {
+            if let Some(existing) = st.view.table(schema_name, name) {
                 match on_conflict {
                     OnConflict::Ignore => return Ok(None),
                     OnConflict::Error => {
                         return Err(Error::catalog(format!("Table with name \"{}\" already exists!", existing.name)))
                     }
-                    OnConflict::Replace => Self::stage_drop_table(&mut st, existing),
+                    OnConflict::Replace => {} // dropped below, once the new table exists
                 }
             }
-            drop(schema);
-        }
+            schema.name.clone()
+        };
         let location =
             location.to_str().ok_or_else(|| Error::invalid("table location is not valid UTF-8"))?.to_string();
         let table_uuid = Uuid::new_v4();
         let md = metadata::new_table(iceberg_schema, &location, table_uuid)?;
         let md_location = metadata::metadata_location(&location, 0);
+        self.lock()?.written.push(md_location.clone());
         metadata::write(&md_location, &md, self.catalog.durable())?;
         self.catalog.inner.metadata.insert(&md_location, Arc::new(md));
         let record = TableRecord {
-            schema: self.lock()?.view.schema(schema_name).map(|s| s.name.clone()).unwrap_or_default(),
+            schema: stored_schema_name,
             name: name.to_string(),
             uuid: table_uuid.to_string(),
-            metadata_location: md_location.clone(),
+            metadata_location: md_location,
         };
         {
             let mut st = self.lock()?;
-            st.written.push(md_location);
+            if let Some(existing) = st.view.table(schema_name, name).cloned() {
+                Self::stage_drop_table(&mut st, existing); // OR REPLACE
+            }
             Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(record.clone()));
             st.ddl.push(Ddl::CreateTable(record.clone()));
         }
@@ -350,8 +353,7 @@ impl Transaction {
                 sync_dir(Path::new(crate::io::local_path(&data_dir)))?;
             }
             let snapshot_id = self.catalog.allocate_snapshot_id();
-            let snap = block_on(stage_append(&inner.file_io, &md, snapshot_id, files))?;
-            written.extend(snap.written.iter().cloned());
+            let snap = block_on(stage_append(&inner.file_io, &md, snapshot_id, files, written))?;
             staged.push((record, snap));
         }
 
@@ -404,58 +406,81 @@ impl Transaction {
                 });
             }
             let mut attempt_files = vec![];
-            for (record, snap) in &staged {
-                let base_location = if created.contains(&record.uuid) {
-                    record.metadata_location.clone()
-                } else {
-                    match head.table(&record.schema, &record.name) {
-                        Some(t) if t.uuid == record.uuid => t.metadata_location.clone(),
-                        _ => {
-                            return Err(Error::conflict(format!(
-                                "transaction conflict on table \"{}\": it was dropped by a concurrent transaction; nothing was committed",
-                                record.qualified_name()
-                            )))
-                        }
-                    }
-                };
-                let base = inner.metadata.get(&base_location)?;
-                let produced = block_on(produce(
-                    &inner.file_io,
-                    &inner.read_caches.manifests,
-                    &base,
-                    &base_location,
-                    snap,
-                    durable,
-                ))?;
-                attempt_files.extend(produced.written.iter().cloned());
-                inner.metadata.insert(&produced.location, Arc::new(produced.metadata));
-                changes.push(Change {
-                    effect: StateChange::PutTable(TableRecord {
-                        metadata_location: produced.location,
-                        ..(**record).clone()
-                    }),
-                    expect: Expect::TableAt(base_location),
-                    operation: snap.operation.as_str().to_string(),
-                    snapshot_id: Some(snap.snapshot_id),
-                });
+            if let Err(e) = self.produce_snapshots(&staged, &created, &head, &mut changes, &mut attempt_files) {
+                written.extend(attempt_files);
+                return Err(e);
             }
-            let request = CommitRequest { changes, actor: self.catalog.actor().to_string(), dropped_uuids };
+            // Under 'eventual'/'none' the catalog syncs these files before it makes the commit durable.
+            let files = if durable { vec![] } else { written.iter().chain(&attempt_files).cloned().collect() };
+            let request = CommitRequest { changes, actor: self.catalog.actor().to_string(), dropped_uuids, files };
             match self.catalog.commit(request) {
                 Ok(records) => {
-                    self.catalog.defer_sync(written.drain(..).chain(attempt_files));
+                    written.clear(); // the files now belong to the committed snapshots
                     return Ok(records);
                 }
                 Err(e) if e.kind == ErrorKind::Conflict && !staged.is_empty() => {
                     remove_files(attempt_files.iter().map(String::as_str));
                     last_conflict = Some(e);
                 }
+                Err(e) if matches!(e.kind, ErrorKind::Conflict | ErrorKind::Permission) => {
+                    written.extend(attempt_files); // refused before anything was written
+                    return Err(e);
+                }
                 Err(e) => {
-                    written.extend(attempt_files);
+                    // The catalog write failed with an unknown outcome (an I/O error while redb
+                    // committed): a pointer may reference these files, so none is removed.
+                    written.clear();
                     return Err(e);
                 }
             }
         }
         Err(last_conflict.unwrap_or_else(|| Error::conflict("too many concurrent commits; retry the transaction")))
+    }
+
+    /// Writes, for each table with new files, the manifest list and metadata.json of its next
+    /// snapshot on top of `head`, and adds the pointer changes to `changes`.
+    fn produce_snapshots(
+        &self,
+        staged: &[(Arc<TableRecord>, StagedSnapshot)],
+        created: &HashSet<String>,
+        head: &CatalogState,
+        changes: &mut Vec<Change>,
+        written: &mut Vec<String>,
+    ) -> Result<()> {
+        let inner = &self.catalog.inner;
+        for (record, snap) in staged {
+            let base_location = if created.contains(&record.uuid) {
+                record.metadata_location.clone()
+            } else {
+                match head.table(&record.schema, &record.name) {
+                    Some(t) if t.uuid == record.uuid => t.metadata_location.clone(),
+                    _ => {
+                        return Err(Error::conflict(format!(
+                            "transaction conflict on table \"{}\": it was dropped by a concurrent transaction; nothing was committed",
+                            record.qualified_name()
+                        )))
+                    }
+                }
+            };
+            let base = inner.metadata.get(&base_location)?;
+            let (metadata, location) = block_on(produce(
+                &inner.file_io,
+                &inner.read_caches.manifests,
+                &base,
+                &base_location,
+                snap,
+                self.catalog.durable(),
+                written,
+            ))?;
+            inner.metadata.insert(&location, Arc::new(metadata));
+            changes.push(Change {
+                effect: StateChange::PutTable(TableRecord { metadata_location: location, ..(**record).clone() }),
+                expect: Expect::TableAt(base_location),
+                operation: snap.operation.as_str().to_string(),
+                snapshot_id: Some(snap.snapshot_id),
+            });
+        }
+        Ok(())
     }
 
     /// Whether this transaction's DDL still applies on top of `head`.

@@ -31,7 +31,7 @@ pub unsafe extern "C" fn skade_fn_tables(txn: *const SkadeTxn, result: *mut FFI_
     guard(|| {
         let batch = tables::rows(&handle(txn, "transaction")?.0)?;
         let reader = RecordBatchIterator::new([Ok(batch)], tables::schema());
-        out(result, FFI_ArrowArrayStream::new(Box::new(reader)))
+        out(result, super::export_stream(reader))
     })
 }
 
@@ -46,7 +46,7 @@ pub unsafe extern "C" fn skade_fn_snapshots(
         let table = txn.table_by_uuid(arg(uuid, "table id")?)?;
         let batch = snapshots::rows(txn.catalog(), &table)?;
         let reader = RecordBatchIterator::new([Ok(batch)], snapshots::schema());
-        out(result, FFI_ArrowArrayStream::new(Box::new(reader)))
+        out(result, super::export_stream(reader))
     })
 }
 
@@ -59,6 +59,6 @@ pub unsafe extern "C" fn skade_fn_commits_since(
     guard(|| {
         let catalog = handle(catalog, "catalog")?.0.clone();
         let reader = commits_since::CommitsSince::new(catalog, since);
-        out(result, FFI_ArrowArrayStream::new(Box::new(reader)))
+        out(result, super::export_stream(reader))
     })
 }

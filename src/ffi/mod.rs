@@ -23,6 +23,11 @@ mod writer;
 use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use arrow::array::{ArrayData, RecordBatch, RecordBatchReader, StructArray};
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::error::ArrowError;
+use arrow::ffi_stream::FFI_ArrowArrayStream;
+
 use crate::error::{Error, ErrorKind, Result};
 
 /// An error crossing the boundary. Null means success.
@@ -110,6 +115,50 @@ pub unsafe extern "C" fn skade_strings_free(list: *mut SkadeStrings) {
             drop(unsafe { Box::from_raw(list) });
         }
     })
+}
+
+/// Exports `reader` as an Arrow C stream. arrow-rs's stream callbacks do not catch unwinds, so
+/// every `next` runs under `catch_unwind` here: a panic while decoding becomes a stream error.
+pub(crate) fn export_stream(reader: impl RecordBatchReader + Send + 'static) -> FFI_ArrowArrayStream {
+    let schema = reader.schema();
+    FFI_ArrowArrayStream::new(Box::new(GuardedReader { inner: Box::new(reader), schema, failed: false }))
+}
+
+struct GuardedReader {
+    inner: Box<dyn RecordBatchReader + Send>,
+    schema: SchemaRef,
+    failed: bool,
+}
+
+impl Iterator for GuardedReader {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        match catch_unwind(AssertUnwindSafe(|| self.inner.next())) {
+            Ok(item) => item,
+            Err(p) => {
+                self.failed = true; // the reader's state is unknown after a panic
+                Some(Err(ArrowError::ExternalError(Box::new(Error::internal(panic_message(p))))))
+            }
+        }
+    }
+}
+
+impl RecordBatchReader for GuardedReader {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
+
+/// A struct array from the shim (rows of a table, filter constants), checked to be one.
+pub(crate) fn struct_array(data: ArrayData, what: &str) -> Result<StructArray> {
+    if !matches!(data.data_type(), DataType::Struct(_)) {
+        return Err(Error::internal(format!("{what} is not a struct array but {}", data.data_type())));
+    }
+    Ok(StructArray::from(data))
 }
 
 /// Borrows a NUL-terminated UTF-8 argument.

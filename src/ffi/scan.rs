@@ -2,10 +2,10 @@
 
 use std::ffi::c_char;
 
-use arrow::array::StructArray;
 use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 
+use super::table::SkadeTable;
 use super::transaction::SkadeTxn;
 use super::{arg, free, guard, guard_value, handle, out, SkadeStatus};
 use crate::table::filter::Prune;
@@ -13,14 +13,15 @@ use crate::table::scan::ScanPlan;
 
 pub struct SkadeScan(ScanPlan);
 
-/// Plans a scan of table `uuid`. `columns` are top-level column indexes in output order (none:
+/// Plans a scan of `table` as it was bound (so a statement that replaces the table still reads
+/// the version it named). `columns` are top-level column indexes in output order (none:
 /// count only). `filter_json` describes DuckDB's pushed-down filters, whose constants are the
 /// one-row struct `constants` (may be null). A negative `snapshot_id` means the current state.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn skade_scan_open(
     txn: *const SkadeTxn,
-    uuid: *const c_char,
+    table: *const SkadeTable,
     snapshot_id: i64,
     columns: *const u64,
     n_columns: usize,
@@ -31,23 +32,22 @@ pub unsafe extern "C" fn skade_scan_open(
 ) -> *mut SkadeStatus {
     guard(|| {
         let txn = &handle(txn, "transaction")?.0;
-        let uuid = arg(uuid, "table id")?;
         let columns: Vec<usize> = if n_columns == 0 {
             vec![]
         } else {
             unsafe { std::slice::from_raw_parts(columns, n_columns) }.iter().map(|&c| c as usize).collect()
         };
-        let table = txn.table_by_uuid(uuid)?;
+        let table = &handle(table, "table")?.info;
         let constants = if constants.is_null() || constants_schema.is_null() {
             None
         } else {
             let array = unsafe { std::ptr::replace(constants, FFI_ArrowArray::empty()) };
-            Some(StructArray::from(unsafe { from_ffi(array, &*constants_schema) }?))
+            Some(super::struct_array(unsafe { from_ffi(array, &*constants_schema) }?, "filter constants")?)
         };
         let json = if filter_json.is_null() { "" } else { arg(filter_json, "filter")? };
         let prune = Prune::parse(json, constants.as_ref(), table.metadata.current_schema())?;
         let snapshot = (snapshot_id >= 0).then_some(snapshot_id);
-        let plan = txn.scan(uuid, snapshot, columns, prune)?;
+        let plan = txn.scan(table, snapshot, columns, prune)?;
         out(result, Box::into_raw(Box::new(SkadeScan(plan))))
     })
 }
@@ -82,6 +82,6 @@ pub unsafe extern "C" fn skade_scan_task_stream(
 ) -> *mut SkadeStatus {
     guard(|| {
         let reader = handle(scan, "scan")?.0.open(task as usize)?;
-        out(result, FFI_ArrowArrayStream::new(Box::new(reader)))
+        out(result, super::export_stream(reader))
     })
 }

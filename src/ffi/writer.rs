@@ -3,7 +3,6 @@
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use arrow::array::StructArray;
 use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 
 use super::transaction::SkadeTxn;
@@ -47,7 +46,7 @@ pub unsafe extern "C" fn skade_writer_write(
         let array = unsafe { std::ptr::replace(array, FFI_ArrowArray::empty()) };
         let w = unsafe { writer.as_mut() }.ok_or_else(|| Error::internal("writer handle is null"))?;
         let data = unsafe { from_ffi(array, handle(schema, "schema")?) }?;
-        let columns = StructArray::from(data);
+        let columns = super::struct_array(data, "inserted rows")?;
         w.writer.as_mut().ok_or_else(|| Error::internal("writer already finished"))?.write(&columns)
     })
 }

@@ -31,12 +31,30 @@ pub fn create_new(path: &Path) -> std::io::Result<File> {
     match open() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
+                create_dirs_durably(dir)?;
             }
             open()
         }
         other => other,
     }
+}
+
+/// `create_dir_all`, then fsyncs the parent of every directory it created, so that a new
+/// table's folders survive a power loss along with the files in them.
+fn create_dirs_durably(dir: &Path) -> std::io::Result<()> {
+    let mut missing = vec![];
+    let mut d = Some(dir);
+    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+        missing.push(p);
+        d = p.parent();
+    }
+    std::fs::create_dir_all(dir)?;
+    for p in missing.iter().rev() {
+        if let Some(parent) = p.parent() {
+            File::open(parent)?.sync_all()?;
+        }
+    }
+    Ok(())
 }
 
 pub fn sync_dir(dir: &Path) -> Result<()> {

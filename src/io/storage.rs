@@ -129,7 +129,11 @@ struct PositionalRead {
 #[async_trait]
 impl FileRead for PositionalRead {
     async fn read(&self, range: Range<u64>) -> iceberg::Result<Bytes> {
-        let mut buf = vec![0u8; (range.end - range.start) as usize];
+        let len = range
+            .end
+            .checked_sub(range.start)
+            .ok_or_else(|| err("read", &self.path, std::io::Error::other(format!("invalid range {range:?}"))))?;
+        let mut buf = vec![0u8; len as usize];
         self.file.read_exact_at(&mut buf, range.start).map_err(|e| err("read", &self.path, e))?;
         Ok(buf.into())
     }

@@ -164,7 +164,7 @@ impl Translator<'_> {
             return None; // NaN sorts last in DuckDB but is excluded from Iceberg bounds.
         }
         let array = self.constants?.columns().get(k)?;
-        if array.is_null(0) {
+        if array.len() != 1 || array.is_null(0) {
             return None;
         }
         let d = match (array.data_type(), ty) {

@@ -39,6 +39,7 @@ pub struct SnapshotFiles {
 }
 
 const MAX_CACHED_ENTRIES: usize = 1 << 20;
+const MAX_CACHED_LISTS: usize = 1024;
 
 #[derive(Default)]
 pub struct ManifestCache {
@@ -57,7 +58,11 @@ impl ManifestCache {
         let list = ManifestList::parse_with_version(&bytes, table.format_version())
             .map_err(|e| Error::corrupt(format!("manifest list {path} is unreadable: {e}")))?;
         let list = Arc::new(list.consume_entries().into_iter().collect::<Vec<_>>());
-        self.lists.lock().unwrap().insert(path.to_string(), list.clone());
+        let mut lists = self.lists.lock().unwrap();
+        if lists.len() >= MAX_CACHED_LISTS {
+            lists.clear(); // a list per snapshot: old snapshots' lists are rarely read again
+        }
+        lists.insert(path.to_string(), list.clone());
         Ok(list)
     }
 

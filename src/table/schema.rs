@@ -124,10 +124,10 @@ fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, S
             Ok(Type::Struct(StructType::new(fields)))
         }
         DataType::Map(entries, _) => {
-            let DataType::Struct(kv) = entries.data_type() else {
-                return Err("malformed MAP".into());
+            let (k, v) = match entries.data_type() {
+                DataType::Struct(kv) if kv.len() == 2 => (&kv[0], &kv[1]),
+                _ => return Err("malformed MAP".into()),
             };
-            let (k, v) = (&kv[0], &kv[1]);
             let kt = iceberg_type(k, next_id)?;
             *next_id += 1;
             let key_id = *next_id;

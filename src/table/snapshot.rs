@@ -23,8 +23,6 @@ pub struct StagedSnapshot {
     pub operation: Operation,
     pub manifests: Vec<ManifestFile>,
     pub summary: HashMap<String, String>,
-    /// Manifest files written for this snapshot (garbage if it never commits).
-    pub written: Vec<String>,
 }
 
 /// Writes the manifest of an append and returns the staged snapshot.
@@ -33,6 +31,7 @@ pub async fn stage_append(
     table: &TableMetadata,
     snapshot_id: i64,
     files: Vec<DataFile>,
+    written: &mut Vec<String>,
 ) -> Result<StagedSnapshot> {
     let mut collector = SnapshotSummaryCollector::default();
     let schema = table.current_schema().clone();
@@ -41,6 +40,7 @@ pub async fn stage_append(
         collector.add_file(f, schema.clone(), spec.clone());
     }
     let path = format!("{}/metadata/{}-m0.avro", table.location(), Uuid::new_v4());
+    written.push(path.clone());
     let mut writer =
         ManifestWriterBuilder::new(file_io.new_output(&path)?, Some(snapshot_id), schema, spec.as_ref().clone())
             .build_v2_data();
@@ -55,18 +55,11 @@ pub async fn stage_append(
         operation: Operation::Append,
         manifests: vec![manifest],
         summary: collector.build(),
-        written: vec![path],
     })
 }
 
-/// The result of putting a staged snapshot on top of a base metadata version.
-pub struct Produced {
-    pub metadata: TableMetadata,
-    pub location: String,
-    pub written: Vec<String>,
-}
-
-/// Writes the manifest list and the next metadata.json for `staged` on top of `base`.
+/// Writes the manifest list and the next metadata.json for `staged` on top of `base`; returns
+/// the new metadata and its location. Every file it creates is added to `written` first.
 pub async fn produce(
     file_io: &FileIO,
     caches: &ManifestCache,
@@ -74,7 +67,8 @@ pub async fn produce(
     base_location: &str,
     staged: &StagedSnapshot,
     durable: bool,
-) -> Result<Produced> {
+    written: &mut Vec<String>,
+) -> Result<(TableMetadata, String)> {
     let parent = base.current_snapshot().cloned();
     let mut manifests: Vec<ManifestFile> = staged.manifests.clone();
     if let Some(parent) = &parent {
@@ -82,6 +76,7 @@ pub async fn produce(
     }
     let sequence_number = base.next_sequence_number();
     let list_path = format!("{}/metadata/snap-{}-{}.avro", base.location(), staged.snapshot_id, Uuid::new_v4());
+    written.push(list_path.clone());
     let mut list = ManifestListWriter::v2(
         file_io.new_output(&list_path)?.writer().await?,
         staged.snapshot_id,
@@ -111,8 +106,9 @@ pub async fn produce(
         .build()?
         .metadata;
     let location = metadata::metadata_location(base.location(), metadata::next_version(base_location));
+    written.push(location.clone());
     metadata::write(&location, &metadata, durable)?;
-    Ok(Produced { metadata, location: location.clone(), written: vec![list_path, location] })
+    Ok((metadata, location))
 }
 
 const TOTALS: [(&str, &str, &str); 6] = [
@@ -129,6 +125,10 @@ fn with_totals(added: &HashMap<String, String>, parent: Option<&Summary>) -> Has
     let num = |m: &HashMap<String, String>, k: &str| m.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
     let mut out = added.clone();
     for (total, plus, minus) in TOTALS {
+        // A parent (written by another engine) without a total: the total is unknown.
+        if parent.is_some_and(|p| !p.additional_properties.contains_key(total)) {
+            continue;
+        }
         let prev = parent.map(|p| num(&p.additional_properties, total)).unwrap_or(0);
         let value = (prev + num(added, plus) - num(added, minus)).max(0);
         out.insert(total.to_string(), value.to_string());

@@ -41,7 +41,10 @@ impl TableWriter {
         let mut props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .set_dictionary_enabled(false);
+            .set_dictionary_enabled(false)
+            // iceberg-rust leaves inexact (truncated) row-group statistics out of a file's bounds,
+            // which would make the bounds narrower than the data: keep statistics exact.
+            .set_statistics_truncate_length(None);
         for field in schema.as_struct().fields() {
             if matches!(field.field_type.as_primitive_type(), Some(PrimitiveType::String | PrimitiveType::Binary)) {
                 props = props.set_column_dictionary_enabled(ColumnPath::from(field.name.as_str()), true);

@@ -60,3 +60,16 @@ def test_a_catalog_held_by_another_process_is_a_clear_error(tmp_path):
     # once the holder is gone the catalog opens normally
     con = connect()
     con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+
+
+def test_a_prepared_table_function_survives_detach(tmp_path, con):
+    lake = tmp_path / "lake.skade"
+    con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    con.execute("CREATE TABLE lake.t AS SELECT 1 AS x")
+    con.execute("PREPARE feed AS SELECT count(*) FROM skade_commits_since('lake', 0)")
+    assert con.execute("EXECUTE feed").fetchone() == (2,)
+    con.execute("DETACH lake")
+    with pytest.raises(duckdb.Error, match="no attached database is named"):
+        con.execute("EXECUTE feed")
+    con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    assert con.execute("EXECUTE feed").fetchone() == (2,)

@@ -10,12 +10,20 @@ namespace duckdb {
 class SkadeCatalog;
 class SkadeTableEntry;
 
-//! Bind data of a table function whose rows the core produces as an Arrow stream.
+//! Bind data of a table function whose rows the core produces as an Arrow stream. It holds
+//! names, never pointers to catalogs: a prepared statement may outlive a DETACH.
 struct SkadeArrowFunctionData : public TableFunctionData {
+	//! The attached skade catalog the function reads, resolved again when it runs.
+	string catalog_name;
 	//! Opens the stream at init (in the executing transaction).
-	std::function<void(ClientContext &, ArrowArrayStream &)> open;
+	std::function<void(ClientContext &, SkadeCatalog &, ArrowArrayStream &)> open;
 	ArrowTableSchema arrow_table;
 	vector<LogicalType> types;
+
+	//! Re-bind at every execution, so a catalog detached since PREPARE is an error, not a crash.
+	bool SupportStatementCache() const override {
+		return false;
+	}
 };
 
 //! Completes a bind: reads the function's columns from the core.
