@@ -19,9 +19,11 @@ fn main() {
     println!("one-row commits/s through the core, a table per writer");
     println!("{:<12}{:>10}{:>10}{:>10}{:>10}   8w/1w", "", "1 w", "2 w", "4 w", "8 w");
     for durability in [Durability::Immediate, Durability::Eventual, Durability::None] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = std::env::temp_dir().join(format!("skade-core-commits-{}-{durability:?}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
         let options = AttachOptions { durability, ..Default::default() };
-        let catalog = Catalog::open(&dir.path().join("lake.skade"), options).unwrap();
+        let catalog = Catalog::open(&dir.join("lake.skade"), options).unwrap();
         let mut tables = vec![];
         for w in 0..8 {
             let txn = catalog.begin();
@@ -65,5 +67,7 @@ fn main() {
         let name = format!("{durability:?}").to_lowercase();
         let cells: String = rates.iter().map(|r| format!("{r:>10.1}")).collect();
         println!("{name:<12}{cells}   x{:.2}", rates[3] / rates[0]);
+        drop(catalog);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -11,6 +11,30 @@ use skade::catalog::transaction::OnConflict;
 use skade::table::filter::{Cmp, Prune};
 use skade::{Catalog, ErrorKind, Transaction};
 
+/// A fresh directory, removed when dropped. (Not the `tempfile` crate: as a dev-dependency it
+/// changes features of crates the release build shares, which would compile them twice.)
+struct TestDir(std::path::PathBuf);
+
+impl TestDir {
+    fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("skade-test-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TestDir(dir)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn open(path: &Path) -> Catalog {
     Catalog::open(path, AttachOptions::default()).unwrap()
 }
@@ -52,7 +76,7 @@ fn ids(txn: &Transaction, uuid: &str, prune: Option<Prune>) -> (Vec<i64>, usize)
 
 #[test]
 fn tables_survive_reopen_and_commits_are_logged() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let path = dir.path().join("lake.skade");
     let uuid = {
         let catalog = open(&path);
@@ -83,7 +107,7 @@ fn tables_survive_reopen_and_commits_are_logged() {
 
 #[test]
 fn bounds_prune_files() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let catalog = open(&dir.path().join("lake.skade"));
     let txn = catalog.begin();
     let uuid = create(&txn, "t");
@@ -105,7 +129,7 @@ fn bounds_prune_files() {
 
 #[test]
 fn rollback_leaves_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let catalog = open(&dir.path().join("lake.skade"));
     let txn = catalog.begin();
     let uuid = create(&txn, "t");
@@ -134,7 +158,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn concurrent_appends_rebase_and_ddl_conflicts_fail() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let catalog = open(&dir.path().join("lake.skade"));
     let txn = catalog.begin();
     let uuid = create(&txn, "t");
@@ -164,7 +188,7 @@ fn concurrent_appends_rebase_and_ddl_conflicts_fail() {
 
 #[test]
 fn group_commit_keeps_the_log_gapless_under_concurrency() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let catalog = open(&dir.path().join("lake.skade"));
     let txn = catalog.begin();
     let uuid = create(&txn, "t");
@@ -193,7 +217,7 @@ fn group_commit_keeps_the_log_gapless_under_concurrency() {
 
 #[test]
 fn a_file_that_is_not_a_catalog_is_left_untouched() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let path = dir.path().join("notes.skade");
     std::fs::write(&path, b"just some text").unwrap();
     let err = Catalog::open(&path, AttachOptions::default()).err().unwrap();
@@ -204,7 +228,7 @@ fn a_file_that_is_not_a_catalog_is_left_untouched() {
 
 #[test]
 fn two_attaches_in_one_process_share_the_store() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let path = dir.path().join("lake.skade");
     let first = open(&path);
     let second = open(&path);
@@ -217,7 +241,7 @@ fn two_attaches_in_one_process_share_the_store() {
 
 #[test]
 fn scans_at_an_old_snapshot_see_what_was_committed_then() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let catalog = open(&dir.path().join("lake.skade"));
     let txn = catalog.begin();
     let uuid = create(&txn, "t");
@@ -245,7 +269,7 @@ fn scans_at_an_old_snapshot_see_what_was_committed_then() {
 
 #[test]
 fn count_only_scans_return_row_counts() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let catalog = open(&dir.path().join("lake.skade"));
     let txn = catalog.begin();
     let uuid = create(&txn, "t");
@@ -261,7 +285,7 @@ fn count_only_scans_return_row_counts() {
 
 #[test]
 fn commit_feed_is_gapless_even_when_the_broadcast_lags() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let catalog = open(&dir.path().join("lake.skade"));
     let mut feed = skade::catalog::events::CommitFeed::new(&catalog, 0);
     // more commits than the broadcast buffers, none consumed yet
@@ -293,7 +317,7 @@ fn commit_feed_is_gapless_even_when_the_broadcast_lags() {
 
 #[test]
 fn eventual_durability_flushes_in_the_background() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let path = dir.path().join("lake.skade");
     let options = AttachOptions { durability: skade::catalog::options::Durability::Eventual, ..Default::default() };
     let catalog = Catalog::open(&path, options).unwrap();
