@@ -29,16 +29,18 @@ def ducklake_extension():
 
 
 def measure(con, lake, writers, shared):
+    # fresh tables for every point: a table's metadata grows with its snapshots
+    point = f"{'s' if shared else 'o'}{writers}"
     for w in range(writers):
-        con.execute(f"CREATE TABLE IF NOT EXISTS {lake}.t{w} (id BIGINT, v VARCHAR)")
-    con.execute(f"CREATE TABLE IF NOT EXISTS {lake}.shared (id BIGINT, v VARCHAR)")
+        con.execute(f"CREATE TABLE {lake}.t_{point}_{w} (id BIGINT, v VARCHAR)")
+    con.execute(f"CREATE TABLE {lake}.shared_{point} (id BIGINT, v VARCHAR)")
     counts = [0] * writers
     errors = []
     stop = time.monotonic() + SECONDS
 
     def writer(w):
         cur = con.cursor()
-        table = f"{lake}.shared" if shared else f"{lake}.t{w}"
+        table = f"{lake}.shared_{point}" if shared else f"{lake}.t_{point}_{w}"
         n = 0
         while time.monotonic() < stop:
             try:

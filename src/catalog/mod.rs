@@ -57,6 +57,8 @@ pub(crate) struct Inner {
     events: broadcast::Sender<CommitEvent>,
     /// Acknowledged commits that are not durable yet (DURABILITY 'eventual' or 'none').
     pending: Mutex<Pending>,
+    /// Held for the whole of a flush.
+    flushing: Mutex<()>,
     /// The last commit_seq known to be durable: the commit feed serves nothing beyond it.
     durable_seq: AtomicU64,
     /// One lock per table uuid, held by a committer from reading the table's head to its commit.
@@ -124,9 +126,10 @@ impl Catalog {
             next_snapshot_id: AtomicI64::new(loaded.next_snapshot_id),
             metadata: MetadataCache::default(),
             read_caches: Arc::default(),
-            file_io: crate::io::storage::file_io(options.durability.fsync()),
+            file_io: crate::io::storage::file_io(),
             events,
             pending: Mutex::new(Pending::default()),
+            flushing: Mutex::new(()),
             durable_seq: AtomicU64::new(loaded.commit_seq),
             table_locks: Mutex::new(HashMap::new()),
         });
@@ -186,8 +189,8 @@ impl Catalog {
         self.inner.next_snapshot_id.fetch_add(1, Ordering::SeqCst)
     }
 
-    pub(crate) fn durable(&self) -> bool {
-        self.inner.durability.fsync()
+    pub(crate) fn durable_at_commit(&self) -> bool {
+        self.inner.durability.durable_at_commit()
     }
 
     /// The commit turn of one table (see `Transaction::commit`).
@@ -211,10 +214,12 @@ impl Catalog {
             crate::failpoint::hit("before_catalog_commit");
             let now_us = chrono::Utc::now().timestamp_micros();
             let next_snapshot_id = inner.next_snapshot_id.load(Ordering::SeqCst);
-            let results = match apply_group(&inner.store, &group, inner.durability.fsync(), next_snapshot_id, now_us) {
-                Ok(results) => results,
-                Err(e) => return group.iter().map(|_| Err(e.clone())).collect(),
-            };
+            let results =
+                match apply_group(&inner.store, &group, inner.durability.durable_at_commit(), next_snapshot_id, now_us)
+                {
+                    Ok(results) => results,
+                    Err(e) => return group.iter().map(|_| Err(e.clone())).collect(),
+                };
             crate::failpoint::hit("after_catalog_commit");
             {
                 let mut guard = inner.state.write().unwrap_or_else(|p| p.into_inner());
@@ -229,7 +234,7 @@ impl Catalog {
                 *guard = Arc::new(state);
             }
             let records: Vec<CommitRecord> = results.iter().flatten().flatten().cloned().collect();
-            if inner.durability.fsync() {
+            if inner.durability.durable_at_commit() {
                 inner.publish(records);
             } else {
                 // Still under the leader lock: the next flush cannot miss these files or commits.
@@ -264,29 +269,46 @@ impl Inner {
     }
 
     /// Syncs the files of non-durable commits, then makes the catalog durable, with no commit in
-    /// between: a pointer may only become durable after the files it references. On failure
+    /// between: a pointer may only become durable after the files it references. The bulk of the
+    /// syncing happens before taking the commit lock, so commits keep flowing meanwhile; under the
+    /// lock only the files of commits that landed during that first pass remain. On failure
     /// everything stays pending for the next attempt.
     fn flush(&self) -> Result<()> {
         if self.store.read_only() {
             return Ok(());
         }
+        // One flush at a time: a second one could make commits durable whose files the first
+        // has taken but not synced yet.
+        let _flushing = self.flushing.lock().unwrap_or_else(|p| p.into_inner());
+        let early = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let early_synced = crate::io::sync_filesystems(early.files.iter().map(String::as_str));
         self.committer.exclusive(|| {
-            let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
-            if pending.commits.is_empty() {
-                return Ok(());
-            }
-            let synced =
-                crate::io::sync_files(pending.files.iter().map(String::as_str)).and_then(|_| self.store.make_durable());
+            let late = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+            let synced = early_synced
+                .clone()
+                .and_then(|_| crate::io::sync_filesystems(late.files.iter().map(String::as_str)))
+                .and_then(|_| {
+                    if early.commits.is_empty() && late.commits.is_empty() {
+                        Ok(())
+                    } else {
+                        self.store.make_durable()
+                    }
+                });
+            let mut all = early;
+            all.files.extend(late.files);
+            all.commits.extend(late.commits);
             match synced {
                 Ok(()) => {
-                    self.publish(pending.commits);
+                    self.publish(all.commits);
                     Ok(())
                 }
                 Err(e) => {
+                    // Put everything back, ahead of anything that arrived meanwhile (none can:
+                    // the lock is held).
                     let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-                    p.files.extend(pending.files);
-                    let newer = std::mem::replace(&mut p.commits, pending.commits);
-                    p.commits.extend(newer);
+                    all.files.append(&mut p.files);
+                    all.commits.append(&mut p.commits);
+                    *p = all;
                     Err(e)
                 }
             }

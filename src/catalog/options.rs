@@ -29,8 +29,8 @@ impl Durability {
         }
     }
 
-    /// Whether a commit fsyncs its files and the catalog before it is acknowledged.
-    pub fn fsync(self) -> bool {
+    /// Whether a commit's files and the catalog are durable before it is acknowledged.
+    pub fn durable_at_commit(self) -> bool {
         self == Durability::Immediate
     }
 }

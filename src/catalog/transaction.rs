@@ -3,7 +3,6 @@
 //! group-commit request, so every table it wrote advances together or none does.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arrow::datatypes::Schema as ArrowSchema;
@@ -16,7 +15,7 @@ use super::state::{CatalogState, SchemaRecord, StateChange, TableRecord};
 use super::store::CommitRecord;
 use super::Catalog;
 use crate::error::{Error, ErrorKind, Result};
-use crate::io::{remove_files, sync_dir};
+use crate::io::{remove_files, sync_files};
 use crate::runtime::block_on;
 use crate::table::filter::Prune;
 use crate::table::scan::{ScanPlan, ScanRequest};
@@ -245,7 +244,7 @@ impl Transaction {
         let md = metadata::new_table(iceberg_schema, &location, table_uuid)?;
         let md_location = metadata::metadata_location(&location, 0);
         self.lock()?.written.push(md_location.clone());
-        metadata::write(&md_location, &md, self.catalog.durable())?;
+        metadata::write(&md_location, &md)?;
         self.catalog.inner.metadata.insert(&md_location, Arc::new(md));
         let record = TableRecord {
             schema: stored_schema_name,
@@ -328,7 +327,6 @@ impl Transaction {
     fn commit_staged(&self, st: &mut TxnState, written: &mut Vec<String>) -> Result<Vec<CommitRecord>> {
         self.check_writable()?;
         let inner = &self.catalog.inner;
-        let durable = self.catalog.durable();
         let created: HashSet<String> = st
             .ddl
             .iter()
@@ -348,10 +346,6 @@ impl Transaction {
                 continue;
             };
             let md = inner.metadata.get(&record.metadata_location)?;
-            if durable {
-                let data_dir = format!("{}/data", md.location());
-                sync_dir(Path::new(crate::io::local_path(&data_dir)))?;
-            }
             let snapshot_id = self.catalog.allocate_snapshot_id();
             let snap = block_on(stage_append(&inner.file_io, &md, snapshot_id, files, written))?;
             staged.push((record, snap));
@@ -410,8 +404,15 @@ impl Transaction {
                 written.extend(attempt_files);
                 return Err(e);
             }
-            // Under 'eventual'/'none' the catalog syncs these files before it makes the commit durable.
-            let files = if durable { vec![] } else { written.iter().chain(&attempt_files).cloned().collect() };
+            let files: Vec<String> = written.iter().chain(&attempt_files).cloned().collect();
+            if self.catalog.durable_at_commit() {
+                // Outside every lock, in this committer's own thread: concurrent committers sync
+                // their files in parallel, and the group commit then fsyncs the catalog once.
+                if let Err(e) = sync_files(files.iter().map(String::as_str)) {
+                    written.extend(attempt_files);
+                    return Err(e);
+                }
+            }
             let request = CommitRequest { changes, actor: self.catalog.actor().to_string(), dropped_uuids, files };
             match self.catalog.commit(request) {
                 Ok(records) => {
@@ -463,15 +464,8 @@ impl Transaction {
                 }
             };
             let base = inner.metadata.get(&base_location)?;
-            let (metadata, location) = block_on(produce(
-                &inner.file_io,
-                &inner.read_caches.manifests,
-                &base,
-                &base_location,
-                snap,
-                self.catalog.durable(),
-                written,
-            ))?;
+            let (metadata, location) =
+                block_on(produce(&inner.file_io, &inner.read_caches.manifests, &base, &base_location, snap, written))?;
             inner.metadata.insert(&location, Arc::new(metadata));
             changes.push(Change {
                 effect: StateChange::PutTable(TableRecord { metadata_location: location, ..(**record).clone() }),

@@ -1,6 +1,7 @@
 //! The file storage skade hands the iceberg crate: local files that are created exclusively
-//! (an existing file is never replaced) and fsynced on close only when the catalog's durability
-//! asks for it. iceberg's own local storage truncates existing files and always fsyncs.
+//! (an existing file is never replaced) and not fsynced on close: the commit path makes a whole
+//! group's files durable at once (see `Catalog::commit`). iceberg's own local storage truncates
+//! existing files and fsyncs each one.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -21,27 +22,23 @@ use serde::{Deserialize, Serialize};
 
 use super::local_path;
 
-/// A FileIO over [`LocalStorage`]; `fsync` decides whether closing a written file syncs it.
-pub fn file_io(fsync: bool) -> FileIO {
-    FileIOBuilder::new(Arc::new(LocalStorageFactory { fsync })).build()
+/// A FileIO over [`LocalStorage`].
+pub fn file_io() -> FileIO {
+    FileIOBuilder::new(Arc::new(LocalStorageFactory)).build()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LocalStorageFactory {
-    fsync: bool,
-}
+pub struct LocalStorageFactory;
 
 #[typetag::serde]
 impl StorageFactory for LocalStorageFactory {
     fn build(&self, _config: &StorageConfig) -> iceberg::Result<Arc<dyn Storage>> {
-        Ok(Arc::new(LocalStorage { fsync: self.fsync }))
+        Ok(Arc::new(LocalStorage))
     }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LocalStorage {
-    fsync: bool,
-}
+pub struct LocalStorage;
 
 fn err(what: &str, path: &Path, e: std::io::Error) -> iceberg::Error {
     iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("cannot {what} {}: {e}", path.display()))
@@ -78,13 +75,13 @@ impl Storage for LocalStorage {
     }
 
     async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
-        let mut w = LocalWrite { file: Some(self.create(path)?), path: path.to_string(), fsync: self.fsync };
+        let mut w = LocalWrite { file: Some(self.create(path)?), path: path.to_string() };
         w.write(bs).await?;
         w.close().await
     }
 
     async fn writer(&self, path: &str) -> iceberg::Result<Box<dyn FileWrite>> {
-        Ok(Box::new(LocalWrite { file: Some(self.create(path)?), path: path.to_string(), fsync: self.fsync }))
+        Ok(Box::new(LocalWrite { file: Some(self.create(path)?), path: path.to_string() }))
     }
 
     async fn delete(&self, path: &str) -> iceberg::Result<()> {
@@ -142,7 +139,6 @@ impl FileRead for PositionalRead {
 struct LocalWrite {
     file: Option<File>,
     path: String,
-    fsync: bool,
 }
 
 #[async_trait]
@@ -155,10 +151,7 @@ impl FileWrite for LocalWrite {
 
     async fn close(&mut self) -> iceberg::Result<()> {
         let p = Path::new(local_path(&self.path));
-        let file = self.file.take().ok_or_else(|| err("close", p, std::io::Error::other("file is closed")))?;
-        if self.fsync {
-            file.sync_all().map_err(|e| err("fsync", p, e))?;
-        }
+        self.file.take().ok_or_else(|| err("close", p, std::io::Error::other("file is closed")))?;
         Ok(())
     }
 }

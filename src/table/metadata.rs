@@ -10,7 +10,7 @@ use iceberg::spec::{FormatVersion, Schema, SortOrder, TableMetadata, TableMetada
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::io::{local_path, write_new_durable};
+use crate::io::{local_path, write_new};
 
 /// Metadata of a new, empty, unpartitioned v2 table.
 pub fn new_table(schema: Schema, location: &str, table_uuid: Uuid) -> Result<TableMetadata> {
@@ -44,10 +44,11 @@ pub fn next_version(location: &str) -> u64 {
     digits.parse::<u64>().map(|v| v + 1).unwrap_or(0)
 }
 
-/// Writes `metadata` to a new file at `location` (never replacing one), durably if asked.
-pub fn write(location: &str, metadata: &TableMetadata, durable: bool) -> Result<()> {
+/// Writes `metadata` to a new file at `location`, never replacing one. The commit that points at
+/// it makes it durable.
+pub fn write(location: &str, metadata: &TableMetadata) -> Result<()> {
     let bytes = serde_json::to_vec(metadata)?;
-    write_new_durable(Path::new(local_path(location)), &bytes, durable)
+    write_new(Path::new(local_path(location)), &bytes)
 }
 
 pub fn read(location: &str) -> Result<TableMetadata> {

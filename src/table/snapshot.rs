@@ -66,7 +66,6 @@ pub async fn produce(
     base: &TableMetadata,
     base_location: &str,
     staged: &StagedSnapshot,
-    durable: bool,
     written: &mut Vec<String>,
 ) -> Result<(TableMetadata, String)> {
     let parent = base.current_snapshot().cloned();
@@ -107,7 +106,7 @@ pub async fn produce(
         .metadata;
     let location = metadata::metadata_location(base.location(), metadata::next_version(base_location));
     written.push(location.clone());
-    metadata::write(&location, &metadata, durable)?;
+    metadata::write(&location, &metadata)?;
     Ok((metadata, location))
 }
 
