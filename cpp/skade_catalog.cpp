@@ -3,6 +3,7 @@
 #include "skade/catalog.hpp"
 
 #include "skade/insert.hpp"
+#include "skade/modify.hpp"
 #include "skade/schema_entry.hpp"
 #include "skade/table_entry.hpp"
 #include "skade/transaction.hpp"
@@ -10,7 +11,10 @@
 #include "duckdb/execution/physical_plan_generator.hpp"
 #include "duckdb/parser/parsed_data/create_schema_info.hpp"
 #include "duckdb/parser/parsed_data/drop_info.hpp"
+#include "duckdb/planner/expression/bound_reference_expression.hpp"
 #include "duckdb/planner/operator/logical_create_table.hpp"
+#include "duckdb/planner/operator/logical_delete.hpp"
+#include "duckdb/planner/operator/logical_update.hpp"
 #include "duckdb/planner/operator/logical_insert.hpp"
 #include "duckdb/storage/database_size.hpp"
 
@@ -90,12 +94,39 @@ PhysicalOperator &SkadeCatalog::PlanInsert(ClientContext &context, PhysicalPlanG
 
 PhysicalOperator &SkadeCatalog::PlanDelete(ClientContext &context, PhysicalPlanGenerator &planner, LogicalDelete &op,
                                            PhysicalOperator &plan) {
-	throw NotImplementedException("DELETE is not supported on skade tables yet");
+	if (op.return_chunk) {
+		throw NotImplementedException("DELETE ... RETURNING is not supported on skade tables yet");
+	}
+	auto &row_id = op.expressions[0]->Cast<BoundReferenceExpression>();
+	auto &table = op.table.Cast<SkadeTableEntry>();
+	auto &del = planner.Make<SkadeDelete>(op.types, table, row_id.index, op.estimated_cardinality);
+	del.children.push_back(plan);
+	return del;
 }
 
 PhysicalOperator &SkadeCatalog::PlanUpdate(ClientContext &context, PhysicalPlanGenerator &planner, LogicalUpdate &op,
                                            PhysicalOperator &plan) {
-	throw NotImplementedException("UPDATE is not supported on skade tables yet");
+	if (op.return_chunk) {
+		throw NotImplementedException("UPDATE ... RETURNING is not supported on skade tables yet");
+	}
+	for (auto &expr : op.expressions) {
+		if (expr->type == ExpressionType::VALUE_DEFAULT) {
+			throw NotImplementedException("UPDATE ... SET col = DEFAULT is not supported on skade tables");
+		}
+	}
+	// The new value of every column, in table order (BindUpdateConstraints made every column set).
+	vector<unique_ptr<Expression>> expressions(op.columns.size());
+	for (idx_t i = 0; i < op.columns.size(); i++) {
+		auto column = op.columns[i].index;
+		if (column >= expressions.size() || expressions[column]) {
+			throw NotImplementedException("this UPDATE form is not supported on skade tables");
+		}
+		expressions[column] = op.expressions[i]->Copy();
+	}
+	auto &table = op.table.Cast<SkadeTableEntry>();
+	auto &update = planner.Make<SkadeUpdate>(op.types, table, std::move(expressions), op.estimated_cardinality);
+	update.children.push_back(plan);
+	return update;
 }
 
 DatabaseSize SkadeCatalog::GetDatabaseSize(ClientContext &context) {

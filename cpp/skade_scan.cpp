@@ -25,6 +25,8 @@ namespace {
 
 // ---- filters -> the core's pruning description ------------------------------------------------
 
+constexpr idx_t ROW_ID_INDEX = DConstants::INVALID_INDEX - 1;
+
 //! IN lists longer than this do not take part in pruning.
 constexpr idx_t MAX_PRUNING_IN_VALUES = 1024;
 
@@ -114,8 +116,10 @@ struct SkadeScanGlobalState : public GlobalTableFunctionState {
 	atomic<idx_t> next_task {0};
 	idx_t total_rows = 0;
 	atomic<idx_t> rows_read {0};
-	//! Per scanned column: its position among the columns the core streams, or INVALID_INDEX.
+	//! Per scanned column: its position among the columns the core streams, INVALID_INDEX for
+	//! the empty column, ROW_ID_INDEX for the row id (streamed after the columns).
 	vector<idx_t> stream_index;
+	bool row_ids = false;
 	vector<column_t> stream_columns;
 	vector<LogicalType> scanned_types;
 	vector<idx_t> projection_ids;
@@ -132,7 +136,8 @@ struct SkadeScanLocalState : public LocalTableFunctionState {
 		arrow.column_ids = global.stream_columns;
 		vector<LogicalType> stream_types;
 		for (idx_t i = 0; i < global.scanned_types.size(); i++) {
-			if (global.stream_index[i] != DConstants::INVALID_INDEX) {
+			auto index = global.stream_index[i];
+			if (index != DConstants::INVALID_INDEX && index != ROW_ID_INDEX) {
 				stream_types.push_back(global.scanned_types[i]);
 			}
 		}
@@ -165,6 +170,12 @@ unique_ptr<GlobalTableFunctionState> ScanInitGlobal(ClientContext &context, Tabl
 		if (col == COLUMN_IDENTIFIER_EMPTY) {
 			result->stream_index.push_back(DConstants::INVALID_INDEX);
 			result->scanned_types.push_back(LogicalType::BOOLEAN);
+			continue;
+		}
+		if (col == COLUMN_IDENTIFIER_ROW_ID) {
+			result->stream_index.push_back(ROW_ID_INDEX);
+			result->scanned_types.push_back(LogicalType::ROW_TYPE);
+			result->row_ids = true;
 			continue;
 		}
 		if (IsVirtualColumn(col)) {
@@ -222,7 +233,8 @@ unique_ptr<GlobalTableFunctionState> ScanInitGlobal(ClientContext &context, Tabl
 		ArrowConverter::ToArrowArray(chunk, &constants_array.arrow_array, props, no_extensions);
 	}
 	json = json.empty() ? "" : "[" + json + "]";
-	auto status = skade_scan_open(txn.Handle(), table.Handle(), -1, columns.data(), columns.size(), json.c_str(),
+	auto status = skade_scan_open(txn.Handle(), bind.Version(), columns.data(), columns.size(), result->row_ids,
+	                              json.c_str(),
 	                              constants.empty() ? nullptr : &constants_array.arrow_array,
 	                              constants.empty() ? nullptr : &constants_schema.arrow_schema, result->scan.out());
 	SkadeCheck(status);
@@ -274,6 +286,7 @@ void ScanFunction(ClientContext &context, TableFunctionInput &data, DataChunk &o
 		}
 		auto count = MinValue<idx_t>(STANDARD_VECTOR_SIZE, idx_t(local.arrow.chunk->arrow_array.length) -
 		                                                       local.arrow.chunk_offset);
+		auto first_row = local.arrow.chunk_offset;
 		local.streamed.Reset();
 		local.streamed.SetCardinality(count);
 		if (local.streamed.ColumnCount() > 0) {
@@ -284,10 +297,18 @@ void ScanFunction(ClientContext &context, TableFunctionInput &data, DataChunk &o
 
 		local.scanned.Reset();
 		for (idx_t i = 0; i < global.stream_index.size(); i++) {
-			if (global.stream_index[i] == DConstants::INVALID_INDEX) {
+			auto index = global.stream_index[i];
+			if (index == DConstants::INVALID_INDEX) {
 				local.scanned.data[i].Reference(Value(LogicalType::BOOLEAN));
+			} else if (index == ROW_ID_INDEX) {
+				// The core streams row ids as the last Arrow column: copy them in.
+				auto &ids = *local.arrow.chunk->arrow_array.children[local.streamed.ColumnCount()];
+				auto src = reinterpret_cast<const int64_t *>(ids.buffers[1]) + ids.offset + first_row;
+				auto &target = local.scanned.data[i];
+				target.SetVectorType(VectorType::FLAT_VECTOR);
+				memcpy(FlatVector::GetData<int64_t>(target), src, count * sizeof(int64_t));
 			} else {
-				local.scanned.data[i].Reference(local.streamed.data[global.stream_index[i]]);
+				local.scanned.data[i].Reference(local.streamed.data[index]);
 			}
 		}
 		local.scanned.SetCardinality(count);
@@ -337,6 +358,10 @@ InsertionOrderPreservingMap<string> ScanToString(TableFunctionToStringInput &inp
 }
 
 } // namespace
+
+skade_table *SkadeScanBindData::Version() const {
+	return at ? at.get() : table.Handle();
+}
 
 TableFunction SkadeScanFunction() {
 	TableFunction function("skade_scan", {}, ScanFunction, nullptr, ScanInitGlobal, ScanInitLocal);

@@ -52,9 +52,6 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::LookupEntry(CatalogTransaction tran
 	if (lookup_info.GetCatalogType() != CatalogType::TABLE_ENTRY) {
 		return nullptr;
 	}
-	if (lookup_info.GetAtClause()) {
-		throw NotImplementedException("AT (...) time travel is not supported on skade tables yet");
-	}
 	return GetTable(transaction.GetContext(), lookup_info.GetEntryName()).get();
 }
 

@@ -8,6 +8,11 @@
 #include "duckdb/parser/constraints/not_null_constraint.hpp"
 #include "duckdb/parser/constraints/unique_constraint.hpp"
 #include "duckdb/parser/parsed_data/create_table_info.hpp"
+#include "duckdb/planner/expression/bound_columnref_expression.hpp"
+#include "duckdb/planner/operator/logical_get.hpp"
+#include "duckdb/planner/tableref/bound_at_clause.hpp"
+#include "duckdb/planner/operator/logical_projection.hpp"
+#include "duckdb/planner/operator/logical_update.hpp"
 #include "duckdb/storage/table_storage_info.hpp"
 
 namespace duckdb {
@@ -52,6 +57,25 @@ TableFunction SkadeTableEntry::GetScanFunction(ClientContext &context, unique_pt
 	return SkadeScanFunction();
 }
 
+TableFunction SkadeTableEntry::GetScanFunction(ClientContext &context, unique_ptr<FunctionData> &bind_data,
+                                              const EntryLookupInfo &lookup) {
+	auto function = GetScanFunction(context, bind_data);
+	auto at = lookup.GetAtClause();
+	if (at) {
+		// AT (VERSION => id) or AT (TIMESTAMP => ts): the core pins the snapshot.
+		int64_t value;
+		if (StringUtil::CIEquals(at->Unit(), "timestamp")) {
+			auto ts = at->GetValue().DefaultCastAs(LogicalType::TIMESTAMP_TZ);
+			value = Timestamp::GetEpochMicroSeconds(TimestampTZValue::Get(ts));
+		} else {
+			value = at->GetValue().DefaultCastAs(LogicalType::BIGINT).GetValue<int64_t>();
+		}
+		auto &bind = bind_data->Cast<SkadeScanBindData>();
+		SkadeCheck(skade_table_at(table.get(), at->Unit().c_str(), value, bind.at.out()));
+	}
+	return function;
+}
+
 TableStorageInfo SkadeTableEntry::GetStorageInfo(ClientContext &context) {
 	TableStorageInfo info;
 	info.cardinality = skade_table_estimated_rows(table.get());
@@ -62,12 +86,46 @@ virtual_column_map_t SkadeTableEntry::GetVirtualColumns() const {
 	virtual_column_map_t result;
 	// A count(*) asks for no column at all rather than for row ids.
 	result.insert(make_pair(COLUMN_IDENTIFIER_EMPTY, TableColumn("", LogicalType::BOOLEAN)));
+	// Row ids name a row within one transaction (file and position), for DELETE and UPDATE.
+	result.insert(make_pair(COLUMN_IDENTIFIER_ROW_ID, TableColumn("rowid", LogicalType::ROW_TYPE)));
 	return result;
 }
 
+void SkadeTableEntry::BindUpdateConstraints(Binder &binder, LogicalGet &get, LogicalProjection &proj,
+                                            LogicalUpdate &update, ClientContext &context) {
+	// Merge-on-read: an UPDATE deletes the old row and inserts the new one, so every column must
+	// reach the sink. Columns the statement does not set are carried over unchanged ("c = c").
+	update.update_is_del_and_insert = true;
+	for (auto &column : columns.Physical()) {
+		auto index = column.Physical();
+		bool set = false;
+		for (auto &updated : update.columns) {
+			set = set || updated == index;
+		}
+		if (set) {
+			continue;
+		}
+		auto &column_ids = get.GetColumnIds();
+		optional_idx position;
+		for (idx_t i = 0; i < column_ids.size(); i++) {
+			if (column_ids[i].GetPrimaryIndex() == index.index) {
+				position = i;
+			}
+		}
+		if (!position.IsValid()) {
+			position = column_ids.size();
+			get.AddColumnId(index.index);
+		}
+		update.expressions.push_back(
+		    make_uniq<BoundColumnRefExpression>(column.Type(), ColumnBinding(proj.table_index, proj.expressions.size())));
+		proj.expressions.push_back(
+		    make_uniq<BoundColumnRefExpression>(column.Type(), ColumnBinding(get.table_index, position.GetIndex())));
+		update.columns.push_back(index);
+	}
+}
+
 vector<column_t> SkadeTableEntry::GetRowIdColumns() const {
-	// DuckDB asks for row ids only to plan DELETE and UPDATE.
-	throw NotImplementedException("DELETE and UPDATE are not supported on skade tables yet");
+	return {COLUMN_IDENTIFIER_ROW_ID};
 }
 
 } // namespace duckdb

@@ -62,7 +62,7 @@ fn append(txn: &Transaction, uuid: &str, ids: std::ops::Range<i64>) {
 }
 
 fn ids(txn: &Transaction, uuid: &str, prune: Option<Prune>) -> (Vec<i64>, usize) {
-    let plan = txn.scan(&txn.table_by_uuid(uuid).unwrap(), None, vec![0], prune).unwrap();
+    let plan = txn.scan(&txn.table_by_uuid(uuid).unwrap(), vec![0], prune, false).unwrap();
     let mut out = vec![];
     for t in 0..plan.task_count() {
         for b in plan.open(t).unwrap() {
@@ -251,19 +251,18 @@ fn scans_at_an_old_snapshot_see_what_was_committed_then() {
     let txn = catalog.begin();
     append(&txn, &uuid, 5..7);
     txn.commit().unwrap();
-    let plan = {
-        let t = catalog.begin();
-        t.scan(&t.table_by_uuid(&uuid).unwrap(), Some(first), vec![0, 1], None)
-    }
-    .unwrap();
+    let t = catalog.begin();
+    let table = t.table_by_uuid(&uuid).unwrap();
+    let plan = t.scan(&table.at("VERSION", first).unwrap(), vec![0, 1], None, false).unwrap();
     let n: usize = (0..plan.task_count()).flat_map(|t| plan.open(t).unwrap()).map(|b| b.unwrap().num_rows()).sum();
     assert_eq!(n, 5);
-    let err = {
-        let t = catalog.begin();
-        t.scan(&t.table_by_uuid(&uuid).unwrap(), Some(987654), vec![0], None)
-    }
-    .err()
-    .unwrap();
+    let err = table.at("VERSION", 987654).err().unwrap();
+    assert_eq!(err.kind, ErrorKind::Catalog);
+    // by time: before creation is an error, after the first commit sees it
+    let err = table.at("TIMESTAMP", 0).err().unwrap();
+    assert!(err.message.contains("did not exist"), "{}", err.message);
+    let now_us = chrono::Utc::now().timestamp_micros();
+    assert!(matches!(table.at("TIMESTAMP", now_us).unwrap().version, skade::table::time_travel::Version::Snapshot(_)));
     assert_eq!(err.kind, ErrorKind::Catalog);
 }
 
@@ -275,7 +274,7 @@ fn count_only_scans_return_row_counts() {
     let uuid = create(&txn, "t");
     append(&txn, &uuid, 0..1234);
     // a transaction reads its own uncommitted rows
-    let plan = txn.scan(&txn.table_by_uuid(&uuid).unwrap(), None, vec![], None).unwrap();
+    let plan = txn.scan(&txn.table_by_uuid(&uuid).unwrap(), vec![], None, false).unwrap();
     let n: usize = (0..plan.task_count()).flat_map(|t| plan.open(t).unwrap()).map(|b| b.unwrap().num_rows()).sum();
     assert_eq!(n, 1234);
     let b = plan.open(0).unwrap().next().unwrap().unwrap();

@@ -79,10 +79,16 @@ skade_status *skade_txn_create_table(const skade_txn *txn, const char *schema, c
                                      size_t n_columns, const char *const *not_null, size_t n_not_null,
                                      const char *const *primary_key, size_t n_primary_key, int32_t on_conflict,
                                      skade_table **result);
+// Deletes rows by the row ids this transaction's scans produced; `deleted` gets the count.
+skade_status *skade_txn_delete_rows(const skade_txn *txn, const char *uuid, const int64_t *row_ids, size_t n,
+                                    uint64_t *deleted);
 skade_status *skade_txn_drop_table(const skade_txn *txn, const char *schema, const char *name, bool if_exists);
 
 // ---- tables ----
 void skade_table_free(skade_table *table);
+// The same table read at an AT clause: unit VERSION (value: snapshot id) or TIMESTAMP (value:
+// microseconds since the epoch, UTC).
+skade_status *skade_table_at(const skade_table *table, const char *unit, int64_t value, skade_table **result);
 const char *skade_table_name(const skade_table *table);
 const char *skade_table_schema_name(const skade_table *table);
 const char *skade_table_uuid(const skade_table *table);
@@ -91,10 +97,11 @@ skade_status *skade_table_primary_key(const skade_table *table, skade_strings **
 uint64_t skade_table_estimated_rows(const skade_table *table);
 
 // ---- scans ----
-// Plans a scan of `table` as it was bound. snapshot_id < 0: current state. columns: top-level
-// indexes (none: count only). constants (may be NULL) is taken over.
-skade_status *skade_scan_open(const skade_txn *txn, const skade_table *table, int64_t snapshot_id, const uint64_t *columns,
-                              size_t n_columns, const char *filter_json, struct ArrowArray *constants,
+// Plans a scan of `table` as it was bound, at its version (see skade_table_at). columns:
+// top-level indexes (none: count only). constants (may be NULL) is taken over.
+// row_ids: append a BIGINT row-id column (for DELETE/UPDATE; valid within the transaction).
+skade_status *skade_scan_open(const skade_txn *txn, const skade_table *table, const uint64_t *columns,
+                              size_t n_columns, bool row_ids, const char *filter_json, struct ArrowArray *constants,
                               const struct ArrowSchema *constants_schema, skade_scan **result);
 void skade_scan_free(skade_scan *scan);
 uint64_t skade_scan_task_count(const skade_scan *scan);

@@ -2,11 +2,11 @@
 //! (plus its own staged changes), stages DDL and written data files, and commits them as ONE
 //! group-commit request, so every table it wrote advances together or none does.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arrow::datatypes::Schema as ArrowSchema;
-use iceberg::spec::{DataFile, TableMetadata};
+use iceberg::spec::{DataFile, Operation, TableMetadata};
 use uuid::Uuid;
 
 use super::commit::{Change, CommitRequest, Expect};
@@ -17,11 +17,13 @@ use super::Catalog;
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::{remove_files, sync_files};
 use crate::runtime::block_on;
+use crate::table::deletes::values_at;
 use crate::table::filter::Prune;
-use crate::table::scan::{ScanPlan, ScanRequest};
-use crate::table::snapshot::{produce, stage_append, StagedSnapshot};
+use crate::table::scan::{split_row_id, ScanPlan, ScanRequest};
+use crate::table::snapshot::{produce, stage_snapshot, StagedSnapshot};
+use crate::table::time_travel::{self, Version};
 use crate::table::writer::TableWriter;
-use crate::table::{metadata, schema};
+use crate::table::{delete_writer, metadata, schema};
 
 /// How often an append-only commit rebases onto a newer head before giving up.
 const MAX_REBASES: usize = 32;
@@ -31,6 +33,16 @@ const MAX_REBASES: usize = 32;
 pub struct TableInfo {
     pub record: Arc<TableRecord>,
     pub metadata: Arc<TableMetadata>,
+    /// The version a read of this table sees (AT clauses pin an older one).
+    pub version: Version,
+}
+
+impl TableInfo {
+    /// The same table read at an AT clause (see [`time_travel::resolve`]).
+    pub fn at(&self, unit: &str, value: i64) -> Result<TableInfo> {
+        let version = time_travel::resolve(&self.metadata, &self.record.qualified_name(), unit, value)?;
+        Ok(TableInfo { version, ..self.clone() })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,11 +64,46 @@ struct TxnState {
     /// transaction's first DDL copies it.
     view: Arc<CatalogState>,
     ddl: Vec<Ddl>,
-    /// Data files written per table uuid, not yet committed.
-    appends: BTreeMap<String, Vec<DataFile>>,
+    /// Uncommitted data and delete files per table uuid.
+    changes: BTreeMap<String, TableChanges>,
+    /// Numbers for the data files this transaction's scans read, for row ids.
+    file_ids: FileIds,
     /// Files this transaction created; removed if it does not commit.
     written: Vec<String>,
     finished: bool,
+}
+
+#[derive(Default)]
+struct TableChanges {
+    appends: Vec<DataFile>,
+    deletes: Vec<DataFile>,
+    /// The metadata location the deletes were computed on: they may be rebased over concurrent
+    /// appends, never over concurrent deletes.
+    delete_base: Option<String>,
+}
+
+impl TableChanges {
+    fn is_empty(&self) -> bool {
+        self.appends.is_empty() && self.deletes.is_empty()
+    }
+}
+
+#[derive(Default)]
+struct FileIds {
+    paths: Vec<String>,
+    ids: HashMap<String, u32>,
+}
+
+impl FileIds {
+    fn id(&mut self, path: &str) -> u32 {
+        if let Some(id) = self.ids.get(path) {
+            return *id;
+        }
+        let id = self.paths.len() as u32;
+        self.paths.push(path.to_string());
+        self.ids.insert(path.to_string(), id);
+        id
+    }
 }
 
 pub struct Transaction {
@@ -72,7 +119,8 @@ impl Transaction {
             state: Mutex::new(TxnState {
                 view,
                 ddl: vec![],
-                appends: BTreeMap::new(),
+                changes: BTreeMap::new(),
+                file_ids: FileIds::default(),
                 written: vec![],
                 finished: false,
             }),
@@ -134,25 +182,35 @@ impl Transaction {
             .metadata
             .get(&record.metadata_location)
             .map_err(|e| e.context(format!("table {}", record.qualified_name())))?;
-        Ok(TableInfo { record, metadata })
+        Ok(TableInfo { record, metadata, version: Version::Current })
     }
 
-    /// Plans a scan of `table` (as the statement bound it). At the current snapshot it includes
-    /// this transaction's own uncommitted files; at an older snapshot only what was committed then.
+    /// Plans a scan of `table` (as the statement bound it, at its version). The current version
+    /// includes this transaction's own uncommitted files; an older one only what was committed then.
     pub fn scan(
         &self,
         table: &TableInfo,
-        snapshot_id: Option<i64>,
         columns: Vec<usize>,
         prune: Option<Prune>,
+        row_ids: bool,
     ) -> Result<ScanPlan> {
-        let uuid = &table.record.uuid;
-        let staged = match snapshot_id {
-            None => self.lock()?.appends.get(uuid).cloned().unwrap_or_default(),
-            Some(_) => vec![],
+        let mut st = self.lock()?;
+        let (staged, staged_deletes) = match (table.version, st.changes.get(&table.record.uuid)) {
+            (Version::Current, Some(c)) => (c.appends.clone(), c.deletes.clone()),
+            _ => (vec![], vec![]),
         };
+        let file_ids = std::cell::RefCell::new(&mut st.file_ids);
+        let number = |path: &str| file_ids.borrow_mut().id(path);
         let caches = self.catalog.inner.read_caches.clone();
-        ScanPlan::plan(&table.metadata, caches, ScanRequest { snapshot_id, columns, prune, staged: &staged })
+        let request = ScanRequest {
+            version: table.version,
+            columns,
+            prune,
+            staged: &staged,
+            staged_deletes: &staged_deletes,
+            row_ids: row_ids.then_some(&number as &dyn Fn(&str) -> u32),
+        };
+        ScanPlan::plan(&table.metadata, caches, request)
             .map_err(|e| e.context(format!("table {}", table.record.qualified_name())))
     }
 
@@ -279,7 +337,7 @@ impl Transaction {
     fn stage_drop_table(st: &mut TxnState, table: Arc<TableRecord>) {
         Arc::make_mut(&mut st.view)
             .apply(&StateChange::DropTable { schema: table.schema.clone(), name: table.name.clone() });
-        st.appends.remove(&table.uuid);
+        st.changes.remove(&table.uuid);
         st.ddl.push(Ddl::DropTable(table));
     }
 
@@ -298,12 +356,100 @@ impl Transaction {
         if st.view.table_by_uuid(uuid).is_none() {
             return Err(Error::catalog("the table was dropped in this transaction"));
         }
-        st.appends.entry(uuid.to_string()).or_default().extend(files);
+        st.changes.entry(uuid.to_string()).or_default().appends.extend(files);
         Ok(())
     }
 
+    /// Deletes the rows `row_ids` (from this transaction's scans of `uuid`) with one delete file
+    /// per kind: on a table with a primary key, an equality delete of the rows' keys for committed
+    /// rows; otherwise, and for rows this transaction wrote itself, position deletes. Returns how
+    /// many rows were deleted.
+    pub fn delete_rows(&self, uuid: &str, row_ids: &[i64]) -> Result<u64> {
+        self.check_writable()?;
+        let table = self.table_by_uuid(uuid)?;
+        let inner = &self.catalog.inner;
+        let mut st = self.lock()?;
+        let staged: HashSet<String> = st
+            .changes
+            .get(uuid)
+            .map(|c| c.appends.iter().map(|f| f.file_path().to_string()).collect())
+            .unwrap_or_default();
+        let mut by_path: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for &id in row_ids {
+            let (file, pos) = split_row_id(id);
+            let path = st
+                .file_ids
+                .paths
+                .get(file as usize)
+                .ok_or_else(|| Error::internal(format!("row id {id} names no file of this transaction")))?;
+            by_path.entry(path.clone()).or_default().push(pos);
+        }
+        for positions in by_path.values_mut() {
+            positions.sort_unstable();
+            positions.dedup();
+        }
+        let count = by_path.values().map(|p| p.len() as u64).sum();
+        if count == 0 {
+            return Ok(0);
+        }
+        let schema = table.metadata.current_schema();
+        let mut key_ids: Vec<i32> = schema.identifier_field_ids().collect();
+        key_ids.sort_unstable();
+        let mut new_files = vec![];
+        let mut written = vec![];
+        let result = (|| -> Result<()> {
+            let (by_key, by_position): (BTreeMap<_, _>, BTreeMap<_, _>) =
+                by_path.into_iter().partition(|(path, _)| !key_ids.is_empty() && !staged.contains(path));
+            if !by_key.is_empty() {
+                let arrow = crate::table::schema::arrow_schema(schema)?;
+                let types: Vec<_> = key_ids
+                    .iter()
+                    .map(|id| {
+                        let pos = schema.as_struct().fields().iter().position(|f| f.id == *id).unwrap();
+                        arrow.field(pos).data_type().clone()
+                    })
+                    .collect();
+                let mut parts: Vec<Vec<arrow::array::ArrayRef>> = vec![vec![]; key_ids.len()];
+                for (path, positions) in &by_key {
+                    for (c, values) in values_at(path, &key_ids, &types, positions)?.into_iter().enumerate() {
+                        parts[c].push(values);
+                    }
+                }
+                let keys = parts
+                    .iter()
+                    .map(|p| {
+                        let refs: Vec<&dyn arrow::array::Array> = p.iter().map(|a| a.as_ref()).collect();
+                        Ok(arrow::compute::concat(&refs)?)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                new_files.push(block_on(delete_writer::equality_deletes(
+                    &inner.file_io,
+                    &table.metadata,
+                    &key_ids,
+                    keys,
+                    &mut written,
+                ))?);
+            }
+            if !by_position.is_empty() {
+                new_files.push(block_on(delete_writer::position_deletes(
+                    &inner.file_io,
+                    &table.metadata,
+                    &by_position,
+                    &mut written,
+                ))?);
+            }
+            Ok(())
+        })();
+        st.written.extend(written);
+        result?;
+        let changes = st.changes.entry(uuid.to_string()).or_default();
+        changes.deletes.extend(new_files);
+        changes.delete_base.get_or_insert_with(|| table.record.metadata_location.clone());
+        Ok(count)
+    }
+
     pub fn has_changes(&self) -> bool {
-        self.lock().map(|st| !st.ddl.is_empty() || st.appends.values().any(|f| !f.is_empty())).unwrap_or(false)
+        self.lock().map(|st| !st.ddl.is_empty() || st.changes.values().any(|c| !c.is_empty())).unwrap_or(false)
     }
 
     // ---- end ---------------------------------------------------------------------------
@@ -313,7 +459,7 @@ impl Transaction {
     pub fn commit(&self) -> Result<Vec<CommitRecord>> {
         let mut st = self.lock()?;
         st.finished = true;
-        if st.ddl.is_empty() && st.appends.values().all(|f| f.is_empty()) {
+        if st.ddl.is_empty() && st.changes.values().all(TableChanges::is_empty) {
             return Ok(vec![]);
         }
         let mut written = std::mem::take(&mut st.written);
@@ -338,8 +484,8 @@ impl Transaction {
 
         // Manifests are written once; only manifest lists and metadata are redone on a rebase.
         let mut staged: Vec<(Arc<TableRecord>, StagedSnapshot)> = vec![];
-        for (uuid, files) in std::mem::take(&mut st.appends) {
-            if files.is_empty() {
+        for (uuid, changes) in std::mem::take(&mut st.changes) {
+            if changes.is_empty() {
                 continue;
             }
             let Some(record) = st.view.table_by_uuid(&uuid).cloned() else {
@@ -347,7 +493,15 @@ impl Transaction {
             };
             let md = inner.metadata.get(&record.metadata_location)?;
             let snapshot_id = self.catalog.allocate_snapshot_id();
-            let snap = block_on(stage_append(&inner.file_io, &md, snapshot_id, files, written))?;
+            let snap = block_on(stage_snapshot(
+                &inner.file_io,
+                &md,
+                snapshot_id,
+                changes.appends,
+                changes.deletes,
+                changes.delete_base,
+                written,
+            ))?;
             staged.push((record, snap));
         }
 
@@ -464,6 +618,24 @@ impl Transaction {
                 }
             };
             let base = inner.metadata.get(&base_location)?;
+            if let Some(delete_base) = &snap.delete_base {
+                if *delete_base != base_location && !created.contains(&record.uuid) {
+                    // Deletes rebase only over snapshots that appended: a concurrent delete or
+                    // update may have removed the same rows (and its own deletes could miss rows
+                    // this transaction added or changed).
+                    let at_read = inner.metadata.get(delete_base)?.last_sequence_number();
+                    let deleted_meanwhile = base
+                        .snapshots()
+                        .any(|s| s.sequence_number() > at_read && s.summary().operation != Operation::Append);
+                    if deleted_meanwhile {
+                        return Err(Error::conflict(format!(
+                            "transaction conflict on table \"{}\": a concurrent transaction deleted or updated rows \
+                             of it first; nothing was committed, retry the transaction",
+                            record.qualified_name()
+                        )));
+                    }
+                }
+            }
             let (metadata, location) =
                 block_on(produce(&inner.file_io, &inner.read_caches.manifests, &base, &base_location, snap, written))?;
             inner.metadata.insert(&location, Arc::new(metadata));

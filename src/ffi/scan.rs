@@ -16,15 +16,15 @@ pub struct SkadeScan(ScanPlan);
 /// Plans a scan of `table` as it was bound (so a statement that replaces the table still reads
 /// the version it named). `columns` are top-level column indexes in output order (none:
 /// count only). `filter_json` describes DuckDB's pushed-down filters, whose constants are the
-/// one-row struct `constants` (may be null). A negative `snapshot_id` means the current state.
+/// one-row struct `constants` (may be null). The table's version (AT clause) decides the snapshot.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn skade_scan_open(
     txn: *const SkadeTxn,
     table: *const SkadeTable,
-    snapshot_id: i64,
     columns: *const u64,
     n_columns: usize,
+    row_ids: bool,
     filter_json: *const c_char,
     constants: *mut FFI_ArrowArray,
     constants_schema: *const FFI_ArrowSchema,
@@ -46,8 +46,7 @@ pub unsafe extern "C" fn skade_scan_open(
         };
         let json = if filter_json.is_null() { "" } else { arg(filter_json, "filter")? };
         let prune = Prune::parse(json, constants.as_ref(), table.metadata.current_schema())?;
-        let snapshot = (snapshot_id >= 0).then_some(snapshot_id);
-        let plan = txn.scan(table, snapshot, columns, prune)?;
+        let plan = txn.scan(table, columns, prune, row_ids)?;
         out(result, Box::into_raw(Box::new(SkadeScan(plan))))
     })
 }

@@ -28,6 +28,22 @@ impl SkadeTable {
     }
 }
 
+/// The same table read at an AT clause: `unit` VERSION (a snapshot id) or TIMESTAMP
+/// (microseconds since the epoch, UTC).
+#[no_mangle]
+pub unsafe extern "C" fn skade_table_at(
+    table: *const SkadeTable,
+    unit: *const c_char,
+    value: i64,
+    result: *mut *mut SkadeTable,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let t = handle(table, "table")?;
+        let pinned = t.info.at(super::arg(unit, "AT unit")?, value)?;
+        out(result, SkadeTable::boxed(pinned)?)
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn skade_table_free(table: *mut SkadeTable) {
     free(table)

@@ -147,6 +147,22 @@ pub unsafe extern "C" fn skade_txn_create_table(
     })
 }
 
+/// Deletes rows by the row ids this transaction's scans produced.
+#[no_mangle]
+pub unsafe extern "C" fn skade_txn_delete_rows(
+    txn: *const SkadeTxn,
+    uuid: *const c_char,
+    row_ids: *const i64,
+    n: usize,
+    deleted: *mut u64,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let ids = if n == 0 { &[][..] } else { std::slice::from_raw_parts(row_ids, n) };
+        let count = handle(txn, "transaction")?.0.delete_rows(arg(uuid, "table id")?, ids)?;
+        out(deleted, count)
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn skade_txn_drop_table(
     txn: *const SkadeTxn,

@@ -1,9 +1,12 @@
 //! Iceberg tables: schemas, metadata files, data writers, snapshots and scans.
 
+pub mod delete_writer;
+pub mod deletes;
 pub mod filter;
 pub mod manifests;
 pub mod metadata;
 pub mod scan;
 pub mod schema;
 pub mod snapshot;
+pub mod time_travel;
 pub mod writer;

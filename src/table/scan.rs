@@ -1,33 +1,53 @@
 //! Scans: plan the data files a read needs (manifests from the cache, files pruned by their
-//! column bounds), then read each file as its own Arrow stream so DuckDB's threads can read
-//! files in parallel. Parquet footers are cached per file (files are immutable).
+//! column bounds, the deletes that apply to each), then read each file as its own Arrow stream so
+//! DuckDB's threads can read files in parallel. Parquet footers are cached per file (immutable).
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions, RecordBatchReader};
-use arrow::datatypes::{Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
+use arrow::array::{
+    new_null_array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions, RecordBatchReader,
+};
+use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use arrow::error::ArrowError;
+use arrow::row::RowConverter;
 use iceberg::spec::{DataFile, TableMetadata};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
 
+use super::deletes::{with_sequence, DeleteCache, DeleteIndex, FileDeletes};
 use super::filter::Prune;
 use super::manifests::ManifestCache;
 use super::schema::{arrow_schema, conform_array};
+use super::time_travel::Version;
 use crate::error::{Error, Result};
 use crate::io::local_path;
 
 /// Rows per Arrow batch handed to DuckDB: a multiple of its 2,048-row vectors.
 const BATCH_ROWS: usize = 8 * 2048;
 
-/// What a read needs from every scan: parsed manifests and Parquet footers, by immutable path.
+/// The name of the row-id column a DML scan appends (see [`row_id`]).
+pub const ROW_ID_COLUMN: &str = "__skade_row_id";
+
+/// A row id names a row of a transaction's scans: (file id << 32) | position in the file. File
+/// ids come from the transaction's registry, so DELETE and UPDATE can map them back.
+pub fn row_id(file_id: u32, position: u64) -> i64 {
+    ((file_id as i64) << 32) | position as i64
+}
+
+pub fn split_row_id(row_id: i64) -> (u32, u64) {
+    ((row_id >> 32) as u32, (row_id & 0xFFFF_FFFF) as u64)
+}
+
+/// What a read needs from every scan, by immutable path: parsed manifests, Parquet footers,
+/// delete files.
 #[derive(Default)]
 pub struct ReadCaches {
     pub manifests: ManifestCache,
+    pub deletes: DeleteCache,
     footers: Mutex<HashMap<String, ArrowReaderMetadata>>,
 }
 
@@ -50,36 +70,47 @@ impl ReadCaches {
 }
 
 pub struct ScanRequest<'a> {
-    pub snapshot_id: Option<i64>,
-    /// Top-level column indexes, in output order. Empty: only row counts are needed.
+    pub version: Version,
+    /// Top-level column indexes, in output order. Empty: only row counts (or row ids) are needed.
     pub columns: Vec<usize>,
     pub prune: Option<Prune>,
     /// Files this transaction wrote and has not committed: it reads its own writes.
     pub staged: &'a [DataFile],
+    /// Delete files this transaction wrote and has not committed.
+    pub staged_deletes: &'a [DataFile],
+    /// Append a row-id column (DELETE/UPDATE); `file_id` numbers the files.
+    pub row_ids: Option<&'a dyn Fn(&str) -> u32>,
 }
+
+/// Sequence number of uncommitted files: newer than everything committed.
+const STAGED_SEQUENCE: i64 = i64::MAX;
 
 struct ScanTask {
     path: String,
     record_count: u64,
+    file_id: u32,
+    deletes: FileDeletes,
 }
 
 pub struct ScanPlan {
     tasks: Vec<ScanTask>,
     schema: ArrowSchemaRef,
     field_ids: Vec<i32>,
+    row_ids: bool,
     caches: Arc<ReadCaches>,
 }
 
 impl ScanPlan {
     pub fn plan(metadata: &TableMetadata, caches: Arc<ReadCaches>, req: ScanRequest<'_>) -> Result<ScanPlan> {
-        let snapshot = match req.snapshot_id {
-            Some(id) => Some(
+        let snapshot = match req.version {
+            Version::Snapshot(id) => Some(
                 metadata
                     .snapshot_by_id(id)
                     .ok_or_else(|| Error::catalog(format!("snapshot {id} does not exist")))?
                     .clone(),
             ),
-            None => metadata.current_snapshot().cloned(),
+            Version::Current => metadata.current_snapshot().cloned(),
+            Version::Empty => None,
         };
         let schema = match &snapshot {
             Some(s) => s.schema(metadata)?,
@@ -91,27 +122,40 @@ impl ScanPlan {
             let f = fields.get(c).ok_or_else(|| Error::internal(format!("column index {c} out of range")))?;
             field_ids.push(f.id);
         }
-        let out_schema = Arc::new(arrow_schema(&schema)?.project(&req.columns)?);
+        let mut out_fields: Vec<Field> =
+            arrow_schema(&schema)?.project(&req.columns)?.fields().iter().map(|f| f.as_ref().clone()).collect();
+        if req.row_ids.is_some() {
+            out_fields.push(Field::new(ROW_ID_COLUMN, DataType::Int64, false));
+        }
 
         let committed = match &snapshot {
             Some(s) => caches.manifests.snapshot_files(metadata, s)?,
             None => Default::default(),
         };
-        if !committed.deletes.is_empty() {
-            return Err(Error::not_implemented(
-                "this table has delete files (written by another engine); skade cannot read them yet",
-            ));
-        }
+        let mut delete_files = with_sequence(&committed.deletes);
+        delete_files.extend(req.staged_deletes.iter().map(|f| (STAGED_SEQUENCE, f)));
+        let index = DeleteIndex::load(&caches.deletes, &schema, &delete_files)?;
+
         let may_match = |f: &DataFile| req.prune.as_ref().is_none_or(|p| p.may_match(f));
-        let tasks = committed
+        let data = committed
             .data
             .iter()
-            .map(|e| e.file())
-            .chain(req.staged.iter())
-            .filter(|f| may_match(f))
-            .map(|f| ScanTask { path: f.file_path().to_string(), record_count: f.record_count() })
-            .collect();
-        Ok(ScanPlan { tasks, schema: out_schema, field_ids, caches })
+            .map(|e| (e.sequence_number, e.file()))
+            .chain(req.staged.iter().map(|f| (STAGED_SEQUENCE, f)));
+        let mut tasks = vec![];
+        for (seq, f) in data.filter(|(_, f)| may_match(f)) {
+            let path = f.file_path().to_string();
+            let file_id = req.row_ids.map(|ids| ids(&path)).unwrap_or(0);
+            let deletes = if index.is_empty() { FileDeletes::default() } else { index.for_file(&path, seq) };
+            tasks.push(ScanTask { path, record_count: f.record_count(), file_id, deletes });
+        }
+        Ok(ScanPlan {
+            tasks,
+            schema: Arc::new(ArrowSchema::new(out_fields)),
+            field_ids,
+            row_ids: req.row_ids.is_some(),
+            caches,
+        })
     }
 
     pub fn schema(&self) -> ArrowSchemaRef {
@@ -122,7 +166,7 @@ impl ScanPlan {
         self.tasks.len()
     }
 
-    /// Rows in the planned files, before row filters.
+    /// Rows in the planned files, before deletes and row filters.
     pub fn estimated_rows(&self) -> u64 {
         self.tasks.iter().map(|t| t.record_count).sum()
     }
@@ -134,9 +178,18 @@ impl ScanPlan {
     /// A blocking reader over one planned file.
     pub fn open(&self, task: usize) -> Result<TaskReader> {
         let task = self.tasks.get(task).ok_or_else(|| Error::internal(format!("scan task {task} out of range")))?;
-        if self.field_ids.is_empty() {
-            // count(*): the row count is in the manifest; the file is not even opened.
-            return Ok(TaskReader { schema: self.schema.clone(), source: Source::Count(Some(task.record_count)) });
+        let base = TaskReader {
+            schema: self.schema.clone(),
+            row_ids: self.row_ids,
+            file_id: task.file_id,
+            deletes: task.deletes.clone(),
+            position: 0,
+            deleted_cursor: 0,
+            source: Source::Positions { remaining: task.record_count },
+        };
+        if self.field_ids.is_empty() && task.deletes.equality.is_empty() {
+            // count(*), or row ids only: the manifest's row count is enough, the file stays shut.
+            return Ok(base);
         }
         let file = File::open(local_path(&task.path))
             .map_err(|e| Error::io(format!("data file {} cannot be opened: {e}", task.path)))?;
@@ -150,53 +203,143 @@ impl ScanPlan {
             .filter(|(_, f)| f.get_basic_info().has_id())
             .map(|(i, f)| (f.get_basic_info().id(), i))
             .collect();
-        let mut roots: Vec<usize> = self.field_ids.iter().filter_map(|id| roots_by_id.get(id).copied()).collect();
+        let key_ids: Vec<i32> = task.deletes.equality.iter().flat_map(|e| e.field_ids.iter().copied()).collect();
+        let mut roots: Vec<usize> =
+            self.field_ids.iter().chain(&key_ids).filter_map(|id| roots_by_id.get(id).copied()).collect();
+        if roots.is_empty() {
+            roots.push(0); // something must be read to learn the row count of each batch
+        }
         roots.sort_unstable();
         roots.dedup();
-        let columns =
-            self.field_ids.iter().map(|id| roots_by_id.get(id).map(|r| roots.binary_search(r).unwrap())).collect();
+        let column_of = |id: &i32| roots_by_id.get(id).map(|r| roots.binary_search(r).unwrap());
+        let columns = self.field_ids.iter().map(column_of).collect();
+        let keys = task
+            .deletes
+            .equality
+            .iter()
+            .map(|e| Ok((e.field_ids.iter().map(column_of).collect(), e.converter()?)))
+            .collect::<Result<Vec<_>>>()?;
         let mask = ProjectionMask::roots(parquet_schema, roots.iter().copied());
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, footer)
             .with_projection(mask)
             .with_batch_size(BATCH_ROWS)
             .build()
             .map_err(|e| Error::corrupt(format!("data file {} is not readable: {e}", task.path)))?;
-        Ok(TaskReader {
-            schema: self.schema.clone(),
-            source: Source::File { reader, columns, path: task.path.clone() },
-        })
+        Ok(TaskReader { source: Source::File { reader, columns, keys, path: task.path.clone() }, ..base })
     }
 }
 
 enum Source {
-    /// Only a row count is needed.
-    Count(Option<u64>),
+    /// Nothing to read: positions 0..record_count (minus position deletes).
+    Positions { remaining: u64 },
     /// `columns[j]`: the position of output column j in the file's batches (None: not in the
-    /// file, as after a column was added; it reads as NULL).
-    File { reader: ParquetRecordBatchReader, columns: Vec<Option<usize>>, path: String },
+    /// file, as after a column was added; it reads as NULL). `keys`: per equality-delete set, the
+    /// positions of its key columns and the encoder of its keys.
+    File {
+        reader: ParquetRecordBatchReader,
+        columns: Vec<Option<usize>>,
+        keys: Vec<(Vec<Option<usize>>, RowConverter)>,
+        path: String,
+    },
 }
 
 pub struct TaskReader {
     schema: ArrowSchemaRef,
+    row_ids: bool,
+    file_id: u32,
+    deletes: FileDeletes,
+    /// File position of the next row.
+    position: u64,
+    /// Index of the first deleted position not yet passed.
+    deleted_cursor: usize,
     source: Source,
 }
 
 impl TaskReader {
-    fn project(&self, batch: RecordBatch, columns: &[Option<usize>]) -> Result<RecordBatch> {
-        let rows = batch.num_rows();
-        let arrays = columns
-            .iter()
-            .zip(self.schema.fields())
-            .map(|(c, field)| match c {
-                Some(i) => conform_array(batch.column(*i), field.data_type()),
-                None => Ok(new_null_array(field.data_type(), rows)),
-            })
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        Ok(RecordBatch::try_new_with_options(
+    /// Which of the `rows` rows starting at `self.position` survive the position deletes.
+    fn position_mask(&mut self, rows: usize) -> Option<Vec<bool>> {
+        let deleted = &self.deletes.positions;
+        let end = self.position + rows as u64;
+        let mut cursor = self.deleted_cursor;
+        while cursor < deleted.len() && deleted[cursor] < self.position {
+            cursor += 1;
+        }
+        if cursor == deleted.len() || deleted[cursor] >= end {
+            self.deleted_cursor = cursor;
+            return None;
+        }
+        let mut keep = vec![true; rows];
+        while cursor < deleted.len() && deleted[cursor] < end {
+            keep[(deleted[cursor] - self.position) as usize] = false;
+            cursor += 1;
+        }
+        self.deleted_cursor = cursor;
+        Some(keep)
+    }
+
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        let (batch_columns, rows, mut keep) = match &mut self.source {
+            Source::Positions { remaining } => {
+                if *remaining == 0 {
+                    return Ok(None);
+                }
+                let rows = (*remaining).min(BATCH_ROWS as u64) as usize;
+                *remaining -= rows as u64;
+                (None, rows, None)
+            }
+            Source::File { reader, path, .. } => match reader.next() {
+                None => return Ok(None),
+                Some(Err(e)) => return Err(Error::corrupt(format!("data file {path} is not readable: {e}"))),
+                Some(Ok(b)) => (Some(b.columns().to_vec()), b.num_rows(), None),
+            },
+        };
+        if let Some(mask) = self.position_mask(rows) {
+            keep = Some(mask);
+        }
+        if let (Source::File { keys, .. }, Some(cols)) = (&self.source, &batch_columns) {
+            for ((key_columns, converter), set) in keys.iter().zip(&self.deletes.equality) {
+                let key_arrays = key_columns
+                    .iter()
+                    .zip(&set.types)
+                    .map(|(c, t)| match c {
+                        Some(i) => conform_array(&cols[*i], t),
+                        None => Ok(new_null_array(t, rows)),
+                    })
+                    .collect::<Result<Vec<ArrayRef>>>()?;
+                let encoded = converter.convert_columns(&key_arrays)?;
+                let keep = keep.get_or_insert_with(|| vec![true; rows]);
+                for (i, k) in keep.iter_mut().enumerate() {
+                    if *k && set.keys.contains(encoded.row(i).data()) {
+                        *k = false;
+                    }
+                }
+            }
+        }
+        let start = self.position;
+        self.position += rows as u64;
+
+        let mut arrays: Vec<ArrayRef> = vec![];
+        if let (Source::File { columns, .. }, Some(cols)) = (&self.source, &batch_columns) {
+            for (c, field) in columns.iter().zip(self.schema.fields()) {
+                arrays.push(match c {
+                    Some(i) => conform_array(&cols[*i], field.data_type())?,
+                    None => new_null_array(field.data_type(), rows),
+                });
+            }
+        }
+        if self.row_ids {
+            let file_id = self.file_id;
+            arrays.push(Arc::new(Int64Array::from_iter_values((0..rows as u64).map(|i| row_id(file_id, start + i)))));
+        }
+        let batch = RecordBatch::try_new_with_options(
             self.schema.clone(),
             arrays,
             &RecordBatchOptions::new().with_row_count(Some(rows)),
-        )?)
+        )?;
+        Ok(Some(match keep {
+            None => batch,
+            Some(keep) => arrow::compute::filter_record_batch(&batch, &BooleanArray::from(keep))?,
+        }))
     }
 }
 
@@ -204,25 +347,12 @@ impl Iterator for TaskReader {
     type Item = std::result::Result<RecordBatch, ArrowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match &mut self.source {
-            Source::Count(rows) => {
-                let rows = rows.take()? as usize;
-                Some(RecordBatch::try_new_with_options(
-                    Arc::new(ArrowSchema::empty()),
-                    vec![],
-                    &RecordBatchOptions::new().with_row_count(Some(rows)),
-                ))
-            }
-            Source::File { reader, columns, path } => {
-                let batch = match reader.next()? {
-                    Ok(b) => b,
-                    Err(e) => {
-                        let e = Error::corrupt(format!("data file {path} is not readable: {e}"));
-                        return Some(Err(ArrowError::ExternalError(Box::new(e))));
-                    }
-                };
-                let columns = columns.clone();
-                Some(self.project(batch, &columns).map_err(|e| ArrowError::ExternalError(Box::new(e))))
+        loop {
+            match self.next_batch() {
+                Ok(Some(b)) if b.num_rows() == 0 => continue, // every row deleted: read on
+                Ok(Some(b)) => return Some(Ok(b)),
+                Ok(None) => return None,
+                Err(e) => return Some(Err(ArrowError::ExternalError(Box::new(e)))),
             }
         }
     }

@@ -23,39 +23,55 @@ pub struct StagedSnapshot {
     pub operation: Operation,
     pub manifests: Vec<ManifestFile>,
     pub summary: HashMap<String, String>,
+    /// For a snapshot with deletes: the metadata location they were computed on. It may be
+    /// rebased over snapshots that only appended, never over ones that deleted.
+    pub delete_base: Option<String>,
 }
 
-/// Writes the manifest of an append and returns the staged snapshot.
-pub async fn stage_append(
+/// Writes the manifests of a transaction's changes to one table: one for new data files, one for
+/// new delete files. The operation is Iceberg's: append, delete, or overwrite (both).
+pub async fn stage_snapshot(
     file_io: &FileIO,
     table: &TableMetadata,
     snapshot_id: i64,
-    files: Vec<DataFile>,
+    data: Vec<DataFile>,
+    deletes: Vec<DataFile>,
+    delete_base: Option<String>,
     written: &mut Vec<String>,
 ) -> Result<StagedSnapshot> {
+    let operation = match (data.is_empty(), deletes.is_empty()) {
+        (false, true) => Operation::Append,
+        (true, false) => Operation::Delete,
+        _ => Operation::Overwrite,
+    };
     let mut collector = SnapshotSummaryCollector::default();
     let schema = table.current_schema().clone();
     let spec = table.default_partition_spec().clone();
-    for f in &files {
+    for f in data.iter().chain(&deletes) {
         collector.add_file(f, schema.clone(), spec.clone());
     }
-    let path = format!("{}/metadata/{}-m0.avro", table.location(), Uuid::new_v4());
-    written.push(path.clone());
-    let mut writer =
-        ManifestWriterBuilder::new(file_io.new_output(&path)?, Some(snapshot_id), schema, spec.as_ref().clone())
-            .build_v2_data();
-    for f in files {
-        // A negative sequence number leaves it unassigned: it is inherited from the manifest
-        // list at commit, so the manifest stays valid whichever head the commit lands on.
-        writer.add_file(f, -1)?;
+    let mut manifests = vec![];
+    for (files, is_delete) in [(data, false), (deletes, true)] {
+        if files.is_empty() {
+            continue;
+        }
+        let path = format!("{}/metadata/{}-m0.avro", table.location(), Uuid::new_v4());
+        written.push(path.clone());
+        let builder = ManifestWriterBuilder::new(
+            file_io.new_output(&path)?,
+            Some(snapshot_id),
+            schema.clone(),
+            spec.as_ref().clone(),
+        );
+        let mut writer = if is_delete { builder.build_v2_deletes() } else { builder.build_v2_data() };
+        for f in files {
+            // A negative sequence number leaves it unassigned: it is inherited from the manifest
+            // list at commit, so the manifest stays valid whichever head the commit lands on.
+            writer.add_file(f, -1)?;
+        }
+        manifests.push(writer.write_manifest_file().await?);
     }
-    let manifest = writer.write_manifest_file().await?;
-    Ok(StagedSnapshot {
-        snapshot_id,
-        operation: Operation::Append,
-        manifests: vec![manifest],
-        summary: collector.build(),
-    })
+    Ok(StagedSnapshot { snapshot_id, operation, manifests, summary: collector.build(), delete_base })
 }
 
 /// Writes the manifest list and the next metadata.json for `staged` on top of `base`; returns

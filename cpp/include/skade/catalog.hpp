@@ -19,7 +19,7 @@ public:
 		return "skade";
 	}
 	bool SupportsTimeTravel() const override {
-		return false;
+		return true;
 	}
 
 	optional_ptr<CatalogEntry> CreateSchema(CatalogTransaction transaction, CreateSchemaInfo &info) override;

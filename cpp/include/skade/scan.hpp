@@ -12,6 +12,11 @@ struct SkadeScanBindData : public TableFunctionData {
 	explicit SkadeScanBindData(SkadeTableEntry &table) : table(table) {
 	}
 	SkadeTableEntry &table;
+	//! Set by an AT clause: the table pinned to an older version.
+	SkadeTableHandle at;
+
+	//! The table at the version this scan reads.
+	skade_table *Version() const;
 };
 
 //! The scan function behind `FROM lake.t`.

@@ -1,0 +1,79 @@
+// DELETE and UPDATE: sinks that hand the row ids of a scan (and, for UPDATE, the new rows) to
+// the core, which writes delete files (merge-on-read) and new data files for the statement.
+#pragma once
+
+#include "skade/common.hpp"
+#include "duckdb/execution/physical_operator.hpp"
+
+namespace duckdb {
+
+class SkadeTableEntry;
+
+//! Appends the BIGINT row ids in `ids` (count rows) to `out`.
+void SkadeCollectRowIds(Vector &ids, idx_t count, vector<int64_t> &out);
+
+class SkadeDelete : public PhysicalOperator {
+public:
+	SkadeDelete(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table, idx_t row_id_index,
+	            idx_t estimated_cardinality);
+
+	SkadeTableEntry &table;
+	idx_t row_id_index;
+
+	string GetName() const override {
+		return "SKADE_DELETE";
+	}
+	bool IsSink() const override {
+		return true;
+	}
+	bool ParallelSink() const override {
+		return true;
+	}
+	unique_ptr<GlobalSinkState> GetGlobalSinkState(ClientContext &context) const override;
+	unique_ptr<LocalSinkState> GetLocalSinkState(ExecutionContext &context) const override;
+	SinkResultType Sink(ExecutionContext &context, DataChunk &chunk, OperatorSinkInput &input) const override;
+	SinkCombineResultType Combine(ExecutionContext &context, OperatorSinkCombineInput &input) const override;
+	SinkFinalizeType Finalize(Pipeline &pipeline, Event &event, ClientContext &context,
+	                          OperatorSinkFinalizeInput &input) const override;
+	bool IsSource() const override {
+		return true;
+	}
+	unique_ptr<GlobalSourceState> GetGlobalSourceState(ClientContext &context) const override;
+	SourceResultType GetDataInternal(ExecutionContext &context, DataChunk &chunk,
+	                                 OperatorSourceInput &input) const override;
+};
+
+class SkadeUpdate : public PhysicalOperator {
+public:
+	//! `expressions`: the new value of every column, in table order, over the child's chunk; the
+	//! child's last column is the row id.
+	SkadeUpdate(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table,
+	            vector<unique_ptr<Expression>> expressions, idx_t estimated_cardinality);
+
+	SkadeTableEntry &table;
+	vector<unique_ptr<Expression>> expressions;
+
+	string GetName() const override {
+		return "SKADE_UPDATE";
+	}
+	bool IsSink() const override {
+		return true;
+	}
+	bool ParallelSink() const override {
+		return true;
+	}
+	unique_ptr<GlobalSinkState> GetGlobalSinkState(ClientContext &context) const override;
+	unique_ptr<LocalSinkState> GetLocalSinkState(ExecutionContext &context) const override;
+	SinkResultType Sink(ExecutionContext &context, DataChunk &chunk, OperatorSinkInput &input) const override;
+	SinkCombineResultType Combine(ExecutionContext &context, OperatorSinkCombineInput &input) const override;
+	SinkFinalizeType Finalize(Pipeline &pipeline, Event &event, ClientContext &context,
+	                          OperatorSinkFinalizeInput &input) const override;
+	bool IsSource() const override {
+		return true;
+	}
+	unique_ptr<GlobalSourceState> GetGlobalSourceState(ClientContext &context) const override;
+	SourceResultType GetDataInternal(ExecutionContext &context, DataChunk &chunk,
+	                                 OperatorSourceInput &input) const override;
+};
+
+} // namespace duckdb

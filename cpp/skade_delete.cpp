@@ -1,0 +1,86 @@
+// DELETE: collects the row ids the scan produced and hands them to the core once, at the end of
+// the statement, so a statement writes one delete file.
+#include "skade/modify.hpp"
+
+#include "skade/table_entry.hpp"
+#include "skade/transaction.hpp"
+
+namespace duckdb {
+
+namespace {
+
+class DeleteGlobalState : public GlobalSinkState {
+public:
+	mutex lock;
+	vector<int64_t> row_ids;
+	uint64_t deleted = 0;
+};
+
+class DeleteLocalState : public LocalSinkState {
+public:
+	vector<int64_t> row_ids;
+};
+
+class DeleteSourceState : public GlobalSourceState {};
+
+} // namespace
+
+void SkadeCollectRowIds(Vector &ids, idx_t count, vector<int64_t> &out) {
+	UnifiedVectorFormat format;
+	ids.ToUnifiedFormat(count, format);
+	auto data = UnifiedVectorFormat::GetData<int64_t>(format);
+	for (idx_t i = 0; i < count; i++) {
+		out.push_back(data[format.sel->get_index(i)]);
+	}
+}
+
+SkadeDelete::SkadeDelete(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table, idx_t row_id_index,
+                         idx_t estimated_cardinality)
+    : PhysicalOperator(plan, PhysicalOperatorType::EXTENSION, std::move(types), estimated_cardinality), table(table),
+      row_id_index(row_id_index) {
+}
+
+unique_ptr<GlobalSinkState> SkadeDelete::GetGlobalSinkState(ClientContext &context) const {
+	return make_uniq<DeleteGlobalState>();
+}
+
+unique_ptr<LocalSinkState> SkadeDelete::GetLocalSinkState(ExecutionContext &context) const {
+	return make_uniq<DeleteLocalState>();
+}
+
+SinkResultType SkadeDelete::Sink(ExecutionContext &context, DataChunk &chunk, OperatorSinkInput &input) const {
+	auto &local = input.local_state.Cast<DeleteLocalState>();
+	SkadeCollectRowIds(chunk.data[row_id_index], chunk.size(), local.row_ids);
+	return SinkResultType::NEED_MORE_INPUT;
+}
+
+SinkCombineResultType SkadeDelete::Combine(ExecutionContext &context, OperatorSinkCombineInput &input) const {
+	auto &global = input.global_state.Cast<DeleteGlobalState>();
+	auto &local = input.local_state.Cast<DeleteLocalState>();
+	lock_guard<mutex> guard(global.lock);
+	global.row_ids.insert(global.row_ids.end(), local.row_ids.begin(), local.row_ids.end());
+	return SinkCombineResultType::FINISHED;
+}
+
+SinkFinalizeType SkadeDelete::Finalize(Pipeline &pipeline, Event &event, ClientContext &context,
+                                       OperatorSinkFinalizeInput &input) const {
+	auto &global = input.global_state.Cast<DeleteGlobalState>();
+	auto &txn = SkadeTransaction::Get(context, table.ParentCatalog());
+	SkadeCheck(skade_txn_delete_rows(txn.Handle(), table.Uuid().c_str(), global.row_ids.data(),
+	                                 global.row_ids.size(), &global.deleted));
+	return SinkFinalizeType::READY;
+}
+
+unique_ptr<GlobalSourceState> SkadeDelete::GetGlobalSourceState(ClientContext &context) const {
+	return make_uniq<DeleteSourceState>();
+}
+
+SourceResultType SkadeDelete::GetDataInternal(ExecutionContext &context, DataChunk &chunk,
+                                              OperatorSourceInput &input) const {
+	auto &global = sink_state->Cast<DeleteGlobalState>();
+	chunk.SetCardinality(1);
+	chunk.SetValue(0, 0, Value::BIGINT(NumericCast<int64_t>(global.deleted)));
+	return SourceResultType::FINISHED;
+}
+
+} // namespace duckdb

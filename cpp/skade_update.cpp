@@ -1,0 +1,128 @@
+// UPDATE as delete + insert (merge-on-read): each sink thread evaluates the new rows and streams
+// them into its own data files; the old rows' ids are deleted once, at the end of the statement.
+#include "skade/modify.hpp"
+
+#include "skade/table_entry.hpp"
+#include "skade/transaction.hpp"
+
+#include "duckdb/common/arrow/arrow_converter.hpp"
+#include "duckdb/common/arrow/arrow_wrapper.hpp"
+#include "duckdb/execution/expression_executor.hpp"
+
+namespace duckdb {
+
+namespace {
+
+class UpdateGlobalState : public GlobalSinkState {
+public:
+	mutex lock;
+	vector<int64_t> row_ids;
+	uint64_t updated = 0;
+	ArrowSchemaWrapper schema;
+	ClientProperties props;
+	optional_ptr<SkadeTransaction> transaction;
+};
+
+class UpdateLocalState : public LocalSinkState {
+public:
+	UpdateLocalState(ClientContext &context, const vector<unique_ptr<Expression>> &expressions,
+	                 const vector<LogicalType> &types)
+	    : executor(context, expressions) {
+		rows.Initialize(context, types);
+	}
+	ExpressionExecutor executor;
+	DataChunk rows;
+	vector<int64_t> row_ids;
+	SkadeWriterHandle writer;
+};
+
+class UpdateSourceState : public GlobalSourceState {};
+
+vector<LogicalType> ColumnTypes(SkadeTableEntry &table) {
+	vector<LogicalType> types;
+	for (auto &col : table.GetColumns().Physical()) {
+		types.push_back(col.Type());
+	}
+	return types;
+}
+
+} // namespace
+
+SkadeUpdate::SkadeUpdate(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table,
+                         vector<unique_ptr<Expression>> expressions, idx_t estimated_cardinality)
+    : PhysicalOperator(plan, PhysicalOperatorType::EXTENSION, std::move(types), estimated_cardinality), table(table),
+      expressions(std::move(expressions)) {
+}
+
+unique_ptr<GlobalSinkState> SkadeUpdate::GetGlobalSinkState(ClientContext &context) const {
+	auto state = make_uniq<UpdateGlobalState>();
+	state->transaction = &SkadeTransaction::Get(context, table.ParentCatalog());
+	vector<string> names;
+	for (auto &col : table.GetColumns().Physical()) {
+		names.push_back(col.Name());
+	}
+	state->props = SkadeArrowProperties(context);
+	ArrowConverter::ToArrowSchema(&state->schema.arrow_schema, ColumnTypes(table), names, state->props);
+	return std::move(state);
+}
+
+unique_ptr<LocalSinkState> SkadeUpdate::GetLocalSinkState(ExecutionContext &context) const {
+	return make_uniq<UpdateLocalState>(context.client, expressions, ColumnTypes(table));
+}
+
+SinkResultType SkadeUpdate::Sink(ExecutionContext &context, DataChunk &chunk, OperatorSinkInput &input) const {
+	auto &global = input.global_state.Cast<UpdateGlobalState>();
+	auto &local = input.local_state.Cast<UpdateLocalState>();
+	local.rows.Reset();
+	local.executor.Execute(chunk, local.rows);
+	SkadeCollectRowIds(chunk.data[chunk.ColumnCount() - 1], chunk.size(), local.row_ids);
+	if (!local.writer) {
+		SkadeCheck(skade_writer_open(global.transaction->Handle(), table.Uuid().c_str(), local.writer.out()));
+	}
+	ArrowArray array;
+	unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;
+	ArrowConverter::ToArrowArray(local.rows, &array, global.props, no_extensions);
+	auto status = skade_writer_write(local.writer.get(), &array, &global.schema.arrow_schema);
+	if (array.release) {
+		array.release(&array);
+	}
+	SkadeCheck(status);
+	return SinkResultType::NEED_MORE_INPUT;
+}
+
+SinkCombineResultType SkadeUpdate::Combine(ExecutionContext &context, OperatorSinkCombineInput &input) const {
+	auto &global = input.global_state.Cast<UpdateGlobalState>();
+	auto &local = input.local_state.Cast<UpdateLocalState>();
+	uint64_t rows = 0;
+	if (local.writer) {
+		SkadeCheck(skade_writer_finish(local.writer.get(), &rows));
+		local.writer.reset();
+	}
+	lock_guard<mutex> guard(global.lock);
+	global.row_ids.insert(global.row_ids.end(), local.row_ids.begin(), local.row_ids.end());
+	global.updated += rows;
+	return SinkCombineResultType::FINISHED;
+}
+
+SinkFinalizeType SkadeUpdate::Finalize(Pipeline &pipeline, Event &event, ClientContext &context,
+                                       OperatorSinkFinalizeInput &input) const {
+	auto &global = input.global_state.Cast<UpdateGlobalState>();
+	uint64_t deleted = 0;
+	SkadeCheck(skade_txn_delete_rows(global.transaction->Handle(), table.Uuid().c_str(), global.row_ids.data(),
+	                                 global.row_ids.size(), &deleted));
+	return SinkFinalizeType::READY;
+}
+
+unique_ptr<GlobalSourceState> SkadeUpdate::GetGlobalSourceState(ClientContext &context) const {
+	return make_uniq<UpdateSourceState>();
+}
+
+SourceResultType SkadeUpdate::GetDataInternal(ExecutionContext &context, DataChunk &chunk,
+                                              OperatorSourceInput &input) const {
+	auto &global = sink_state->Cast<UpdateGlobalState>();
+	chunk.SetCardinality(1);
+	chunk.SetValue(0, 0, Value::BIGINT(NumericCast<int64_t>(global.updated)));
+	return SourceResultType::FINISHED;
+}
+
+} // namespace duckdb

@@ -1,0 +1,234 @@
+//! Merge-on-read: Iceberg v2 delete files, and which rows of a data file they remove.
+//!
+//! A position-delete file (`file_path`, `pos`) with data sequence number S removes rows of data
+//! files with sequence number <= S; an equality-delete file (the key columns) with S removes the
+//! rows of data files with sequence number < S whose key equals one of its rows (NULL equals
+//! NULL). Delete files are immutable, so their parsed contents are cached by path.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{DataType, Int64Type};
+use arrow::row::{RowConverter, SortField};
+use iceberg::spec::{DataContentType, DataFile, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
+
+use super::manifests::FileEntry;
+use super::schema::{arrow_schema, conform_array};
+use crate::error::{Error, Result};
+use crate::io::local_path;
+
+/// Iceberg's reserved field ids of position-delete files.
+pub const DELETE_FILE_PATH_ID: i32 = 2147483546;
+pub const DELETE_POS_ID: i32 = 2147483545;
+
+/// Deleted row positions per data file path (sorted).
+#[derive(Debug, Default)]
+pub struct PositionDeletes {
+    pub by_path: HashMap<String, Vec<u64>>,
+}
+
+/// Deleted keys, encoded with Arrow's row format over the key columns (injective per type).
+pub struct EqualityDeletes {
+    pub field_ids: Vec<i32>,
+    pub types: Vec<DataType>,
+    pub keys: HashSet<Box<[u8]>>,
+}
+
+impl EqualityDeletes {
+    pub fn converter(&self) -> Result<RowConverter> {
+        Ok(RowConverter::new(self.types.iter().map(|t| SortField::new(t.clone())).collect())?)
+    }
+}
+
+/// The deletes that apply to one data file.
+#[derive(Clone, Default)]
+pub struct FileDeletes {
+    /// Sorted, deduplicated deleted positions.
+    pub positions: Arc<Vec<u64>>,
+    pub equality: Vec<Arc<EqualityDeletes>>,
+}
+
+impl FileDeletes {
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty() && self.equality.is_empty()
+    }
+}
+
+#[derive(Default)]
+pub struct DeleteCache {
+    positions: Mutex<HashMap<String, Arc<PositionDeletes>>>,
+    equality: Mutex<HashMap<String, Arc<EqualityDeletes>>>,
+}
+
+const MAX_CACHED_DELETE_FILES: usize = 4096;
+
+/// Which deletes apply to which data files of one scan.
+pub struct DeleteIndex {
+    positions: Vec<(i64, Arc<PositionDeletes>)>,
+    equality: Vec<(i64, Arc<EqualityDeletes>)>,
+}
+
+impl DeleteIndex {
+    /// Loads every delete file (cached) of a snapshot. `Sequence` of uncommitted delete files is
+    /// `i64::MAX` (they apply to everything committed).
+    pub fn load(cache: &DeleteCache, schema: &Schema, deletes: &[(i64, &DataFile)]) -> Result<DeleteIndex> {
+        let mut index = DeleteIndex { positions: vec![], equality: vec![] };
+        for (seq, file) in deletes {
+            match file.content_type() {
+                DataContentType::PositionDeletes => index.positions.push((*seq, cache.positions(file)?)),
+                DataContentType::EqualityDeletes => index.equality.push((*seq, cache.equality(file, schema)?)),
+                DataContentType::Data => {}
+            }
+        }
+        Ok(index)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty() && self.equality.is_empty()
+    }
+
+    /// The deletes for the data file at `path` with data sequence number `seq`.
+    pub fn for_file(&self, path: &str, seq: i64) -> FileDeletes {
+        let mut positions: Vec<u64> = vec![];
+        for (dseq, p) in &self.positions {
+            if *dseq >= seq {
+                if let Some(ps) = p.by_path.get(path) {
+                    positions.extend_from_slice(ps);
+                }
+            }
+        }
+        positions.sort_unstable();
+        positions.dedup();
+        let equality = self.equality.iter().filter(|(dseq, _)| *dseq > seq).map(|(_, e)| e.clone()).collect();
+        FileDeletes { positions: Arc::new(positions), equality }
+    }
+}
+
+/// Files committed by a snapshot, with their inherited sequence numbers.
+pub fn with_sequence(entries: &[FileEntry]) -> Vec<(i64, &DataFile)> {
+    entries.iter().map(|e| (e.sequence_number, e.file())).collect()
+}
+
+impl DeleteCache {
+    fn positions(&self, file: &DataFile) -> Result<Arc<PositionDeletes>> {
+        let path = file.file_path();
+        if let Some(p) = self.positions.lock().unwrap().get(path) {
+            return Ok(p.clone());
+        }
+        let mut deletes = PositionDeletes::default();
+        for batch in read_columns(path, &[DELETE_FILE_PATH_ID, DELETE_POS_ID])? {
+            let (paths, positions) = (&batch[0], &batch[1]);
+            let positions = conform_array(positions, &DataType::Int64)?;
+            let positions = positions.as_primitive::<Int64Type>();
+            let paths = conform_array(paths, &DataType::Utf8)?;
+            let paths = paths.as_string::<i32>();
+            for i in 0..paths.len() {
+                if paths.is_null(i) || positions.is_null(i) || positions.value(i) < 0 {
+                    return Err(Error::corrupt(format!("position-delete file {path} has an invalid row {i}")));
+                }
+                deletes.by_path.entry(paths.value(i).to_string()).or_default().push(positions.value(i) as u64);
+            }
+        }
+        for v in deletes.by_path.values_mut() {
+            v.sort_unstable();
+            v.dedup();
+        }
+        let deletes = Arc::new(deletes);
+        let mut cache = self.positions.lock().unwrap();
+        if cache.len() >= MAX_CACHED_DELETE_FILES {
+            cache.clear();
+        }
+        cache.insert(path.to_string(), deletes.clone());
+        Ok(deletes)
+    }
+
+    fn equality(&self, file: &DataFile, schema: &Schema) -> Result<Arc<EqualityDeletes>> {
+        let path = file.file_path();
+        if let Some(e) = self.equality.lock().unwrap().get(path) {
+            return Ok(e.clone());
+        }
+        let field_ids = file
+            .equality_ids()
+            .filter(|ids| !ids.is_empty())
+            .ok_or_else(|| Error::corrupt(format!("equality-delete file {path} names no equality fields")))?;
+        let table_arrow = arrow_schema(schema)?;
+        let mut types = vec![];
+        for id in &field_ids {
+            let pos = schema
+                .as_struct()
+                .fields()
+                .iter()
+                .position(|f| f.id == *id)
+                .ok_or_else(|| Error::corrupt(format!("equality-delete file {path} uses unknown field {id}")))?;
+            types.push(table_arrow.field(pos).data_type().clone());
+        }
+        let mut deletes = EqualityDeletes { field_ids: field_ids.clone(), types, keys: HashSet::new() };
+        let converter = deletes.converter()?;
+        for batch in read_columns(path, &field_ids)? {
+            let columns =
+                batch.iter().zip(&deletes.types).map(|(c, t)| conform_array(c, t)).collect::<Result<Vec<_>>>()?;
+            let rows = converter.convert_columns(&columns)?;
+            for i in 0..rows.num_rows() {
+                deletes.keys.insert(rows.row(i).data().into());
+            }
+        }
+        let deletes = Arc::new(deletes);
+        let mut cache = self.equality.lock().unwrap();
+        if cache.len() >= MAX_CACHED_DELETE_FILES {
+            cache.clear();
+        }
+        cache.insert(path.to_string(), deletes.clone());
+        Ok(deletes)
+    }
+}
+
+/// The values of the columns `field_ids` (converted to `types`) at `positions` of a data file:
+/// the keys an equality delete needs for rows chosen by position.
+pub fn values_at(path: &str, field_ids: &[i32], types: &[DataType], positions: &[u64]) -> Result<Vec<ArrayRef>> {
+    let batches = read_columns(path, field_ids)?;
+    let mut out = vec![];
+    for (c, t) in types.iter().enumerate() {
+        let parts = batches.iter().map(|b| conform_array(&b[c], t)).collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+        let column = if refs.is_empty() { arrow::array::new_empty_array(t) } else { arrow::compute::concat(&refs)? };
+        let indices = arrow::array::UInt64Array::from(positions.to_vec());
+        out.push(arrow::compute::take(column.as_ref(), &indices, None)?);
+    }
+    Ok(out)
+}
+
+/// The columns with the given field ids, batch by batch, in that order.
+fn read_columns(path: &str, field_ids: &[i32]) -> Result<Vec<Vec<ArrayRef>>> {
+    let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("delete file {path} is not readable: {e}"));
+    let file =
+        File::open(local_path(path)).map_err(|e| Error::io(format!("delete file {path} cannot be opened: {e}")))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| unreadable(&e))?;
+    let roots: HashMap<i32, usize> = builder
+        .parquet_schema()
+        .root_schema()
+        .get_fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.get_basic_info().has_id())
+        .map(|(i, f)| (f.get_basic_info().id(), i))
+        .collect();
+    let mut wanted = vec![];
+    for id in field_ids {
+        wanted.push(*roots.get(id).ok_or_else(|| unreadable(&format!("it has no column with field id {id}")))?);
+    }
+    let mut sorted = wanted.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), sorted.iter().copied());
+    let reader = builder.with_projection(mask).build().map_err(|e| unreadable(&e))?;
+    let mut out = vec![];
+    for batch in reader {
+        let batch = batch.map_err(|e| unreadable(&e))?;
+        out.push(wanted.iter().map(|r| batch.column(sorted.binary_search(r).unwrap()).clone()).collect());
+    }
+    Ok(out)
+}
