@@ -60,6 +60,7 @@ fn main() {
                                     let batch = RecordBatch::try_new(schema.clone(), vec![id]).unwrap();
                                     writer.write(&StructArray::from(batch)).unwrap();
                                     txn.stage_files(&uuid, writer.finish().unwrap()).unwrap();
+                                    txn.end_statement(&uuid).unwrap();
                                     txn.commit().unwrap();
                                     n += 1;
                                 }

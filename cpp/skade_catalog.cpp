@@ -70,7 +70,9 @@ void SkadeCatalog::DropSchema(ClientContext &context, DropInfo &info) {
 PhysicalOperator &SkadeCatalog::PlanCreateTableAs(ClientContext &context, PhysicalPlanGenerator &planner,
                                                   LogicalCreateTable &op, PhysicalOperator &plan) {
 	auto &schema = op.schema.Cast<SkadeSchemaEntry>();
-	auto &insert = planner.Make<SkadeInsert>(op.types, schema, std::move(op.info), op.estimated_cardinality);
+	auto &insert = static_cast<SkadeInsert &>(
+	    planner.Make<SkadeInsert>(op.types, schema, std::move(op.info), op.estimated_cardinality));
+	insert.input_types = plan.types;
 	insert.children.push_back(plan);
 	return insert;
 }
@@ -81,13 +83,15 @@ PhysicalOperator &SkadeCatalog::PlanInsert(ClientContext &context, PhysicalPlanG
 		throw NotImplementedException("INSERT ... RETURNING is not supported on skade tables yet");
 	}
 	if (op.on_conflict_info.action_type != OnConflictAction::THROW) {
-		throw NotImplementedException("INSERT ... ON CONFLICT is not supported on skade tables yet");
+		// DuckDB binds ON CONFLICT as MERGE INTO (PlanMergeInto); this form is not one of those.
+		throw NotImplementedException("this INSERT ... ON CONFLICT form is not supported on skade tables");
 	}
 	if (!op.column_index_map.empty()) {
 		plan = planner.ResolveDefaultsProjection(op, *plan);
 	}
 	auto &table = op.table.Cast<SkadeTableEntry>();
-	auto &insert = planner.Make<SkadeInsert>(op.types, table, op.estimated_cardinality);
+	auto &insert = static_cast<SkadeInsert &>(planner.Make<SkadeInsert>(op.types, table, op.estimated_cardinality));
+	insert.input_types = plan->types;
 	insert.children.push_back(*plan);
 	return insert;
 }
@@ -109,24 +113,16 @@ PhysicalOperator &SkadeCatalog::PlanUpdate(ClientContext &context, PhysicalPlanG
 	if (op.return_chunk) {
 		throw NotImplementedException("UPDATE ... RETURNING is not supported on skade tables yet");
 	}
-	for (auto &expr : op.expressions) {
-		if (expr->type == ExpressionType::VALUE_DEFAULT) {
-			throw NotImplementedException("UPDATE ... SET col = DEFAULT is not supported on skade tables");
-		}
-	}
-	// The new value of every column, in table order (BindUpdateConstraints made every column set).
-	vector<unique_ptr<Expression>> expressions(op.columns.size());
-	for (idx_t i = 0; i < op.columns.size(); i++) {
-		auto column = op.columns[i].index;
-		if (column >= expressions.size() || expressions[column]) {
-			throw NotImplementedException("this UPDATE form is not supported on skade tables");
-		}
-		expressions[column] = op.expressions[i]->Copy();
-	}
 	auto &table = op.table.Cast<SkadeTableEntry>();
-	auto &update = planner.Make<SkadeUpdate>(op.types, table, std::move(expressions), op.estimated_cardinality);
+	auto &update = planner.Make<SkadeUpdate>(op.types, table, SkadeUpdateInTableOrder(op.columns, op.expressions),
+	                                         op.estimated_cardinality);
 	update.children.push_back(plan);
 	return update;
+}
+
+PhysicalOperator &SkadeCatalog::PlanMergeInto(ClientContext &context, PhysicalPlanGenerator &planner,
+                                              LogicalMergeInto &op, PhysicalOperator &plan) {
+	return SkadePlanMergeInto(context, planner, op, plan);
 }
 
 DatabaseSize SkadeCatalog::GetDatabaseSize(ClientContext &context) {

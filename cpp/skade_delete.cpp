@@ -68,6 +68,9 @@ SinkFinalizeType SkadeDelete::Finalize(Pipeline &pipeline, Event &event, ClientC
 	auto &txn = SkadeTransaction::Get(context, table.ParentCatalog());
 	SkadeCheck(skade_txn_delete_rows(txn.Handle(), table.Uuid().c_str(), global.row_ids.data(),
 	                                 global.row_ids.size(), &global.deleted));
+	if (ends_statement) {
+		SkadeCheck(skade_txn_end_statement(txn.Handle(), table.Uuid().c_str()));
+	}
 	return SinkFinalizeType::READY;
 }
 

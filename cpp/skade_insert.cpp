@@ -1,6 +1,6 @@
 // INSERT / CREATE TABLE AS: each sink thread owns a core writer that streams its DataChunks (as
-// Arrow) into Parquet data files; Combine stages the files in the transaction, which commits them
-// as one snapshot.
+// Arrow) into Parquet data files; Combine hands the files to the statement, Finalize ends it (the
+// core checks the primary key) and the transaction commits them as one snapshot.
 #include "skade/insert.hpp"
 
 #include "skade/schema_entry.hpp"
@@ -60,7 +60,7 @@ unique_ptr<GlobalSinkState> SkadeInsert::GetGlobalSinkState(ClientContext &conte
 		for (auto &col : state->table->GetColumns().Physical()) {
 			names.push_back(col.Name());
 		}
-		auto &types = children[0].get().types;
+		auto &types = input_types;
 		if (types.size() != names.size()) {
 			throw InvalidInputException("skade insert: %d columns for a table of %d", types.size(), names.size());
 		}
@@ -104,6 +104,15 @@ SinkCombineResultType SkadeInsert::Combine(ExecutionContext &context, OperatorSi
 		global.rows += rows;
 	}
 	return SinkCombineResultType::FINISHED;
+}
+
+SinkFinalizeType SkadeInsert::Finalize(Pipeline &pipeline, Event &event, ClientContext &context,
+                                       OperatorSinkFinalizeInput &input) const {
+	auto &global = input.global_state.Cast<InsertGlobalState>();
+	if (global.table && ends_statement) {
+		SkadeCheck(skade_txn_end_statement(global.transaction->Handle(), global.table->Uuid().c_str()));
+	}
+	return SinkFinalizeType::READY;
 }
 
 unique_ptr<GlobalSourceState> SkadeInsert::GetGlobalSourceState(ClientContext &context) const {

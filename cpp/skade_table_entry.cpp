@@ -79,6 +79,21 @@ TableFunction SkadeTableEntry::GetScanFunction(ClientContext &context, unique_pt
 TableStorageInfo SkadeTableEntry::GetStorageInfo(ClientContext &context) {
 	TableStorageInfo info;
 	info.cardinality = skade_table_estimated_rows(table.get());
+	// The primary key, as the unique index DuckDB's ON CONFLICT / INSERT OR REPLACE bind against.
+	for (auto &constraint : constraints) {
+		if (constraint->type != ConstraintType::UNIQUE) {
+			continue;
+		}
+		auto &unique = constraint->Cast<UniqueConstraint>();
+		IndexInfo index;
+		index.is_unique = true;
+		index.is_primary = unique.IsPrimaryKey();
+		index.is_foreign = false;
+		for (auto &name : unique.GetColumnNames()) {
+			index.column_set.insert(columns.GetColumn(name).Physical().index);
+		}
+		info.index_info.push_back(std::move(index));
+	}
 	return info;
 }
 

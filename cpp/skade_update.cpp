@@ -17,6 +17,7 @@ class UpdateGlobalState : public GlobalSinkState {
 public:
 	mutex lock;
 	vector<int64_t> row_ids;
+	unordered_set<int64_t> seen;
 	uint64_t updated = 0;
 	ArrowSchemaWrapper schema;
 	ClientProperties props;
@@ -48,6 +49,22 @@ vector<LogicalType> ColumnTypes(SkadeTableEntry &table) {
 
 } // namespace
 
+vector<unique_ptr<Expression>> SkadeUpdateInTableOrder(const vector<PhysicalIndex> &columns,
+                                                       const vector<unique_ptr<Expression>> &expressions) {
+	vector<unique_ptr<Expression>> result(columns.size());
+	for (idx_t i = 0; i < columns.size(); i++) {
+		auto column = columns[i].index;
+		if (column >= result.size() || result[column]) {
+			throw NotImplementedException("this UPDATE form is not supported on skade tables");
+		}
+		if (expressions[i]->GetExpressionType() == ExpressionType::VALUE_DEFAULT) {
+			throw NotImplementedException("UPDATE ... SET col = DEFAULT is not supported on skade tables");
+		}
+		result[column] = expressions[i]->Copy();
+	}
+	return result;
+}
+
 SkadeUpdate::SkadeUpdate(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table,
                          vector<unique_ptr<Expression>> expressions, idx_t estimated_cardinality)
     : PhysicalOperator(plan, PhysicalOperatorType::EXTENSION, std::move(types), estimated_cardinality), table(table),
@@ -75,7 +92,31 @@ SinkResultType SkadeUpdate::Sink(ExecutionContext &context, DataChunk &chunk, Op
 	auto &local = input.local_state.Cast<UpdateLocalState>();
 	local.rows.Reset();
 	local.executor.Execute(chunk, local.rows);
+	// A row the statement reaches twice (UPDATE ... FROM with several matches) is updated once,
+	// by its first match, as DuckDB does.
+	auto first = local.row_ids.size();
 	SkadeCollectRowIds(chunk.data[chunk.ColumnCount() - 1], chunk.size(), local.row_ids);
+	SelectionVector keep(chunk.size());
+	idx_t kept = 0;
+	{
+		lock_guard<mutex> guard(global.lock);
+		for (idx_t i = 0; i < chunk.size(); i++) {
+			if (global.seen.insert(local.row_ids[first + i]).second) {
+				keep.set_index(kept++, i);
+			}
+		}
+	}
+	if (kept < chunk.size()) {
+		idx_t out = first;
+		for (idx_t i = 0; i < kept; i++) {
+			local.row_ids[out++] = local.row_ids[first + keep.get_index(i)];
+		}
+		local.row_ids.resize(out);
+		local.rows.Slice(keep, kept);
+		if (kept == 0) {
+			return SinkResultType::NEED_MORE_INPUT;
+		}
+	}
 	if (!local.writer) {
 		SkadeCheck(skade_writer_open(global.transaction->Handle(), table.Uuid().c_str(), local.writer.out()));
 	}
@@ -110,6 +151,9 @@ SinkFinalizeType SkadeUpdate::Finalize(Pipeline &pipeline, Event &event, ClientC
 	uint64_t deleted = 0;
 	SkadeCheck(skade_txn_delete_rows(global.transaction->Handle(), table.Uuid().c_str(), global.row_ids.data(),
 	                                 global.row_ids.size(), &deleted));
+	if (ends_statement) {
+		SkadeCheck(skade_txn_end_statement(global.transaction->Handle(), table.Uuid().c_str()));
+	}
 	return SinkFinalizeType::READY;
 }
 

@@ -59,6 +59,7 @@ fn append(txn: &Transaction, uuid: &str, ids: std::ops::Range<i64>) {
     let mut w = txn.writer(uuid).unwrap();
     w.write(&rows(ids)).unwrap();
     txn.stage_files(uuid, w.finish().unwrap()).unwrap();
+    txn.end_statement(uuid).unwrap();
 }
 
 fn ids(txn: &Transaction, uuid: &str, prune: Option<Prune>) -> (Vec<i64>, usize) {
@@ -332,4 +333,82 @@ fn eventual_durability_flushes_in_the_background() {
     drop(catalog);
     let catalog = open(&path);
     assert_eq!(ids(&catalog.begin(), &uuid, None).0.len(), 10);
+}
+
+fn create_keyed(txn: &Transaction, name: &str) -> String {
+    let types = vec!["BIGINT".to_string(), "VARCHAR".to_string()];
+    let key = vec!["id".to_string()];
+    let t = txn.create_table("main", name, &columns(), &types, &key, &key, OnConflict::Error).unwrap().unwrap();
+    t.record.uuid.clone()
+}
+
+fn try_append(txn: &Transaction, uuid: &str, ids: std::ops::Range<i64>) -> skade::error::Result<()> {
+    let mut w = txn.writer(uuid).unwrap();
+    w.write(&rows(ids)).unwrap();
+    txn.stage_files(uuid, w.finish().unwrap()).unwrap();
+    txn.end_statement(uuid)
+}
+
+#[test]
+fn primary_keys_reject_live_and_repeated_keys() {
+    let dir = TestDir::new();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create_keyed(&txn, "t");
+    txn.commit().unwrap();
+
+    let txn = catalog.begin();
+    try_append(&txn, &uuid, 0..1000).unwrap();
+    // a key the same transaction wrote earlier is live too
+    let err = try_append(&txn, &uuid, 999..1001).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Constraint, "{}", err.message);
+    assert!(err.message.contains("\"id: 999\""), "{}", err.message);
+    txn.rollback();
+
+    let txn = catalog.begin();
+    try_append(&txn, &uuid, 0..1000).unwrap();
+    txn.commit().unwrap();
+    let txn = catalog.begin();
+    let err = try_append(&txn, &uuid, 500..501).unwrap_err();
+    assert!(err.message.contains("\"id: 500\""), "{}", err.message);
+    // two writers of one statement with the same key
+    let mut w1 = txn.writer(&uuid).unwrap();
+    w1.write(&rows(2000..2001)).unwrap();
+    let mut w2 = txn.writer(&uuid).unwrap();
+    w2.write(&rows(2000..2001)).unwrap();
+    txn.stage_files(&uuid, w1.finish().unwrap()).unwrap();
+    txn.stage_files(&uuid, w2.finish().unwrap()).unwrap();
+    let err = txn.end_statement(&uuid).unwrap_err();
+    assert!(err.message.contains("\"id: 2000\""), "{}", err.message);
+    txn.rollback();
+    let (got, _) = ids(&catalog.begin(), &uuid, None);
+    assert_eq!(got.len(), 1000);
+}
+
+#[test]
+fn concurrent_inserts_conflict_only_when_their_keys_may_collide() {
+    let dir = TestDir::new();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create_keyed(&txn, "t");
+    txn.commit().unwrap();
+
+    // disjoint key ranges: both commit (the second rebases)
+    let a = catalog.begin();
+    let b = catalog.begin();
+    try_append(&a, &uuid, 0..10).unwrap();
+    try_append(&b, &uuid, 10..20).unwrap();
+    a.commit().unwrap();
+    b.commit().unwrap();
+
+    // overlapping ranges: the later commit is a retryable conflict and changes nothing
+    let a = catalog.begin();
+    let b = catalog.begin();
+    try_append(&a, &uuid, 100..110).unwrap();
+    try_append(&b, &uuid, 105..106).unwrap();
+    a.commit().unwrap();
+    let err = b.commit().unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Conflict, "{}", err.message);
+    let (got, _) = ids(&catalog.begin(), &uuid, None);
+    assert_eq!(got, (0..20).chain(100..110).collect::<Vec<_>>());
 }

@@ -82,6 +82,9 @@ skade_status *skade_txn_create_table(const skade_txn *txn, const char *schema, c
 // Deletes rows by the row ids this transaction's scans produced; `deleted` gets the count.
 skade_status *skade_txn_delete_rows(const skade_txn *txn, const char *uuid, const int64_t *row_ids, size_t n,
                                     uint64_t *deleted);
+// Ends a statement that wrote rows to table `uuid`: a constraint error if a new primary key is
+// duplicated or already live; otherwise its files become part of the transaction.
+skade_status *skade_txn_end_statement(const skade_txn *txn, const char *uuid);
 skade_status *skade_txn_drop_table(const skade_txn *txn, const char *schema, const char *name, bool if_exists);
 
 // ---- tables ----

@@ -19,10 +19,11 @@ use crate::io::{remove_files, sync_files};
 use crate::runtime::block_on;
 use crate::table::deletes::values_at;
 use crate::table::filter::Prune;
+use crate::table::keys::{find_live, ranges_may_overlap, KeyColumns, PackedKeys};
 use crate::table::scan::{split_row_id, ScanPlan, ScanRequest};
-use crate::table::snapshot::{produce, stage_snapshot, StagedSnapshot};
+use crate::table::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot};
 use crate::table::time_travel::{self, Version};
-use crate::table::writer::TableWriter;
+use crate::table::writer::{TableWriter, Written};
 use crate::table::{delete_writer, metadata, schema};
 
 /// How often an append-only commit rebases onto a newer head before giving up.
@@ -80,11 +81,15 @@ struct TableChanges {
     /// The metadata location the deletes were computed on: they may be rebased over concurrent
     /// appends, never over concurrent deletes.
     delete_base: Option<String>,
+    /// Files the running statement wrote, and their keys: they join `appends` when the statement
+    /// ends and its keys proved unique ([`Transaction::end_statement`]).
+    pending: Vec<DataFile>,
+    pending_keys: PackedKeys,
 }
 
 impl TableChanges {
     fn is_empty(&self) -> bool {
-        self.appends.is_empty() && self.deletes.is_empty()
+        self.appends.is_empty() && self.deletes.is_empty() && self.pending.is_empty()
     }
 }
 
@@ -343,20 +348,65 @@ impl Transaction {
 
     // ---- writes ------------------------------------------------------------------------
 
-    /// A writer of new data files for `uuid`; hand its files back with [`Self::stage_files`].
+    /// A writer of new data files for `uuid`; hand what it wrote back with [`Self::stage_files`],
+    /// then end the statement with [`Self::end_statement`].
     pub fn writer(&self, uuid: &str) -> Result<TableWriter> {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
         TableWriter::new(&table.metadata, &self.catalog.inner.file_io, &table.record.qualified_name())
     }
 
-    pub fn stage_files(&self, uuid: &str, files: Vec<DataFile>) -> Result<()> {
+    /// Adds one writer's files to the running statement (several writers may share a statement).
+    pub fn stage_files(&self, uuid: &str, written: Written) -> Result<()> {
         let mut st = self.lock()?;
-        st.written.extend(files.iter().map(|f| f.file_path().to_string()));
+        st.written.extend(written.files.iter().map(|f| f.file_path().to_string()));
         if st.view.table_by_uuid(uuid).is_none() {
             return Err(Error::catalog("the table was dropped in this transaction"));
         }
-        st.changes.entry(uuid.to_string()).or_default().appends.extend(files);
+        let changes = st.changes.entry(uuid.to_string()).or_default();
+        changes.pending.extend(written.files);
+        if let Some(keys) = written.keys {
+            changes.pending_keys.append(keys);
+        }
+        Ok(())
+    }
+
+    /// Ends a statement that wrote rows to `uuid`: on a table with a primary key its new keys must
+    /// be distinct and not live in the table (committed or staged, after deletes), else nothing
+    /// of the statement stays. Files whose key bounds cannot overlap the new keys are not read.
+    pub fn end_statement(&self, uuid: &str) -> Result<()> {
+        let table = self.table_by_uuid(uuid)?;
+        let mut st = self.lock()?;
+        let Some(changes) = st.changes.get_mut(uuid) else {
+            return Ok(());
+        };
+        let pending = std::mem::take(&mut changes.pending);
+        let keys = std::mem::take(&mut changes.pending_keys);
+        if let Some(key) = KeyColumns::of(table.metadata.current_schema())? {
+            let duplicate = |k: &[u8]| {
+                let shown = key.converter().map(|c| key.describe(&c, k)).unwrap_or_default();
+                Error::constraint(format!(
+                    "Duplicate key \"{shown}\" violates primary key constraint on table {}",
+                    table.record.qualified_name()
+                ))
+            };
+            let set = keys.unique().map_err(duplicate)?;
+            if !set.is_empty() {
+                let request = ScanRequest {
+                    version: Version::Current,
+                    columns: key.indexes.clone(),
+                    prune: key.overlap_prune(&pending),
+                    staged: &changes.appends,
+                    staged_deletes: &changes.deletes,
+                    row_ids: None,
+                };
+                let plan = ScanPlan::plan(&table.metadata, self.catalog.inner.read_caches.clone(), request)?;
+                if let Some(live) = find_live(&plan, &key, &set)? {
+                    return Err(duplicate(&live));
+                }
+            }
+        }
+        changes.appends.extend(pending);
         Ok(())
     }
 
@@ -462,6 +512,10 @@ impl Transaction {
         if st.ddl.is_empty() && st.changes.values().all(TableChanges::is_empty) {
             return Ok(vec![]);
         }
+        if st.changes.values().any(|c| !c.pending.is_empty()) {
+            self.rollback_locked(&mut st);
+            return Err(Error::internal("a statement of this transaction did not finish; nothing was committed"));
+        }
         let mut written = std::mem::take(&mut st.written);
         let result = self.commit_staged(&mut st, &mut written);
         if result.is_err() {
@@ -493,7 +547,15 @@ impl Transaction {
             };
             let md = inner.metadata.get(&record.metadata_location)?;
             let snapshot_id = self.catalog.allocate_snapshot_id();
-            let snap = block_on(stage_snapshot(
+            let key_check = match KeyColumns::of(md.current_schema())? {
+                Some(key) if !changes.appends.is_empty() => Some(KeyCheck {
+                    field_ids: key.field_ids,
+                    appends: changes.appends.clone(),
+                    checked_on: record.metadata_location.clone(),
+                }),
+                _ => None,
+            };
+            let mut snap = block_on(stage_snapshot(
                 &inner.file_io,
                 &md,
                 snapshot_id,
@@ -502,6 +564,7 @@ impl Transaction {
                 changes.delete_base,
                 written,
             ))?;
+            snap.key_check = key_check;
             staged.push((record, snap));
         }
 
@@ -636,6 +699,11 @@ impl Transaction {
                     }
                 }
             }
+            if let Some(check) = &snap.key_check {
+                if check.checked_on != base_location && !created.contains(&record.uuid) {
+                    self.check_concurrent_keys(record, check, &base)?;
+                }
+            }
             let (metadata, location) =
                 block_on(produce(&inner.file_io, &inner.read_caches.manifests, &base, &base_location, snap, written))?;
             inner.metadata.insert(&location, Arc::new(metadata));
@@ -645,6 +713,28 @@ impl Transaction {
                 operation: snap.operation.as_str().to_string(),
                 snapshot_id: Some(snap.snapshot_id),
             });
+        }
+        Ok(())
+    }
+
+    /// Appends to a table with a primary key rebase over concurrent appends only when the keys
+    /// cannot collide: the key bounds of every data file committed since the keys were checked
+    /// must be disjoint from those of this transaction's files.
+    fn check_concurrent_keys(&self, record: &TableRecord, check: &KeyCheck, base: &TableMetadata) -> Result<()> {
+        let inner = &self.catalog.inner;
+        let at_read = inner.metadata.get(&check.checked_on)?.last_sequence_number();
+        let Some(current) = base.current_snapshot() else {
+            return Ok(());
+        };
+        let files = inner.read_caches.manifests.snapshot_files(base, current)?;
+        let theirs: Vec<DataFile> =
+            files.data.iter().filter(|e| e.sequence_number > at_read).map(|e| e.file().clone()).collect();
+        if ranges_may_overlap(&check.field_ids, &check.appends, &theirs) {
+            return Err(Error::conflict(format!(
+                "transaction conflict on table \"{}\": a concurrent transaction inserted rows whose keys may \
+                 collide with this one's; nothing was committed, retry the transaction",
+                record.qualified_name()
+            )));
         }
         Ok(())
     }
@@ -680,6 +770,10 @@ impl Transaction {
         if st.finished {
             return;
         }
+        self.rollback_locked(&mut st);
+    }
+
+    fn rollback_locked(&self, st: &mut TxnState) {
         st.finished = true;
         let written = std::mem::take(&mut st.written);
         remove_files(written.iter().map(String::as_str));

@@ -163,6 +163,13 @@ pub unsafe extern "C" fn skade_txn_delete_rows(
     })
 }
 
+/// Ends a statement that wrote rows to the table `uuid`: checks its primary key (a constraint
+/// error if a new key is duplicated or already live) and makes its files part of the transaction.
+#[no_mangle]
+pub unsafe extern "C" fn skade_txn_end_statement(txn: *const SkadeTxn, uuid: *const c_char) -> *mut SkadeStatus {
+    guard(|| handle(txn, "transaction")?.0.end_statement(arg(uuid, "table id")?))
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn skade_txn_drop_table(
     txn: *const SkadeTxn,

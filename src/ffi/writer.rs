@@ -51,15 +51,16 @@ pub unsafe extern "C" fn skade_writer_write(
     })
 }
 
-/// Closes the writer's files and stages them in its transaction; `rows` gets the row count.
+/// Closes the writer's files and adds them to the running statement (see
+/// `skade_txn_end_statement`); `rows` gets the row count.
 #[no_mangle]
 pub unsafe extern "C" fn skade_writer_finish(writer: *mut SkadeWriter, rows: *mut u64) -> *mut SkadeStatus {
     guard(|| {
         let w = unsafe { writer.as_mut() }.ok_or_else(|| Error::internal("writer handle is null"))?;
         let inner = w.writer.take().ok_or_else(|| Error::internal("writer already finished"))?;
         let n = inner.rows();
-        let files = inner.finish()?;
-        w.txn.stage_files(&w.uuid, files)?;
+        let written = inner.finish()?;
+        w.txn.stage_files(&w.uuid, written)?;
         out(rows, n)
     })
 }
@@ -73,8 +74,8 @@ pub unsafe extern "C" fn skade_writer_free(writer: *mut SkadeWriter) {
         }
         let w = unsafe { Box::from_raw(writer) };
         if let Some(inner) = w.writer {
-            if let Ok(files) = inner.finish() {
-                remove_files(files.iter().map(|f| f.file_path()));
+            if let Ok(written) = inner.finish() {
+                remove_files(written.files.iter().map(|f| f.file_path()));
             }
         }
     })

@@ -3,6 +3,7 @@
 pub mod delete_writer;
 pub mod deletes;
 pub mod filter;
+pub mod keys;
 pub mod manifests;
 pub mod metadata;
 pub mod scan;

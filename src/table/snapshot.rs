@@ -26,6 +26,15 @@ pub struct StagedSnapshot {
     /// For a snapshot with deletes: the metadata location they were computed on. It may be
     /// rebased over snapshots that only appended, never over ones that deleted.
     pub delete_base: Option<String>,
+    /// On a table with a primary key: the appended files, whose keys were checked against the
+    /// table at `checked_on`; a rebase over other appends is safe only if their keys cannot overlap.
+    pub key_check: Option<KeyCheck>,
+}
+
+pub struct KeyCheck {
+    pub field_ids: Vec<i32>,
+    pub appends: Vec<DataFile>,
+    pub checked_on: String,
 }
 
 /// Writes the manifests of a transaction's changes to one table: one for new data files, one for
@@ -71,7 +80,7 @@ pub async fn stage_snapshot(
         }
         manifests.push(writer.write_manifest_file().await?);
     }
-    Ok(StagedSnapshot { snapshot_id, operation, manifests, summary: collector.build(), delete_base })
+    Ok(StagedSnapshot { snapshot_id, operation, manifests, summary: collector.build(), delete_base, key_check: None })
 }
 
 /// Writes the manifest list and the next metadata.json for `staged` on top of `base`; returns

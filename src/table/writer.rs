@@ -3,6 +3,7 @@
 
 use arrow::array::StructArray;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
+use arrow::row::RowConverter;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, DataFileFormat, PrimitiveType, TableMetadata};
 use iceberg::writer::base_writer::data_file_writer::{DataFileWriter, DataFileWriterBuilder};
@@ -15,6 +16,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use uuid::Uuid;
 
+use super::keys::{KeyColumns, PackedKeys};
 use super::schema::{arrow_schema, conform};
 use crate::error::Result;
 use crate::runtime::block_on;
@@ -31,6 +33,14 @@ pub struct TableWriter {
     schema: ArrowSchemaRef,
     table_name: String,
     rows: u64,
+    /// On a table with a primary key: the key of every row written, for the uniqueness check.
+    keys: Option<(KeyColumns, RowConverter, PackedKeys)>,
+}
+
+/// What a writer wrote: its files (fsynced) and, on a table with a primary key, their rows' keys.
+pub struct Written {
+    pub files: Vec<DataFile>,
+    pub keys: Option<PackedKeys>,
 }
 
 impl TableWriter {
@@ -61,12 +71,19 @@ impl TableWriter {
             DefaultFileNameGenerator::new(Uuid::now_v7().to_string(), None, DataFileFormat::Parquet),
         );
         let inner = block_on(DataFileWriterBuilder::new(rolling).build(None))?;
-        Ok(Self { inner, schema: arrow_schema(&schema)?, table_name: table_name.to_string(), rows: 0 })
+        let keys = match KeyColumns::of(&schema)? {
+            Some(k) => Some((k.clone(), k.converter()?, PackedKeys::default())),
+            None => None,
+        };
+        Ok(Self { inner, schema: arrow_schema(&schema)?, table_name: table_name.to_string(), rows: 0, keys })
     }
 
     /// The table's columns, in order, as DuckDB hands them over.
     pub fn write(&mut self, columns: &StructArray) -> Result<()> {
         let batch = conform(columns, &self.schema, &self.table_name)?;
+        if let Some((key, converter, packed)) = &mut self.keys {
+            packed.push_rows(&key.encode(converter, &batch)?);
+        }
         self.rows += batch.num_rows() as u64;
         block_on(self.inner.write(batch))?;
         Ok(())
@@ -76,8 +93,9 @@ impl TableWriter {
         self.rows
     }
 
-    /// Closes the current file; returns every file written, each already fsynced.
-    pub fn finish(mut self) -> Result<Vec<DataFile>> {
-        Ok(block_on(self.inner.close())?)
+    /// Closes the current file; returns every file written (the commit fsyncs them).
+    pub fn finish(mut self) -> Result<Written> {
+        let files = block_on(self.inner.close())?;
+        Ok(Written { files, keys: self.keys.map(|(_, _, packed)| packed) })
     }
 }

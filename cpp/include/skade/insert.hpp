@@ -22,6 +22,11 @@ public:
 	SkadeTableEntry *table = nullptr;
 	SkadeSchemaEntry *schema = nullptr;
 	unique_ptr<BoundCreateTableInfo> info;
+	//! The types of the chunks this sink receives (the table's columns, in order).
+	vector<LogicalType> input_types;
+	//! Whether this sink ends the statement's writes (see skade_txn_end_statement): false for all
+	//! but the last writing action of a MERGE.
+	bool ends_statement = true;
 
 	string GetName() const override {
 		return "SKADE_INSERT";
@@ -38,6 +43,8 @@ public:
 	unique_ptr<LocalSinkState> GetLocalSinkState(ExecutionContext &context) const override;
 	SinkResultType Sink(ExecutionContext &context, DataChunk &chunk, OperatorSinkInput &input) const override;
 	SinkCombineResultType Combine(ExecutionContext &context, OperatorSinkCombineInput &input) const override;
+	SinkFinalizeType Finalize(Pipeline &pipeline, Event &event, ClientContext &context,
+	                          OperatorSinkFinalizeInput &input) const override;
 
 	// source: the row count
 	bool IsSource() const override {

@@ -4,6 +4,8 @@
 
 #include "skade/common.hpp"
 #include "duckdb/execution/physical_operator.hpp"
+#include "duckdb/execution/physical_plan_generator.hpp"
+#include "duckdb/planner/operator/logical_merge_into.hpp"
 
 namespace duckdb {
 
@@ -12,6 +14,16 @@ class SkadeTableEntry;
 //! Appends the BIGINT row ids in `ids` (count rows) to `out`.
 void SkadeCollectRowIds(Vector &ids, idx_t count, vector<int64_t> &out);
 
+//! An UPDATE's SET list as the new value of every column, in table order (BindUpdateConstraints
+//! made every column part of it, since an update deletes the old row and inserts the new one).
+vector<unique_ptr<Expression>> SkadeUpdateInTableOrder(const vector<PhysicalIndex> &columns,
+                                                       const vector<unique_ptr<Expression>> &expressions);
+
+//! MERGE INTO (and INSERT ... ON CONFLICT / INSERT OR REPLACE, which DuckDB binds as MERGE INTO):
+//! DuckDB's merge operator routes each source row to skade's insert, update or delete sink.
+PhysicalOperator &SkadePlanMergeInto(ClientContext &context, PhysicalPlanGenerator &planner, LogicalMergeInto &op,
+                                     PhysicalOperator &plan);
+
 class SkadeDelete : public PhysicalOperator {
 public:
 	SkadeDelete(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table, idx_t row_id_index,
@@ -19,6 +31,8 @@ public:
 
 	SkadeTableEntry &table;
 	idx_t row_id_index;
+	//! Whether this sink ends the statement's writes (the last writing action of a MERGE).
+	bool ends_statement = false;
 
 	string GetName() const override {
 		return "SKADE_DELETE";
@@ -52,6 +66,9 @@ public:
 
 	SkadeTableEntry &table;
 	vector<unique_ptr<Expression>> expressions;
+	//! Whether this sink ends the statement's writes: it checks the new rows' primary keys once
+	//! the old rows are deleted (false for all but the last writing action of a MERGE).
+	bool ends_statement = true;
 
 	string GetName() const override {
 		return "SKADE_UPDATE";

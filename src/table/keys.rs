@@ -1,0 +1,195 @@
+//! Primary keys: a table's identifier fields, rows' keys encoded with Arrow's row format (one
+//! byte string per key, injective per type, so equal bytes mean equal keys) and packed into one
+//! length-delimited buffer, and the check that new keys are not live in the table yet.
+
+use std::collections::HashSet;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::DataType;
+use arrow::row::{RowConverter, Rows, SortField};
+use iceberg::spec::{DataFile, Datum, Schema};
+use rayon::prelude::*;
+
+use super::filter::{Cmp, Prune};
+use super::scan::ScanPlan;
+use super::schema::arrow_schema;
+use crate::error::{Error, Result};
+
+/// The key columns of a table: its identifier fields, in field-id order (the order equality
+/// deletes name them in too).
+#[derive(Clone)]
+pub struct KeyColumns {
+    pub field_ids: Vec<i32>,
+    /// Top-level column positions.
+    pub indexes: Vec<usize>,
+    pub names: Vec<String>,
+    pub types: Vec<DataType>,
+}
+
+impl KeyColumns {
+    /// None when the table has no primary key.
+    pub fn of(schema: &Schema) -> Result<Option<KeyColumns>> {
+        let mut field_ids: Vec<i32> = schema.identifier_field_ids().collect();
+        if field_ids.is_empty() {
+            return Ok(None);
+        }
+        field_ids.sort_unstable();
+        let arrow = arrow_schema(schema)?;
+        let fields = schema.as_struct().fields();
+        let mut key = KeyColumns { field_ids: vec![], indexes: vec![], names: vec![], types: vec![] };
+        for id in field_ids {
+            let index = fields
+                .iter()
+                .position(|f| f.id == id)
+                .ok_or_else(|| Error::corrupt(format!("identifier field {id} is not a top-level column")))?;
+            key.field_ids.push(id);
+            key.indexes.push(index);
+            key.names.push(fields[index].name.clone());
+            key.types.push(arrow.field(index).data_type().clone());
+        }
+        Ok(Some(key))
+    }
+
+    pub fn converter(&self) -> Result<RowConverter> {
+        Ok(RowConverter::new(self.types.iter().map(|t| SortField::new(t.clone())).collect())?)
+    }
+
+    /// The keys of a batch of the table's columns (in table order).
+    pub fn encode(&self, converter: &RowConverter, batch: &RecordBatch) -> Result<Rows> {
+        let columns: Vec<ArrayRef> = self.indexes.iter().map(|&i| batch.column(i).clone()).collect();
+        Ok(converter.convert_columns(&columns)?)
+    }
+
+    /// A key as DuckDB prints it in constraint errors: `id: 2` or `a: 1, b: x`.
+    pub fn describe(&self, converter: &RowConverter, key: &[u8]) -> String {
+        let parser = converter.parser();
+        let values = match converter.convert_rows([parser.parse(key)]) {
+            Ok(v) => v,
+            Err(_) => return "?".to_string(),
+        };
+        self.names
+            .iter()
+            .zip(values)
+            .map(|(name, v)| {
+                let value = arrow::util::display::array_value_to_string(&v, 0).unwrap_or_else(|_| "?".into());
+                format!("{name}: {value}")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// A predicate that keeps only files whose key bounds overlap those of `files` (the files a
+    /// statement wrote): live keys outside that range cannot collide with the new ones.
+    pub fn overlap_prune(&self, files: &[DataFile]) -> Option<Prune> {
+        let mut parts = vec![];
+        for id in &self.field_ids {
+            let lower = files.iter().map(|f| f.lower_bounds().get(id)).collect::<Option<Vec<&Datum>>>();
+            let upper = files.iter().map(|f| f.upper_bounds().get(id)).collect::<Option<Vec<&Datum>>>();
+            let lowest = lower.and_then(|v| min_datum(v.into_iter()));
+            let highest = upper.and_then(|v| max_datum(v.into_iter()));
+            if let Some(value) = lowest {
+                parts.push(Prune::Compare { field_id: *id, cmp: Cmp::Ge, value });
+            }
+            if let Some(value) = highest {
+                parts.push(Prune::Compare { field_id: *id, cmp: Cmp::Le, value });
+            }
+        }
+        (!parts.is_empty()).then_some(Prune::And(parts))
+    }
+}
+
+fn min_datum<'a>(mut values: impl Iterator<Item = &'a Datum>) -> Option<Datum> {
+    let first = values.next()?;
+    values.try_fold(first, |a, b| Some(if b.partial_cmp(a)?.is_lt() { b } else { a })).cloned()
+}
+
+fn max_datum<'a>(mut values: impl Iterator<Item = &'a Datum>) -> Option<Datum> {
+    let first = values.next()?;
+    values.try_fold(first, |a, b| Some(if b.partial_cmp(a)?.is_gt() { b } else { a })).cloned()
+}
+
+/// Whether the key ranges of two sets of data files may overlap (false only when some key column's
+/// ranges are provably disjoint): two transactions whose new keys cannot collide commit both.
+pub fn ranges_may_overlap(field_ids: &[i32], ours: &[DataFile], theirs: &[DataFile]) -> bool {
+    let range = |files: &[DataFile], id: &i32| {
+        let lower = files.iter().map(|f| f.lower_bounds().get(id)).collect::<Option<Vec<_>>>()?;
+        let upper = files.iter().map(|f| f.upper_bounds().get(id)).collect::<Option<Vec<_>>>()?;
+        Some((min_datum(lower.into_iter())?, max_datum(upper.into_iter())?))
+    };
+    if ours.is_empty() || theirs.is_empty() {
+        return false;
+    }
+    !field_ids.iter().any(|id| match (range(ours, id), range(theirs, id)) {
+        (Some((lo_a, hi_a)), Some((lo_b, hi_b))) => {
+            hi_a.partial_cmp(&lo_b).is_some_and(|o| o.is_lt()) || hi_b.partial_cmp(&lo_a).is_some_and(|o| o.is_lt())
+        }
+        _ => false,
+    })
+}
+
+/// Row keys packed into one buffer: key i is `data[ends[i-1]..ends[i]]`.
+#[derive(Default, Clone)]
+pub struct PackedKeys {
+    data: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl PackedKeys {
+    pub fn push_rows(&mut self, rows: &Rows) {
+        for row in rows.iter() {
+            self.data.extend_from_slice(row.data());
+            self.ends.push(self.data.len());
+        }
+    }
+
+    pub fn append(&mut self, other: PackedKeys) {
+        if self.ends.is_empty() {
+            *self = other;
+            return;
+        }
+        let base = self.data.len();
+        self.data.extend_from_slice(&other.data);
+        self.ends.extend(other.ends.iter().map(|e| e + base));
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(s, &e)| &self.data[s..e])
+    }
+
+    /// The keys as a set, or the first key that occurs twice.
+    pub fn unique(&self) -> std::result::Result<HashSet<&[u8]>, &[u8]> {
+        let mut set = HashSet::with_capacity(self.len());
+        for key in self.iter() {
+            if !set.insert(key) {
+                return Err(key);
+            }
+        }
+        Ok(set)
+    }
+}
+
+/// The first of `keys` that is live in the rows `plan` reads (the key columns, in `key` order),
+/// reading its files in parallel.
+pub fn find_live(plan: &ScanPlan, key: &KeyColumns, keys: &HashSet<&[u8]>) -> Result<Option<Vec<u8>>> {
+    let found = (0..plan.task_count()).into_par_iter().map(|task| -> Result<Option<Vec<u8>>> {
+        let converter = key.converter()?;
+        for batch in plan.open(task)? {
+            let batch = batch?;
+            let rows = converter.convert_columns(batch.columns())?;
+            if let Some(row) = rows.iter().find(|r| keys.contains(r.data())) {
+                return Ok(Some(row.data().to_vec()));
+            }
+        }
+        Ok(None)
+    });
+    found.find_map_any(|r| r.transpose()).transpose()
+}
