@@ -9,6 +9,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXTENSION = os.path.join(ROOT, "build", "release", "skade.duckdb_extension")
 DUCKDB_CLI = os.path.join(os.path.dirname(sys.executable), "duckdb")
 
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from sqllogictest import site_extension  # noqa: E402  (the peers' extension files, from PyPI)
+
 
 def connect(path=":memory:"):
     con = duckdb.connect(path, config={"allow_unsigned_extensions": "true"})
