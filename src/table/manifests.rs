@@ -19,7 +19,10 @@ use crate::io::local_path;
 pub struct FileEntry {
     pub entry: Arc<ManifestEntry>,
     pub snapshot_id: i64,
+    /// The data sequence number (what deletes compare against).
     pub sequence_number: i64,
+    /// The sequence number of the snapshot that added the file.
+    pub file_sequence_number: i64,
 }
 
 impl FileEntry {
@@ -129,7 +132,8 @@ fn parse_manifest(manifest: &ManifestFile) -> Result<Vec<FileEntry>> {
             // Iceberg's inheritance: null ids come from the manifest's entry in the list.
             let snapshot_id = entry.snapshot_id.unwrap_or(manifest.added_snapshot_id);
             let sequence_number = entry.sequence_number.unwrap_or(manifest.sequence_number);
-            FileEntry { entry, snapshot_id, sequence_number }
+            let file_sequence_number = entry.file_sequence_number.unwrap_or(manifest.sequence_number);
+            FileEntry { entry, snapshot_id, sequence_number, file_sequence_number }
         })
         .collect())
 }

@@ -8,8 +8,9 @@ use std::collections::HashMap;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataFile, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference,
-    SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata, TableMetadataBuilder, MAIN_BRANCH,
+    DataFile, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
+    SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata, TableMetadataBuilder,
+    MAIN_BRANCH,
 };
 use uuid::Uuid;
 
@@ -96,7 +97,8 @@ pub async fn produce(
     let parent = base.current_snapshot().cloned();
     let mut manifests: Vec<ManifestFile> = staged.manifests.clone();
     if let Some(parent) = &parent {
-        manifests.extend(caches.manifest_list(base, parent)?.iter().cloned());
+        let inherited = caches.manifest_list(base, parent)?;
+        manifests.extend(merge_small_manifests(file_io, caches, base, staged.snapshot_id, &inherited, written).await?);
     }
     let sequence_number = base.next_sequence_number();
     let list_path = format!("{}/metadata/snap-{}-{}.avro", base.location(), staged.snapshot_id, Uuid::new_v4());
@@ -133,6 +135,57 @@ pub async fn produce(
     written.push(location.clone());
     metadata::write(&location, &metadata)?;
     Ok((metadata, location))
+}
+
+/// A snapshot carries at most this many small manifests of each content (data, deletes) from
+/// its parent; beyond it they are merged into one, so many small commits keep the manifest count,
+/// and with it commit and scan planning time, bounded (Iceberg's merge-append).
+pub const MAX_INHERITED_MANIFESTS: usize = 16;
+/// Manifests at least this large are left as they are (Iceberg's default target size).
+const SMALL_MANIFEST_BYTES: i64 = 8 << 20;
+
+/// The parent's manifests for the next snapshot, with the small ones of a content merged into
+/// one once there are more than [`MAX_INHERITED_MANIFESTS`]. Merged entries keep their snapshot
+/// ids and sequence numbers (status EXISTING); entries of removed files are dropped.
+async fn merge_small_manifests(
+    file_io: &FileIO,
+    caches: &ManifestCache,
+    base: &TableMetadata,
+    snapshot_id: i64,
+    inherited: &[ManifestFile],
+    written: &mut Vec<String>,
+) -> Result<Vec<ManifestFile>> {
+    let mut out = vec![];
+    for content in [ManifestContentType::Data, ManifestContentType::Deletes] {
+        let (small, rest): (Vec<&ManifestFile>, Vec<&ManifestFile>) =
+            inherited.iter().filter(|m| m.content == content).partition(|m| m.manifest_length < SMALL_MANIFEST_BYTES);
+        out.extend(rest.into_iter().cloned());
+        if small.len() <= MAX_INHERITED_MANIFESTS {
+            out.extend(small.into_iter().cloned());
+            continue;
+        }
+        let schema = base.current_schema().clone();
+        let spec = base.default_partition_spec().as_ref().clone();
+        let path = format!("{}/metadata/{}-m0.avro", base.location(), Uuid::new_v4());
+        written.push(path.clone());
+        let builder = ManifestWriterBuilder::new(file_io.new_output(&path)?, Some(snapshot_id), schema, spec);
+        let mut writer = match content {
+            ManifestContentType::Data => builder.build_v2_data(),
+            ManifestContentType::Deletes => builder.build_v2_deletes(),
+        };
+        for m in small {
+            for e in caches.manifest(m)?.iter().filter(|e| e.is_live()) {
+                writer.add_existing_file(
+                    e.file().clone(),
+                    e.snapshot_id,
+                    e.sequence_number,
+                    Some(e.file_sequence_number),
+                )?;
+            }
+        }
+        out.push(writer.write_manifest_file().await?);
+    }
+    Ok(out)
 }
 
 const TOTALS: [(&str, &str, &str); 6] = [

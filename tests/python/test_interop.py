@@ -76,3 +76,21 @@ def test_pyiceberg_reads_position_deletes(lake):
         theirs = table.scan(snapshot_id=sid).to_arrow()
         ours = lake.execute(f"SELECT count(*), sum(id) FROM lake.log AT (VERSION => {sid})").fetchone()
         assert (theirs.num_rows, pc.sum(theirs.column("id")).as_py()) == ours, sid
+
+
+def test_merged_manifests_read_the_same_everywhere(lake):
+    # enough small commits that skade merges manifests (EXISTING entries keep their sequence
+    # numbers, so deletes still apply to exactly the rows they did)
+    lake.execute("CREATE TABLE lake.many (id BIGINT, v VARCHAR)")
+    for c in range(40):
+        lake.execute(f"INSERT INTO lake.many SELECT i, 'v' || i FROM range({c * 10}, {c * 10 + 10}) r(i)")
+        if c % 4 == 3:
+            lake.execute(f"DELETE FROM lake.many WHERE id % 10 = {c % 10}")
+    iceberg(lake)
+    meta = metadata_location(lake, "many")
+    ours = rows(lake, "SELECT * FROM lake.many")
+    assert ours == rows(lake, f"SELECT * FROM iceberg_scan('{meta}')")
+    theirs = StaticTable.from_metadata(meta).scan().to_arrow().sort_by([("id", "ascending")])
+    assert list(zip(theirs.column("id").to_pylist(), theirs.column("v").to_pylist())) == ours
+    manifests = lake.execute(f"SELECT count(DISTINCT manifest_path) FROM iceberg_metadata('{meta}')").fetchone()[0]
+    assert manifests <= 2 * (16 + 1)  # without merging: 40 data + 10 delete manifests
