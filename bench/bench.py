@@ -11,6 +11,7 @@ Usage: python bench/bench.py [rows_per_append]   (make bench)
 import glob
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -22,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXTENSION = os.path.join(ROOT, "build", "release", "skade.duckdb_extension")
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 31250
 APPENDS = 32
+MUTATIONS = 8
 
 
 def ducklake_extension():
@@ -79,10 +81,52 @@ def main():
     print(f"{'append 32 x ' + str(ROWS) + ' rows':<28} skade {figures['append 32x.sk_s'] * 1000:10.1f} ms   ducklake "
           f"{figures['append 32x.dl_s'] * 1000:10.1f} ms   skade/ducklake speed x{ratio:.2f}", flush=True)
 
+    # The peer workload's mutations (same seed, same ranges): 8 DELETEs and 8 UPDATEs of 1,000
+    # consecutive ids, each its own commit; the scans below then read through their deletes.
+    def mutate(lake):
+        rng = random.Random(7)
+        for _ in range(MUTATIONS):
+            lo = rng.randrange(0, APPENDS * ROWS - 1000)
+            con.execute(f"DELETE FROM {lake}.orders WHERE id >= {lo} AND id < {lo + 1000}")
+        for _ in range(MUTATIONS):
+            lo = rng.randrange(0, APPENDS * ROWS - 1000)
+            con.execute(f"UPDATE {lake}.orders SET amount = amount + 1 WHERE id >= {lo} AND id < {lo + 1000}")
+        return con.execute(f"SELECT count(*), sum(amount) FROM {lake}.orders").fetchall()
+
+    mutated = {}
+    for lake in ("sk", "dl"):
+        seconds, mutated[lake] = timed(lambda: mutate(lake))
+        figures[f"mutate.{lake}_s"] = round(seconds, 4)
+    if mutated["sk"] != mutated["dl"]:
+        raise SystemExit(f"mutate: results differ: {mutated}")
+    ratio = figures["mutate.dl_s"] / figures["mutate.sk_s"]
+    print(f"{'8 deletes + 8 updates x1000':<28} skade {figures['mutate.sk_s'] * 1000:10.1f} ms   ducklake "
+          f"{figures['mutate.dl_s'] * 1000:10.1f} ms   skade/ducklake speed x{ratio:.2f}", flush=True)
+
     both("full scan sum+count", lambda l: f"SELECT sum(amount), count(*) FROM {l}.orders", repeat=5)
     both("scan, 1 column filtered", lambda l: f"SELECT count(*) FROM {l}.orders WHERE customer = 'c5'", repeat=5)
     both("scan, pruned by id range", lambda l: f"SELECT sum(amount) FROM {l}.orders WHERE id BETWEEN 500000 AND 510000",
          repeat=5)
+
+    # Single DELETE and UPDATE statements over the 1M-row table: 1,000 and 100,000 rows each.
+    for n in (1000, 100000):
+        both(f"delete {n} rows", lambda l: f"DELETE FROM {l}.bulk WHERE id >= {n} AND id < {2 * n}")
+        both(f"update {n} rows", lambda l: f"UPDATE {l}.bulk SET amount = -amount WHERE id >= {3 * n} AND id < {4 * n}")
+    both("scan after those", lambda l: f"SELECT sum(amount), count(*) FROM {l}.bulk", repeat=5)
+
+    # skade only (DuckLake has no primary keys): the same on a keyed table, where deletes are
+    # equality deletes of the key and every UPDATE checks the new keys.
+    con.execute("CREATE TABLE sk.keyed (id BIGINT PRIMARY KEY, customer VARCHAR, amount DOUBLE)")
+    con.execute("INSERT INTO sk.keyed " + gen.format(lo=0, hi=APPENDS * ROWS))
+    for n in (1000, 100000):
+        for verb, sql in (("delete", f"DELETE FROM sk.keyed WHERE id >= {n} AND id < {2 * n}"),
+                          ("update", f"UPDATE sk.keyed SET amount = -amount WHERE id >= {3 * n} AND id < {4 * n}")):
+            seconds, _ = timed(lambda: con.execute(sql).fetchall())
+            figures[f"keyed {verb} {n}.sk_s"] = round(seconds, 4)
+            print(f"{'keyed ' + verb + ' ' + str(n) + ' rows':<28} skade {seconds * 1000:10.1f} ms", flush=True)
+    seconds, _ = timed(lambda: con.execute("SELECT sum(amount), count(*) FROM sk.keyed").fetchall(), 5)
+    figures["keyed scan.sk_s"] = round(seconds, 4)
+    print(f"{'keyed scan after those':<28} skade {seconds * 1000:10.1f} ms", flush=True)
 
     def one_row_commits(lake):
         for i in range(200):

@@ -5,7 +5,7 @@
 //! rows of data files with sequence number < S whose key equals one of its rows (NULL equals
 //! NULL). Delete files are immutable, so their parsed contents are cached by path.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::sync::{Arc, Mutex};
 
@@ -16,6 +16,7 @@ use iceberg::spec::{DataContentType, DataFile, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
+use super::keys::{KeyRange, KeySet};
 use super::manifests::FileEntry;
 use super::schema::{arrow_schema, conform_array};
 use crate::error::{Error, Result};
@@ -35,10 +36,16 @@ pub struct PositionDeletes {
 pub struct EqualityDeletes {
     pub field_ids: Vec<i32>,
     pub types: Vec<DataType>,
-    pub keys: HashSet<Box<[u8]>>,
+    pub keys: KeySet<Box<[u8]>>,
+    /// The range of the keys: rows outside it are not deleted and are never hashed.
+    pub range: Option<KeyRange>,
 }
 
 impl EqualityDeletes {
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.range.as_ref().is_some_and(|r| r.contains(key)) && self.keys.contains(key)
+    }
+
     pub fn converter(&self) -> Result<RowConverter> {
         Ok(RowConverter::new(self.types.iter().map(|t| SortField::new(t.clone())).collect())?)
     }
@@ -166,7 +173,7 @@ impl DeleteCache {
                 .ok_or_else(|| Error::corrupt(format!("equality-delete file {path} uses unknown field {id}")))?;
             types.push(table_arrow.field(pos).data_type().clone());
         }
-        let mut deletes = EqualityDeletes { field_ids: field_ids.clone(), types, keys: HashSet::new() };
+        let mut deletes = EqualityDeletes { field_ids: field_ids.clone(), types, keys: KeySet::default(), range: None };
         let converter = deletes.converter()?;
         for batch in read_columns(path, &field_ids)? {
             let columns =
@@ -176,6 +183,7 @@ impl DeleteCache {
                 deletes.keys.insert(rows.row(i).data().into());
             }
         }
+        deletes.range = KeyRange::of(&converter, deletes.keys.iter().map(|k| &**k))?;
         let deletes = Arc::new(deletes);
         let mut cache = self.equality.lock().unwrap();
         if cache.len() >= MAX_CACHED_DELETE_FILES {

@@ -2,9 +2,10 @@
 //! byte string per key, injective per type, so equal bytes mean equal keys) and packed into one
 //! length-delimited buffer, and the check that new keys are not live in the table yet.
 
-use std::collections::HashSet;
-
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{ArrayRef, BooleanArray, RecordBatch, Scalar, UInt32Array};
+use arrow::compute::kernels::boolean::or;
+use arrow::compute::kernels::cmp::{gt, lt};
+use arrow::compute::take;
 use arrow::datatypes::DataType;
 use arrow::row::{RowConverter, Rows, SortField};
 use iceberg::spec::{DataFile, Datum, Schema};
@@ -14,6 +15,9 @@ use super::filter::{Cmp, Prune};
 use super::scan::ScanPlan;
 use super::schema::arrow_schema;
 use crate::error::{Error, Result};
+
+/// A set of encoded keys, with a fast hash (keys are not attacker-chosen lookups of a server).
+pub type KeySet<K> = std::collections::HashSet<K, ahash::RandomState>;
 
 /// The key columns of a table: its identifier fields, in field-id order (the order equality
 /// deletes name them in too).
@@ -127,6 +131,74 @@ pub fn ranges_may_overlap(field_ids: &[i32], ours: &[DataFile], theirs: &[DataFi
     })
 }
 
+/// The smallest and largest of a set of encoded keys. The row format sorts like the keys
+/// (lexicographically over the key columns), so rows outside the range cannot be in the set, and
+/// the first key column alone decides that for most rows with vectorized comparisons.
+pub struct KeyRange {
+    lo: Box<[u8]>,
+    hi: Box<[u8]>,
+    /// The first key column's value in `lo` and in `hi` (one-row arrays).
+    first_lo: ArrayRef,
+    first_hi: ArrayRef,
+}
+
+impl KeyRange {
+    /// None for an empty set.
+    pub fn of<'a>(converter: &RowConverter, keys: impl Iterator<Item = &'a [u8]> + Clone) -> Result<Option<KeyRange>> {
+        let (Some(lo), Some(hi)) = (keys.clone().min(), keys.max()) else {
+            return Ok(None);
+        };
+        let parser = converter.parser();
+        let bounds = converter.convert_rows([parser.parse(lo), parser.parse(hi)])?;
+        Ok(Some(KeyRange {
+            lo: lo.into(),
+            hi: hi.into(),
+            first_lo: bounds[0].slice(0, 1),
+            first_hi: bounds[0].slice(1, 1),
+        }))
+    }
+
+    pub fn contains(&self, key: &[u8]) -> bool {
+        key >= &*self.lo && key <= &*self.hi
+    }
+
+    /// Which rows of a batch may hold a key of the range, judged on the first key column; None
+    /// when no row can. NULLs stay candidates (NULL equals NULL in equality deletes).
+    pub fn candidates(&self, first: &ArrayRef) -> Result<Option<BooleanArray>> {
+        let below = lt(first, &Scalar::new(self.first_lo.clone()))?;
+        let above = gt(first, &Scalar::new(self.first_hi.clone()))?;
+        let outside = or(&below, &above)?;
+        if outside.true_count() == first.len() {
+            return Ok(None);
+        }
+        Ok(Some(BooleanArray::from_iter(outside.iter().map(|o| Some(o != Some(true))))))
+    }
+}
+
+/// Encodes the candidate rows of `columns` (the key columns of a batch) and calls `hit(row,
+/// key)` for each; rows outside `range` are skipped without encoding.
+pub fn probe(
+    converter: &RowConverter,
+    range: &KeyRange,
+    columns: &[ArrayRef],
+    mut hit: impl FnMut(usize, &[u8]) -> bool,
+) -> Result<()> {
+    let Some(candidates) = range.candidates(&columns[0])? else {
+        return Ok(());
+    };
+    let positions: Vec<u32> = (0..candidates.len() as u32).filter(|&i| candidates.value(i as usize)).collect();
+    let indices = UInt32Array::from(positions.clone());
+    let picked = columns.iter().map(|a| Ok(take(a.as_ref(), &indices, None)?)).collect::<Result<Vec<ArrayRef>>>()?;
+    let encoded = converter.convert_columns(&picked)?;
+    for (j, &i) in positions.iter().enumerate() {
+        let key = encoded.row(j);
+        if range.contains(key.data()) && !hit(i as usize, key.data()) {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Row keys packed into one buffer: key i is `data[ends[i-1]..ends[i]]`.
 #[derive(Default, Clone)]
 pub struct PackedKeys {
@@ -166,8 +238,8 @@ impl PackedKeys {
     }
 
     /// The keys as a set, or the first key that occurs twice.
-    pub fn unique(&self) -> std::result::Result<HashSet<&[u8]>, &[u8]> {
-        let mut set = HashSet::with_capacity(self.len());
+    pub fn unique(&self) -> std::result::Result<KeySet<&[u8]>, &[u8]> {
+        let mut set = KeySet::with_capacity_and_hasher(self.len(), ahash::RandomState::new());
         for key in self.iter() {
             if !set.insert(key) {
                 return Err(key);
@@ -179,14 +251,24 @@ impl PackedKeys {
 
 /// The first of `keys` that is live in the rows `plan` reads (the key columns, in `key` order),
 /// reading its files in parallel.
-pub fn find_live(plan: &ScanPlan, key: &KeyColumns, keys: &HashSet<&[u8]>) -> Result<Option<Vec<u8>>> {
+pub fn find_live(plan: &ScanPlan, key: &KeyColumns, keys: &KeySet<&[u8]>) -> Result<Option<Vec<u8>>> {
+    let converter = key.converter()?;
+    let Some(range) = KeyRange::of(&converter, keys.iter().copied())? else {
+        return Ok(None);
+    };
     let found = (0..plan.task_count()).into_par_iter().map(|task| -> Result<Option<Vec<u8>>> {
         let converter = key.converter()?;
         for batch in plan.open(task)? {
             let batch = batch?;
-            let rows = converter.convert_columns(batch.columns())?;
-            if let Some(row) = rows.iter().find(|r| keys.contains(r.data())) {
-                return Ok(Some(row.data().to_vec()));
+            let mut found = None;
+            probe(&converter, &range, batch.columns(), |_, k| {
+                if keys.contains(k) {
+                    found = Some(k.to_vec());
+                }
+                found.is_none()
+            })?;
+            if found.is_some() {
+                return Ok(found);
             }
         }
         Ok(None)

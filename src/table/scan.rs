@@ -20,6 +20,7 @@ use parquet::arrow::ProjectionMask;
 
 use super::deletes::{with_sequence, DeleteCache, DeleteIndex, FileDeletes};
 use super::filter::Prune;
+use super::keys::probe;
 use super::manifests::ManifestCache;
 use super::schema::{arrow_schema, conform_array};
 use super::time_travel::Version;
@@ -306,13 +307,15 @@ impl TaskReader {
                         None => Ok(new_null_array(t, rows)),
                     })
                     .collect::<Result<Vec<ArrayRef>>>()?;
-                let encoded = converter.convert_columns(&key_arrays)?;
-                let keep = keep.get_or_insert_with(|| vec![true; rows]);
-                for (i, k) in keep.iter_mut().enumerate() {
-                    if *k && set.keys.contains(encoded.row(i).data()) {
-                        *k = false;
+                let Some(range) = &set.range else {
+                    continue;
+                };
+                probe(converter, range, &key_arrays, |i, k| {
+                    if set.keys.contains(k) {
+                        keep.get_or_insert_with(|| vec![true; rows])[i] = false;
                     }
-                }
+                    true
+                })?;
             }
         }
         let start = self.position;
