@@ -476,3 +476,39 @@ fn many_small_commits_keep_the_manifest_count_bounded() {
     old.sort_unstable();
     assert_eq!(old, then);
 }
+
+#[test]
+fn row_groups_are_pruned_by_their_statistics_and_keep_positions_exact() {
+    let dir = TestDir::new();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create(&txn, "t");
+    append(&txn, &uuid, 0..400_000); // one file, four row groups of 122,880 rows
+    txn.commit().unwrap();
+    let in_third = |id: i64| (250_000..250_010).contains(&id) || id == 300_000;
+    let txn = catalog.begin();
+    assert_eq!(delete_where(&txn, &uuid, in_third), 11);
+    txn.commit().unwrap();
+
+    let txn = catalog.begin();
+    let range = Prune::And(vec![
+        Prune::Compare { field_id: 1, cmp: Cmp::Ge, value: Datum::long(249_990) },
+        Prune::Compare { field_id: 1, cmp: Cmp::Lt, value: Datum::long(250_020) },
+    ]);
+    let plan = txn.scan(&txn.table_by_uuid(&uuid).unwrap(), vec![0], Some(range), true).unwrap();
+    let mut rows = 0;
+    let mut seen = vec![];
+    for b in plan.open(0).unwrap() {
+        let b = b.unwrap();
+        rows += b.num_rows();
+        let ids = b.column(0).as_primitive::<Int64Type>();
+        let row_ids = b.column(1).as_primitive::<Int64Type>();
+        for i in 0..b.num_rows() {
+            // a row id's position is the row's position in the file, skipped groups included
+            assert_eq!(row_ids.value(i) & 0xFFFF_FFFF, ids.value(i), "row id of {}", ids.value(i));
+            seen.push(ids.value(i));
+        }
+    }
+    assert_eq!(rows, 122_880 - 11, "only the third row group is read, minus its deleted rows");
+    assert!(seen.contains(&249_990) && !seen.contains(&250_005) && !seen.contains(&300_000));
+}

@@ -65,19 +65,40 @@ impl Prune {
         Ok(and_all(exprs.iter().filter_map(|e| t.translate(e)).collect()))
     }
 
+    /// The field ids the predicate looks at.
+    pub fn field_ids(&self) -> Vec<i32> {
+        let mut out = vec![];
+        let mut stack = vec![self];
+        while let Some(p) = stack.pop() {
+            match p {
+                Prune::And(parts) | Prune::Or(parts) => stack.extend(parts),
+                Prune::Compare { field_id, .. } | Prune::In { field_id, .. } => out.push(*field_id),
+                Prune::IsNull(id) | Prune::IsNotNull(id) => out.push(*id),
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// False only when no row of `file` can satisfy the predicate.
     pub fn may_match(&self, file: &DataFile) -> bool {
+        self.may_match_stats(file)
+    }
+
+    /// False only when no row described by `stats` (a file, a row group) can satisfy it.
+    pub fn may_match_stats(&self, stats: &dyn ColumnStats) -> bool {
         match self {
-            Prune::And(parts) => parts.iter().all(|p| p.may_match(file)),
-            Prune::Or(parts) => parts.iter().any(|p| p.may_match(file)),
-            Prune::IsNull(id) => file.null_value_counts().get(id).is_none_or(|&n| n > 0),
-            Prune::IsNotNull(id) => !all_null(file, *id),
+            Prune::And(parts) => parts.iter().all(|p| p.may_match_stats(stats)),
+            Prune::Or(parts) => parts.iter().any(|p| p.may_match_stats(stats)),
+            Prune::IsNull(id) => stats.null_count(*id).is_none_or(|n| n > 0),
+            Prune::IsNotNull(id) => !all_null(stats, *id),
             Prune::Compare { field_id, cmp, value } => {
-                if all_null(file, *field_id) {
+                if all_null(stats, *field_id) {
                     return false; // a comparison is never true on NULL
                 }
-                let lower = file.lower_bounds().get(field_id);
-                let upper = file.upper_bounds().get(field_id);
+                let lower = stats.lower(*field_id);
+                let upper = stats.upper(*field_id);
                 let below = |b: Option<&Datum>| b.and_then(|b| b.partial_cmp(value)); // bound vs value
                 match cmp {
                     Cmp::Eq => {
@@ -93,13 +114,37 @@ impl Prune {
             }
             Prune::In { field_id, values } => values
                 .iter()
-                .any(|v| Prune::Compare { field_id: *field_id, cmp: Cmp::Eq, value: v.clone() }.may_match(file)),
+                .any(|v| Prune::Compare { field_id: *field_id, cmp: Cmp::Eq, value: v.clone() }.may_match_stats(stats)),
         }
     }
 }
 
-fn all_null(file: &DataFile, id: i32) -> bool {
-    file.null_value_counts().get(&id).is_some_and(|&n| n == file.record_count())
+/// Column statistics by Iceberg field id: a data file's metrics or a row group's statistics.
+/// Missing statistics prune nothing.
+pub trait ColumnStats {
+    fn lower(&self, field_id: i32) -> Option<&Datum>;
+    fn upper(&self, field_id: i32) -> Option<&Datum>;
+    fn null_count(&self, field_id: i32) -> Option<u64>;
+    fn row_count(&self) -> u64;
+}
+
+impl ColumnStats for DataFile {
+    fn lower(&self, field_id: i32) -> Option<&Datum> {
+        self.lower_bounds().get(&field_id)
+    }
+    fn upper(&self, field_id: i32) -> Option<&Datum> {
+        self.upper_bounds().get(&field_id)
+    }
+    fn null_count(&self, field_id: i32) -> Option<u64> {
+        self.null_value_counts().get(&field_id).copied()
+    }
+    fn row_count(&self) -> u64 {
+        self.record_count()
+    }
+}
+
+fn all_null(stats: &dyn ColumnStats, id: i32) -> bool {
+    stats.null_count(id).is_some_and(|n| n == stats.row_count())
 }
 
 fn and_all(mut parts: Vec<Prune>) -> Option<Prune> {

@@ -6,6 +6,7 @@ pub mod filter;
 pub mod keys;
 pub mod manifests;
 pub mod metadata;
+pub mod row_groups;
 pub mod scan;
 pub mod schema;
 pub mod snapshot;

@@ -2,7 +2,7 @@
 //! column bounds, the deletes that apply to each), then read each file as its own Arrow stream so
 //! DuckDB's threads can read files in parallel. Parquet footers are cached per file (immutable).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::sync::{Arc, Mutex};
 
@@ -12,7 +12,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use arrow::error::ArrowError;
 use arrow::row::RowConverter;
-use iceberg::spec::{DataFile, TableMetadata};
+use iceberg::spec::{DataFile, SchemaRef, TableMetadata};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
@@ -22,6 +22,7 @@ use super::deletes::{with_sequence, DeleteCache, DeleteIndex, FileDeletes};
 use super::filter::Prune;
 use super::keys::probe;
 use super::manifests::ManifestCache;
+use super::row_groups::row_group_stats;
 use super::schema::{arrow_schema, conform_array};
 use super::time_travel::Version;
 use crate::error::{Error, Result};
@@ -95,6 +96,9 @@ struct ScanTask {
 
 pub struct ScanPlan {
     tasks: Vec<ScanTask>,
+    /// Row groups are pruned with it too (files already were).
+    prune: Option<Prune>,
+    iceberg_schema: SchemaRef,
     schema: ArrowSchemaRef,
     field_ids: Vec<i32>,
     row_ids: bool,
@@ -152,6 +156,8 @@ impl ScanPlan {
         }
         Ok(ScanPlan {
             tasks,
+            prune: req.prune,
+            iceberg_schema: schema,
             schema: Arc::new(ArrowSchema::new(out_fields)),
             field_ids,
             row_ids: req.row_ids.is_some(),
@@ -184,7 +190,7 @@ impl ScanPlan {
             row_ids: self.row_ids,
             file_id: task.file_id,
             deletes: task.deletes.clone(),
-            position: 0,
+            runs: VecDeque::from([(0, task.record_count)]),
             deleted_cursor: 0,
             source: Source::Positions { remaining: task.record_count },
         };
@@ -221,12 +227,29 @@ impl ScanPlan {
             .map(|e| Ok((e.field_ids.iter().map(column_of).collect(), e.converter()?)))
             .collect::<Result<Vec<_>>>()?;
         let mask = ProjectionMask::roots(parquet_schema, roots.iter().copied());
+        // Row groups the filters cannot match are skipped; `runs` keeps the file positions of
+        // the rows that are read (for position deletes and row ids).
+        let mut selected = vec![];
+        let mut runs = VecDeque::new();
+        let mut start = 0u64;
+        let groups = footer.metadata().row_groups();
+        let stats =
+            self.prune.as_ref().map(|p| (p, row_group_stats(&self.iceberg_schema, footer.metadata(), &p.field_ids())));
+        for (i, rg) in groups.iter().enumerate() {
+            let rows = rg.num_rows().max(0) as u64;
+            if stats.as_ref().is_none_or(|(p, s)| p.may_match_stats(&s[i])) {
+                selected.push(i);
+                runs.push_back((start, rows));
+            }
+            start += rows;
+        }
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, footer)
             .with_projection(mask)
+            .with_row_groups(selected)
             .with_batch_size(BATCH_ROWS)
             .build()
             .map_err(|e| Error::corrupt(format!("data file {} is not readable: {e}", task.path)))?;
-        Ok(TaskReader { source: Source::File { reader, columns, keys, path: task.path.clone() }, ..base })
+        Ok(TaskReader { source: Source::File { reader, columns, keys, path: task.path.clone() }, runs, ..base })
     }
 }
 
@@ -249,33 +272,53 @@ pub struct TaskReader {
     row_ids: bool,
     file_id: u32,
     deletes: FileDeletes,
-    /// File position of the next row.
-    position: u64,
+    /// The file positions of the rows still to come, as (first position, count) runs in order
+    /// (one run unless row groups were skipped).
+    runs: VecDeque<(u64, u64)>,
     /// Index of the first deleted position not yet passed.
     deleted_cursor: usize,
     source: Source,
 }
 
 impl TaskReader {
-    /// Which of the `rows` rows starting at `self.position` survive the position deletes.
-    fn position_mask(&mut self, rows: usize) -> Option<Vec<bool>> {
+    /// The file positions of the next `rows` rows, as runs.
+    fn take_positions(&mut self, rows: usize) -> Vec<(u64, u64)> {
+        let mut out = vec![];
+        let mut left = rows as u64;
+        while left > 0 {
+            let Some((start, len)) = self.runs.front_mut() else {
+                break;
+            };
+            let n = left.min(*len);
+            out.push((*start, n));
+            *start += n;
+            *len -= n;
+            left -= n;
+            if *len == 0 {
+                self.runs.pop_front();
+            }
+        }
+        out
+    }
+
+    /// Which of the rows at `positions` survive the position deletes (None: all of them).
+    fn position_mask(&mut self, positions: &[(u64, u64)], rows: usize) -> Option<Vec<bool>> {
         let deleted = &self.deletes.positions;
-        let end = self.position + rows as u64;
         let mut cursor = self.deleted_cursor;
-        while cursor < deleted.len() && deleted[cursor] < self.position {
-            cursor += 1;
-        }
-        if cursor == deleted.len() || deleted[cursor] >= end {
-            self.deleted_cursor = cursor;
-            return None;
-        }
-        let mut keep = vec![true; rows];
-        while cursor < deleted.len() && deleted[cursor] < end {
-            keep[(deleted[cursor] - self.position) as usize] = false;
-            cursor += 1;
+        let mut keep: Option<Vec<bool>> = None;
+        let mut offset = 0u64;
+        for &(start, len) in positions {
+            while cursor < deleted.len() && deleted[cursor] < start {
+                cursor += 1;
+            }
+            while cursor < deleted.len() && deleted[cursor] < start + len {
+                keep.get_or_insert_with(|| vec![true; rows])[(offset + deleted[cursor] - start) as usize] = false;
+                cursor += 1;
+            }
+            offset += len;
         }
         self.deleted_cursor = cursor;
-        Some(keep)
+        keep
     }
 
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
@@ -294,7 +337,8 @@ impl TaskReader {
                 Some(Ok(b)) => (Some(b.columns().to_vec()), b.num_rows(), None),
             },
         };
-        if let Some(mask) = self.position_mask(rows) {
+        let positions = self.take_positions(rows);
+        if let Some(mask) = self.position_mask(&positions, rows) {
             keep = Some(mask);
         }
         if let (Source::File { keys, .. }, Some(cols)) = (&self.source, &batch_columns) {
@@ -318,9 +362,6 @@ impl TaskReader {
                 })?;
             }
         }
-        let start = self.position;
-        self.position += rows as u64;
-
         let mut arrays: Vec<ArrayRef> = vec![];
         if let (Source::File { columns, .. }, Some(cols)) = (&self.source, &batch_columns) {
             for (c, field) in columns.iter().zip(self.schema.fields()) {
@@ -332,7 +373,8 @@ impl TaskReader {
         }
         if self.row_ids {
             let file_id = self.file_id;
-            arrays.push(Arc::new(Int64Array::from_iter_values((0..rows as u64).map(|i| row_id(file_id, start + i)))));
+            let ids = positions.iter().flat_map(|&(start, len)| (start..start + len).map(|p| row_id(file_id, p)));
+            arrays.push(Arc::new(Int64Array::from_iter_values(ids)));
         }
         let batch = RecordBatch::try_new_with_options(
             self.schema.clone(),
