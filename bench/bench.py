@@ -8,7 +8,6 @@ asserted; each result is checked to be the same on both sides.
 
 Usage: python bench/bench.py [rows_per_append]   (make bench)
 """
-import glob
 import json
 import os
 import random
@@ -19,16 +18,12 @@ import time
 
 import duckdb
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXTENSION = os.path.join(ROOT, "build", "release", "skade.duckdb_extension")
+from common import EXTENSION, ducklake_extension
+
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 31250
 APPENDS = 32
 MUTATIONS = 8
 
-
-def ducklake_extension():
-    base = os.path.join(os.path.dirname(duckdb.__file__), "..", "duckdb_extension_ducklake", "extensions")
-    return glob.glob(os.path.join(base, "*", "ducklake.duckdb_extension"))[0]
 
 
 def timed(fn, repeat=1):

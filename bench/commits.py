@@ -6,7 +6,6 @@ one shared table (appends rebase onto each other). Prints figures; asserts nothi
 
 Usage: python bench/commits.py [seconds_per_point]   (make bench)
 """
-import glob
 import json
 import os
 import shutil
@@ -17,15 +16,11 @@ import time
 
 import duckdb
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXTENSION = os.path.join(ROOT, "build", "release", "skade.duckdb_extension")
+from common import EXTENSION, ducklake_extension
+
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 1.5
 WRITERS = [1, 2, 4, 8]
 
-
-def ducklake_extension():
-    base = os.path.join(os.path.dirname(duckdb.__file__), "..", "duckdb_extension_ducklake", "extensions")
-    return glob.glob(os.path.join(base, "*", "ducklake.duckdb_extension"))[0]
 
 
 def measure(con, lake, writers, shared):

@@ -123,6 +123,11 @@ void skade_writer_free(skade_writer *writer);
 skade_status *skade_function_schema(const char *name, struct ArrowSchema *result);
 skade_status *skade_fn_tables(const skade_txn *txn, struct ArrowArrayStream *result);
 skade_status *skade_fn_snapshots(const skade_txn *txn, const char *uuid, struct ArrowArrayStream *result);
+// Expires snapshots of table `uuid` as its own commit (each bound only if its has_ flag is set);
+// one row: expired_snapshots, removed_files.
+skade_status *skade_fn_expire_snapshots(const skade_txn *txn, const char *uuid, int64_t older_than_us,
+                                        bool has_older_than, int64_t retain_last, bool has_retain_last,
+                                        struct ArrowArrayStream *result);
 skade_status *skade_fn_commits_since(const skade_catalog *catalog, uint64_t since, struct ArrowArrayStream *result);
 
 #ifdef __cplusplus

@@ -3,6 +3,7 @@
 
 pub mod commit;
 pub mod events;
+pub mod maintenance;
 pub mod names;
 pub mod options;
 pub mod state;

@@ -11,7 +11,7 @@ use super::catalog::SkadeCatalog;
 use super::transaction::SkadeTxn;
 use super::{arg, guard, handle, out, SkadeStatus};
 use crate::error::Error;
-use crate::functions::{commits_since, snapshots, tables};
+use crate::functions::{commits_since, expire_snapshots, snapshots, tables};
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut FFI_ArrowSchema) -> *mut SkadeStatus {
@@ -20,6 +20,7 @@ pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut
             "skade_tables" => tables::schema(),
             "skade_snapshots" => snapshots::schema(),
             "skade_commits_since" => commits_since::schema(),
+            "skade_expire_snapshots" => expire_snapshots::schema(),
             other => return Err(Error::internal(format!("unknown function {other}"))),
         };
         out(result, FFI_ArrowSchema::try_from(schema.as_ref())?)
@@ -59,6 +60,31 @@ pub unsafe extern "C" fn skade_fn_commits_since(
     guard(|| {
         let catalog = handle(catalog, "catalog")?.0.clone();
         let reader = commits_since::CommitsSince::new(catalog, since);
+        out(result, super::export_stream(reader))
+    })
+}
+
+/// Expires snapshots of the table `uuid` as its own commit; each bound applies only when its
+/// `has_` flag is set.
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_expire_snapshots(
+    txn: *const SkadeTxn,
+    uuid: *const c_char,
+    older_than_us: i64,
+    has_older_than: bool,
+    retain_last: i64,
+    has_retain_last: bool,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let txn = &handle(txn, "transaction")?.0;
+        let batch = expire_snapshots::run(
+            txn,
+            arg(uuid, "table id")?,
+            has_older_than.then_some(older_than_us),
+            has_retain_last.then_some(retain_last),
+        )?;
+        let reader = RecordBatchIterator::new([Ok(batch)], expire_snapshots::schema());
         out(result, super::export_stream(reader))
     })
 }

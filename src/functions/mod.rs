@@ -1,6 +1,7 @@
 //! The rows behind skade's table functions, as Arrow batches.
 
 pub mod commits_since;
+pub mod expire_snapshots;
 pub mod snapshots;
 pub mod tables;
 

@@ -2,6 +2,7 @@
 
 pub mod delete_writer;
 pub mod deletes;
+pub mod expire;
 pub mod filter;
 pub mod keys;
 pub mod manifests;

@@ -44,5 +44,6 @@ SkadeTableEntry &SkadeTableByName(ClientContext &context, const string &qualifie
 TableFunction SkadeTablesFunction();
 TableFunction SkadeSnapshotsFunction();
 TableFunction SkadeCommitsSinceFunction();
+TableFunction SkadeExpireSnapshotsFunction();
 
 } // namespace duckdb

@@ -1,0 +1,48 @@
+// skade_expire_snapshots(table, older_than := TIMESTAMPTZ, retain_last := BIGINT): drops old
+// snapshots and the files only they used, as its own commit, when the query runs.
+#include "skade/functions.hpp"
+
+#include "skade/catalog.hpp"
+#include "skade/table_entry.hpp"
+#include "skade/transaction.hpp"
+
+namespace duckdb {
+
+static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindInput &input,
+                                     vector<LogicalType> &return_types, vector<string> &names) {
+	SkadeRequireArguments(input, "skade_expire_snapshots");
+	auto &table = SkadeTableByName(context, StringValue::Get(input.inputs[0]));
+	auto uuid = table.Uuid();
+	int64_t older_than = 0;
+	int64_t retain_last = 0;
+	bool has_older_than = false;
+	bool has_retain_last = false;
+	for (auto &param : input.named_parameters) {
+		if (param.second.IsNull()) {
+			continue;
+		}
+		if (param.first == "older_than") {
+			older_than = Timestamp::GetEpochMicroSeconds(TimestampTZValue::Get(param.second));
+			has_older_than = true;
+		} else if (param.first == "retain_last") {
+			retain_last = param.second.GetValue<int64_t>();
+			has_retain_last = true;
+		}
+	}
+	auto data = make_uniq<SkadeArrowFunctionData>();
+	data->catalog_name = table.ParentCatalog().GetName();
+	data->open = [=](ClientContext &context, SkadeCatalog &catalog, ArrowArrayStream &out) {
+		SkadeCheck(skade_fn_expire_snapshots(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(),
+		                                     older_than, has_older_than, retain_last, has_retain_last, &out));
+	};
+	return SkadeArrowFunctionBind(context, "skade_expire_snapshots", std::move(data), return_types, names);
+}
+
+TableFunction SkadeExpireSnapshotsFunction() {
+	auto function = SkadeArrowFunction("skade_expire_snapshots", {LogicalType::VARCHAR}, Bind);
+	function.named_parameters["older_than"] = LogicalType::TIMESTAMP_TZ;
+	function.named_parameters["retain_last"] = LogicalType::BIGINT;
+	return function;
+}
+
+} // namespace duckdb

@@ -1,0 +1,85 @@
+//! Table maintenance that commits on its own, outside any user transaction: snapshot expiry.
+
+use iceberg::spec::TableMetadataBuilder;
+
+use super::commit::{Change, CommitRequest, Expect};
+use super::state::{StateChange, TableRecord};
+use super::Catalog;
+use crate::error::{Error, ErrorKind, Result};
+use crate::io::{remove_files, sync_files};
+use crate::table::expire::{expired_snapshots, unreferenced_files, Retention};
+use crate::table::metadata;
+
+/// What an expiry did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ExpireReport {
+    pub expired_snapshots: u64,
+    pub removed_files: u64,
+}
+
+const MAX_ATTEMPTS: usize = 32;
+
+impl Catalog {
+    /// Drops the snapshots of `schema.name` that `retention` does not keep, as one commit (a
+    /// snapshot-less `expire_snapshots` entry in the commit log), then removes the files only
+    /// they referenced. Time travel to an expired snapshot is an error afterwards.
+    pub fn expire_snapshots(&self, schema: &str, name: &str, retention: Retention) -> Result<ExpireReport> {
+        if self.read_only() {
+            return Err(Error::permission(format!("skade catalog {} is attached read-only", self.path().display())));
+        }
+        for _ in 0..MAX_ATTEMPTS {
+            let head = self.state();
+            let record = head
+                .table(schema, name)
+                .ok_or_else(|| Error::catalog(format!("Table with name {schema}.{name} does not exist!")))?
+                .clone();
+            // Take the table's commit turn, as committers do: expiry queues behind them.
+            let lock = self.table_lock(&record.uuid);
+            let _turn = lock.lock().unwrap_or_else(|p| p.into_inner());
+            let before = self.inner.metadata.get(&record.metadata_location)?;
+            let expired = expired_snapshots(&before, retention);
+            if expired.is_empty() {
+                return Ok(ExpireReport::default());
+            }
+            let after =
+                TableMetadataBuilder::new_from_metadata((*before).clone(), Some(record.metadata_location.clone()))
+                    .remove_snapshots(&expired)
+                    .build()?
+                    .metadata;
+            let location =
+                metadata::metadata_location(after.location(), metadata::next_version(&record.metadata_location));
+            metadata::write(&location, &after)?;
+            if self.durable_at_commit() {
+                sync_files([location.as_str()])?;
+            }
+            let request = CommitRequest {
+                changes: vec![Change {
+                    effect: StateChange::PutTable(TableRecord {
+                        metadata_location: location.clone(),
+                        ..(*record).clone()
+                    }),
+                    expect: Expect::TableAt(record.metadata_location.clone()),
+                    operation: "expire_snapshots".into(),
+                    snapshot_id: None,
+                }],
+                actor: self.actor().to_string(),
+                dropped_uuids: Default::default(),
+                files: vec![location.clone()],
+            };
+            match self.commit(request) {
+                Ok(_) => {
+                    let files = unreferenced_files(&self.inner.read_caches.manifests, &before, &after, &expired)?;
+                    self.inner.metadata.insert(&location, std::sync::Arc::new(after));
+                    remove_files(files.iter().map(String::as_str));
+                    return Ok(ExpireReport {
+                        expired_snapshots: expired.len() as u64,
+                        removed_files: files.len() as u64,
+                    });
+                }
+                Err(e) if e.kind == ErrorKind::Conflict => remove_files([location.as_str()]),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::conflict(format!("table {schema}.{name} kept changing during snapshot expiry; retry")))
+    }
+}
