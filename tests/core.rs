@@ -512,3 +512,74 @@ fn row_groups_are_pruned_by_their_statistics_and_keep_positions_exact() {
     assert_eq!(rows, 122_880 - 11, "only the third row group is read, minus its deleted rows");
     assert!(seen.contains(&249_990) && !seen.contains(&250_005) && !seen.contains(&300_000));
 }
+
+/// Writes `batch` as a plain Parquet file, without Iceberg field ids (as some other writers do).
+fn write_plain_parquet(path: &Path, batch: &RecordBatch) -> u64 {
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(batch).unwrap();
+    writer.close().unwrap();
+    std::fs::metadata(path).unwrap().len()
+}
+
+#[test]
+fn deletes_written_by_another_engine_apply() {
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat};
+    let dir = TestDir::new();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create_keyed(&txn, "t");
+    append(&txn, &uuid, 0..100);
+    txn.commit().unwrap();
+    let data_file = {
+        let t = catalog.begin();
+        let md = t.table_by_uuid(&uuid).unwrap().metadata;
+        let cache = skade::table::manifests::ManifestCache::default();
+        let files = cache.snapshot_files(&md, md.current_snapshot().unwrap()).unwrap();
+        files.data[0].file().file_path().to_string()
+    };
+
+    // position deletes of rows 0..5, and equality deletes of keys 50 and 51, no field ids
+    let positions = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("file_path", DataType::Utf8, false),
+            Field::new("pos", DataType::Int64, false),
+        ])),
+        vec![Arc::new(StringArray::from(vec![data_file.as_str(); 5])), Arc::new(Int64Array::from_iter_values(0..5))],
+    )
+    .unwrap();
+    let keys = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)])),
+        vec![Arc::new(Int64Array::from(vec![50, 51]))],
+    )
+    .unwrap();
+    let pos_path = dir.path().join("foreign-pos.parquet");
+    let eq_path = dir.path().join("foreign-eq.parquet");
+    let pos_size = write_plain_parquet(&pos_path, &positions);
+    let eq_size = write_plain_parquet(&eq_path, &keys);
+    let file = |content, path: &Path, rows, size, ids| {
+        DataFileBuilder::default()
+            .content(content)
+            .file_path(path.to_str().unwrap().to_string())
+            .file_format(DataFileFormat::Parquet)
+            .record_count(rows)
+            .file_size_in_bytes(size)
+            .equality_ids(ids)
+            .partition_spec_id(0)
+            .build()
+            .unwrap()
+    };
+    let txn = catalog.begin();
+    txn.add_delete_files(
+        &uuid,
+        vec![
+            file(DataContentType::PositionDeletes, &pos_path, 5, pos_size, None),
+            file(DataContentType::EqualityDeletes, &eq_path, 2, eq_size, Some(vec![1])),
+        ],
+    )
+    .unwrap();
+    txn.commit().unwrap();
+    let (got, _) = ids(&catalog.begin(), &uuid, None);
+    let expected: Vec<i64> = (5..100).filter(|i| *i != 50 && *i != 51).collect();
+    assert_eq!(got, expected);
+}

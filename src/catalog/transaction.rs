@@ -442,26 +442,18 @@ impl Transaction {
         if count == 0 {
             return Ok(0);
         }
-        let schema = table.metadata.current_schema();
-        let mut key_ids: Vec<i32> = schema.identifier_field_ids().collect();
-        key_ids.sort_unstable();
+        let key = KeyColumns::of(table.metadata.current_schema())?;
         let mut new_files = vec![];
         let mut written = vec![];
         let result = (|| -> Result<()> {
             let (by_key, by_position): (BTreeMap<_, _>, BTreeMap<_, _>) =
-                by_path.into_iter().partition(|(path, _)| !key_ids.is_empty() && !staged.contains(path));
-            if !by_key.is_empty() {
-                let arrow = crate::table::schema::arrow_schema(schema)?;
-                let types: Vec<_> = key_ids
-                    .iter()
-                    .map(|id| {
-                        let pos = schema.as_struct().fields().iter().position(|f| f.id == *id).unwrap();
-                        arrow.field(pos).data_type().clone()
-                    })
-                    .collect();
-                let mut parts: Vec<Vec<arrow::array::ArrayRef>> = vec![vec![]; key_ids.len()];
+                by_path.into_iter().partition(|(path, _)| key.is_some() && !staged.contains(path));
+            if let (Some(key), false) = (&key, by_key.is_empty()) {
+                let columns: Vec<(i32, &str)> =
+                    key.field_ids.iter().copied().zip(key.names.iter().map(String::as_str)).collect();
+                let mut parts: Vec<Vec<arrow::array::ArrayRef>> = vec![vec![]; key.field_ids.len()];
                 for (path, positions) in &by_key {
-                    for (c, values) in values_at(path, &key_ids, &types, positions)?.into_iter().enumerate() {
+                    for (c, values) in values_at(path, &columns, &key.types, positions)?.into_iter().enumerate() {
                         parts[c].push(values);
                     }
                 }
@@ -475,7 +467,7 @@ impl Transaction {
                 new_files.push(block_on(delete_writer::equality_deletes(
                     &inner.file_io,
                     &table.metadata,
-                    &key_ids,
+                    &key.field_ids,
                     keys,
                     &mut written,
                 ))?);
@@ -496,6 +488,21 @@ impl Transaction {
         changes.deletes.extend(new_files);
         changes.delete_base.get_or_insert_with(|| table.record.metadata_location.clone());
         Ok(count)
+    }
+
+    /// Adds delete files written elsewhere (another Iceberg writer) to this transaction's changes
+    /// to `uuid`, as a row delta: they commit with the transaction's other changes to the table.
+    pub fn add_delete_files(&self, uuid: &str, files: Vec<DataFile>) -> Result<()> {
+        self.check_writable()?;
+        let table = self.table_by_uuid(uuid)?;
+        if let Some(f) = files.iter().find(|f| f.content_type() == iceberg::spec::DataContentType::Data) {
+            return Err(Error::invalid(format!("{} is a data file, not a delete file", f.file_path())));
+        }
+        let mut st = self.lock()?;
+        let changes = st.changes.entry(uuid.to_string()).or_default();
+        changes.deletes.extend(files);
+        changes.delete_base.get_or_insert_with(|| table.record.metadata_location.clone());
+        Ok(())
     }
 
     pub fn has_changes(&self) -> bool {

@@ -127,7 +127,8 @@ impl DeleteCache {
             return Ok(p.clone());
         }
         let mut deletes = PositionDeletes::default();
-        for batch in read_columns(path, &[DELETE_FILE_PATH_ID, DELETE_POS_ID])? {
+        let columns = [(DELETE_FILE_PATH_ID, "file_path"), (DELETE_POS_ID, "pos")];
+        for batch in read_columns(path, &columns)? {
             let (paths, positions) = (&batch[0], &batch[1]);
             let positions = conform_array(positions, &DataType::Int64)?;
             let positions = positions.as_primitive::<Int64Type>();
@@ -164,6 +165,7 @@ impl DeleteCache {
             .ok_or_else(|| Error::corrupt(format!("equality-delete file {path} names no equality fields")))?;
         let table_arrow = arrow_schema(schema)?;
         let mut types = vec![];
+        let mut columns = vec![];
         for id in &field_ids {
             let pos = schema
                 .as_struct()
@@ -172,10 +174,11 @@ impl DeleteCache {
                 .position(|f| f.id == *id)
                 .ok_or_else(|| Error::corrupt(format!("equality-delete file {path} uses unknown field {id}")))?;
             types.push(table_arrow.field(pos).data_type().clone());
+            columns.push((*id, table_arrow.field(pos).name().as_str()));
         }
         let mut deletes = EqualityDeletes { field_ids: field_ids.clone(), types, keys: KeySet::default(), range: None };
         let converter = deletes.converter()?;
-        for batch in read_columns(path, &field_ids)? {
+        for batch in read_columns(path, &columns)? {
             let columns =
                 batch.iter().zip(&deletes.types).map(|(c, t)| conform_array(c, t)).collect::<Result<Vec<_>>>()?;
             let rows = converter.convert_columns(&columns)?;
@@ -196,8 +199,8 @@ impl DeleteCache {
 
 /// The values of the columns `field_ids` (converted to `types`) at `positions` of a data file:
 /// the keys an equality delete needs for rows chosen by position.
-pub fn values_at(path: &str, field_ids: &[i32], types: &[DataType], positions: &[u64]) -> Result<Vec<ArrayRef>> {
-    let batches = read_columns(path, field_ids)?;
+pub fn values_at(path: &str, columns: &[(i32, &str)], types: &[DataType], positions: &[u64]) -> Result<Vec<ArrayRef>> {
+    let batches = read_columns(path, columns)?;
     let mut out = vec![];
     for (c, t) in types.iter().enumerate() {
         let parts = batches.iter().map(|b| conform_array(&b[c], t)).collect::<Result<Vec<_>>>()?;
@@ -209,24 +212,31 @@ pub fn values_at(path: &str, field_ids: &[i32], types: &[DataType], positions: &
     Ok(out)
 }
 
-/// The columns with the given field ids, batch by batch, in that order.
-fn read_columns(path: &str, field_ids: &[i32]) -> Result<Vec<Vec<ArrayRef>>> {
+/// The columns with the given field ids, batch by batch, in that order. A file without field ids
+/// (some writers leave them out of delete files) is matched by column name instead.
+fn read_columns(path: &str, columns: &[(i32, &str)]) -> Result<Vec<Vec<ArrayRef>>> {
     let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("delete file {path} is not readable: {e}"));
     let file =
         File::open(local_path(path)).map_err(|e| Error::io(format!("delete file {path} cannot be opened: {e}")))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| unreadable(&e))?;
-    let roots: HashMap<i32, usize> = builder
-        .parquet_schema()
-        .root_schema()
-        .get_fields()
+    let fields = builder.parquet_schema().root_schema().get_fields();
+    let by_id: HashMap<i32, usize> = fields
         .iter()
         .enumerate()
         .filter(|(_, f)| f.get_basic_info().has_id())
         .map(|(i, f)| (f.get_basic_info().id(), i))
         .collect();
     let mut wanted = vec![];
-    for id in field_ids {
-        wanted.push(*roots.get(id).ok_or_else(|| unreadable(&format!("it has no column with field id {id}")))?);
+    for (id, name) in columns {
+        let root = match by_id.get(id) {
+            Some(r) => *r,
+            None if by_id.is_empty() => fields
+                .iter()
+                .position(|f| f.name() == *name)
+                .ok_or_else(|| unreadable(&format!("it has no column {name} (field id {id})")))?,
+            None => return Err(unreadable(&format!("it has no column with field id {id}"))),
+        };
+        wanted.push(root);
     }
     let mut sorted = wanted.clone();
     sorted.sort_unstable();
