@@ -98,6 +98,24 @@ def main():
     print(f"{'8 deletes + 8 updates x1000':<28} skade {figures['mutate.sk_s'] * 1000:10.1f} ms   ducklake "
           f"{figures['mutate.dl_s'] * 1000:10.1f} ms   skade/ducklake speed x{ratio:.2f}", flush=True)
 
+    # The peer's changelog: every change from the 16th append on (DuckLake's start snapshot is
+    # inclusive, skade's from_snapshot exclusive), all columns read; rows/s, best of 3.
+    fifteenth = con.execute("SELECT snapshot_id FROM skade_snapshots('sk.orders') ORDER BY sequence_number "
+                            f"LIMIT 1 OFFSET {APPENDS // 2 - 2}").fetchone()[0]
+    last = con.execute("SELECT max(snapshot_id) FROM dl.snapshots()").fetchone()[0]
+    sixteenth = last - 2 * MUTATIONS - APPENDS // 2
+    changes = {
+        "sk": f"skade_changelog('sk.orders', {fifteenth})",
+        "dl": f"ducklake_table_changes('dl', 'main', 'orders', {sixteenth}, {last})",
+    }
+    both("changelog 2nd half", lambda l: "SELECT count(*), sum(id), sum(amount), sum(length(customer)) "
+         f"FROM {changes[l]}", repeat=3)
+    rows = con.execute(f"SELECT count(*) FROM {changes['sk']}").fetchone()[0]
+    for lake in ("sk", "dl"):
+        figures[f"changelog.{lake}_rows_per_s"] = round(rows / figures[f"changelog 2nd half.{lake}_s"])
+    print(f"{'  changelog rows/s':<28} skade {figures['changelog.sk_rows_per_s']:>12,}   ducklake "
+          f"{figures['changelog.dl_rows_per_s']:>12,}   ({rows:,} rows)", flush=True)
+
     both("full scan sum+count", lambda l: f"SELECT sum(amount), count(*) FROM {l}.orders", repeat=5)
     both("scan, 1 column filtered", lambda l: f"SELECT count(*) FROM {l}.orders WHERE customer = 'c5'", repeat=5)
     both("scan, pruned by id range", lambda l: f"SELECT sum(amount) FROM {l}.orders WHERE id BETWEEN 500000 AND 510000",

@@ -66,6 +66,12 @@ unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, const st
                                                 vector<LogicalType> &return_types, vector<string> &names) {
 	ArrowSchemaWrapper schema;
 	SkadeCheck(skade_function_schema(function_name.c_str(), &schema.arrow_schema));
+	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
+}
+
+unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSchemaWrapper &schema,
+                                                unique_ptr<SkadeArrowFunctionData> data,
+                                                vector<LogicalType> &return_types, vector<string> &names) {
 	ArrowTableFunction::PopulateArrowTableSchema(context, data->arrow_table, schema.arrow_schema);
 	names = data->arrow_table.GetNames();
 	return_types = data->arrow_table.GetTypes();

@@ -155,6 +155,11 @@ impl Catalog {
         self.read_only
     }
 
+    /// The caches every read of this catalog shares (manifests, footers, delete files).
+    pub fn read_caches(&self) -> Arc<ReadCaches> {
+        self.inner.read_caches.clone()
+    }
+
     pub fn actor(&self) -> &str {
         &self.actor
     }

@@ -11,7 +11,7 @@ use super::catalog::SkadeCatalog;
 use super::transaction::SkadeTxn;
 use super::{arg, guard, handle, out, SkadeStatus};
 use crate::error::Error;
-use crate::functions::{commits_since, expire_snapshots, snapshots, tables};
+use crate::functions::{changelog, commits_since, expire_snapshots, snapshots, tables};
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut FFI_ArrowSchema) -> *mut SkadeStatus {
@@ -85,6 +85,39 @@ pub unsafe extern "C" fn skade_fn_expire_snapshots(
             has_retain_last.then_some(retain_last),
         )?;
         let reader = RecordBatchIterator::new([Ok(batch)], expire_snapshots::schema());
+        out(result, super::export_stream(reader))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_changelog_schema(
+    txn: *const SkadeTxn,
+    uuid: *const c_char,
+    result: *mut FFI_ArrowSchema,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let txn = &handle(txn, "transaction")?.0;
+        let table = txn.table_by_uuid(arg(uuid, "table id")?)?;
+        out(result, FFI_ArrowSchema::try_from(changelog::schema(&table)?.as_ref())?)
+    })
+}
+
+/// The changelog of table `uuid` over the snapshots after `from` (if `has_from`) up to `to` (if
+/// `has_to`, else the current one).
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_changelog(
+    txn: *const SkadeTxn,
+    uuid: *const c_char,
+    from: i64,
+    has_from: bool,
+    to: i64,
+    has_to: bool,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let txn = &handle(txn, "transaction")?.0;
+        let table = txn.table_by_uuid(arg(uuid, "table id")?)?;
+        let reader = changelog::rows(txn, &table, has_from.then_some(from), has_to.then_some(to))?;
         out(result, super::export_stream(reader))
     })
 }

@@ -1,5 +1,6 @@
 //! The rows behind skade's table functions, as Arrow batches.
 
+pub mod changelog;
 pub mod commits_since;
 pub mod expire_snapshots;
 pub mod snapshots;

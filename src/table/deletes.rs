@@ -121,7 +121,7 @@ pub fn with_sequence(entries: &[FileEntry]) -> Vec<(i64, &DataFile)> {
 }
 
 impl DeleteCache {
-    fn positions(&self, file: &DataFile) -> Result<Arc<PositionDeletes>> {
+    pub fn positions(&self, file: &DataFile) -> Result<Arc<PositionDeletes>> {
         let path = file.file_path();
         if let Some(p) = self.positions.lock().unwrap().get(path) {
             return Ok(p.clone());
@@ -154,7 +154,7 @@ impl DeleteCache {
         Ok(deletes)
     }
 
-    fn equality(&self, file: &DataFile, schema: &Schema) -> Result<Arc<EqualityDeletes>> {
+    pub fn equality(&self, file: &DataFile, schema: &Schema) -> Result<Arc<EqualityDeletes>> {
         let path = file.file_path();
         if let Some(e) = self.equality.lock().unwrap().get(path) {
             return Ok(e.clone());

@@ -33,7 +33,14 @@ pub struct KeyColumns {
 impl KeyColumns {
     /// None when the table has no primary key.
     pub fn of(schema: &Schema) -> Result<Option<KeyColumns>> {
-        let mut field_ids: Vec<i32> = schema.identifier_field_ids().collect();
+        let ids: Vec<i32> = schema.identifier_field_ids().collect();
+        Self::for_fields(schema, &ids)
+    }
+
+    /// The columns of the given top-level field ids (an equality-delete file's), in field-id
+    /// order; None for no ids.
+    pub fn for_fields(schema: &Schema, ids: &[i32]) -> Result<Option<KeyColumns>> {
+        let mut field_ids = ids.to_vec();
         if field_ids.is_empty() {
             return Ok(None);
         }
@@ -45,7 +52,7 @@ impl KeyColumns {
             let index = fields
                 .iter()
                 .position(|f| f.id == id)
-                .ok_or_else(|| Error::corrupt(format!("identifier field {id} is not a top-level column")))?;
+                .ok_or_else(|| Error::corrupt(format!("key field {id} is not a top-level column")))?;
             key.field_ids.push(id);
             key.indexes.push(index);
             key.names.push(fields[index].name.clone());

@@ -1,5 +1,6 @@
 //! Iceberg tables: schemas, metadata files, data writers, snapshots and scans.
 
+pub mod changelog;
 pub mod delete_writer;
 pub mod deletes;
 pub mod expire;

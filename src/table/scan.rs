@@ -165,6 +165,22 @@ impl ScanPlan {
         })
     }
 
+    /// A plan over given files with given deletes (the changelog reads the files one snapshot
+    /// added, with that snapshot's own deletes): every column, no row ids, no pruning.
+    pub fn for_files(
+        schema: SchemaRef,
+        caches: Arc<ReadCaches>,
+        files: Vec<(String, u64, FileDeletes)>,
+    ) -> Result<ScanPlan> {
+        let arrow = arrow_schema(&schema)?;
+        let field_ids = schema.as_struct().fields().iter().map(|f| f.id).collect();
+        let tasks = files
+            .into_iter()
+            .map(|(path, record_count, deletes)| ScanTask { path, record_count, file_id: 0, deletes })
+            .collect();
+        Ok(ScanPlan { tasks, prune: None, iceberg_schema: schema, schema: arrow, field_ids, row_ids: false, caches })
+    }
+
     pub fn schema(&self) -> ArrowSchemaRef {
         self.schema.clone()
     }

@@ -2,6 +2,8 @@
 #pragma once
 
 #include "skade/common.hpp"
+#include "duckdb/common/arrow/arrow_wrapper.hpp"
+#include "duckdb/function/function_set.hpp"
 #include "duckdb/function/table_function.hpp"
 #include "duckdb/function/table/arrow/arrow_duck_schema.hpp"
 
@@ -30,6 +32,10 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, const string &function_name,
                                                 unique_ptr<SkadeArrowFunctionData> data,
                                                 vector<LogicalType> &return_types, vector<string> &names);
+//! The same, for a function whose columns depend on its arguments (`schema`: the columns).
+unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSchemaWrapper &schema,
+                                                unique_ptr<SkadeArrowFunctionData> data,
+                                                vector<LogicalType> &return_types, vector<string> &names);
 //! A table function over a core Arrow stream.
 TableFunction SkadeArrowFunction(const string &name, vector<LogicalType> arguments, table_function_bind_t bind);
 
@@ -45,5 +51,6 @@ TableFunction SkadeTablesFunction();
 TableFunction SkadeSnapshotsFunction();
 TableFunction SkadeCommitsSinceFunction();
 TableFunction SkadeExpireSnapshotsFunction();
+TableFunctionSet SkadeChangelogFunctions();
 
 } // namespace duckdb

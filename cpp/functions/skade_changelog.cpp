@@ -1,0 +1,44 @@
+// skade_changelog(table, from_snapshot [, to_snapshot]): the table's columns plus _change_type and
+// _commit_snapshot_id, for every row the snapshots of the window inserted, deleted or updated.
+#include "skade/functions.hpp"
+
+#include "skade/catalog.hpp"
+#include "skade/table_entry.hpp"
+#include "skade/transaction.hpp"
+
+namespace duckdb {
+
+static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindInput &input,
+                                     vector<LogicalType> &return_types, vector<string> &names) {
+	if (input.inputs[0].IsNull()) {
+		throw BinderException("skade_changelog: the table must not be NULL");
+	}
+	auto &table = SkadeTableByName(context, StringValue::Get(input.inputs[0]));
+	auto uuid = table.Uuid();
+	// from NULL: since the table's creation; to absent or NULL: up to the current snapshot.
+	bool has_from = !input.inputs[1].IsNull();
+	int64_t from = has_from ? input.inputs[1].GetValue<int64_t>() : 0;
+	bool has_to = input.inputs.size() > 2 && !input.inputs[2].IsNull();
+	int64_t to = has_to ? input.inputs[2].GetValue<int64_t>() : 0;
+	auto &catalog = table.ParentCatalog().Cast<SkadeCatalog>();
+	ArrowSchemaWrapper schema;
+	SkadeCheck(skade_fn_changelog_schema(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(),
+	                                     &schema.arrow_schema));
+	auto data = make_uniq<SkadeArrowFunctionData>();
+	data->catalog_name = catalog.GetName();
+	data->open = [=](ClientContext &context, SkadeCatalog &catalog, ArrowArrayStream &out) {
+		SkadeCheck(skade_fn_changelog(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), from, has_from,
+		                              to, has_to, &out));
+	};
+	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
+}
+
+TableFunctionSet SkadeChangelogFunctions() {
+	TableFunctionSet set("skade_changelog");
+	set.AddFunction(SkadeArrowFunction("skade_changelog", {LogicalType::VARCHAR, LogicalType::BIGINT}, Bind));
+	set.AddFunction(SkadeArrowFunction("skade_changelog",
+	                                   {LogicalType::VARCHAR, LogicalType::BIGINT, LogicalType::BIGINT}, Bind));
+	return set;
+}
+
+} // namespace duckdb
