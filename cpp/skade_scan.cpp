@@ -4,6 +4,9 @@
 // rows here, so the core's pruning only ever needs to be conservative.
 #include "skade/scan.hpp"
 
+#include "duckdb/common/serializer/deserializer.hpp"
+#include "duckdb/common/serializer/serializer.hpp"
+
 #include "skade/table_entry.hpp"
 #include "skade/transaction.hpp"
 
@@ -354,7 +357,22 @@ InsertionOrderPreservingMap<string> ScanToString(TableFunctionToStringInput &inp
 	InsertionOrderPreservingMap<string> result;
 	auto &table = input.bind_data->Cast<SkadeScanBindData>().table;
 	result["Table"] = table.ParentCatalog().GetName() + "." + table.ParentSchema().name + "." + table.name;
+	auto &at = input.bind_data->Cast<SkadeScanBindData>().at_clause;
+	if (!at.empty()) {
+		result["At"] = at;
+	}
 	return result;
+}
+
+// DuckDB compares subplans by serializing them: a scan is identified by its table and version.
+void ScanSerialize(Serializer &serializer, const optional_ptr<FunctionData> bind_data, const TableFunction &function) {
+	auto &bind = bind_data->Cast<SkadeScanBindData>();
+	serializer.WriteProperty(100, "table", bind.table.Uuid());
+	serializer.WriteProperty(101, "at", bind.at_clause);
+}
+
+unique_ptr<FunctionData> ScanDeserialize(Deserializer &deserializer, TableFunction &function) {
+	throw NotImplementedException("skade scans cannot be deserialized");
 }
 
 } // namespace
@@ -372,6 +390,8 @@ TableFunction SkadeScanFunction() {
 	function.cardinality = ScanCardinality;
 	function.get_bind_info = ScanBindInfo;
 	function.to_string = ScanToString;
+	function.serialize = ScanSerialize;
+	function.deserialize = ScanDeserialize;
 	return function;
 }
 

@@ -72,6 +72,7 @@ TableFunction SkadeTableEntry::GetScanFunction(ClientContext &context, unique_pt
 		}
 		auto &bind = bind_data->Cast<SkadeScanBindData>();
 		SkadeCheck(skade_table_at(table.get(), at->Unit().c_str(), value, bind.at.out()));
+		bind.at_clause = StringUtil::Upper(at->Unit()) + " " + to_string(value);
 	}
 	return function;
 }

@@ -1,5 +1,6 @@
-// skade_changelog(table, from_snapshot [, to_snapshot]): the table's columns plus _change_type and
-// _commit_snapshot_id, for every row the snapshots of the window inserted, deleted or updated.
+// skade_changelog(table, from_snapshot [, to_snapshot] [, collapse := bool]): the table's columns
+// plus _change_type and _commit_snapshot_id, for every row the snapshots of the window inserted,
+// deleted or updated (or, collapsed, the window's net effect).
 #include "skade/functions.hpp"
 
 #include "skade/catalog.hpp"
@@ -20,6 +21,12 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	int64_t from = has_from ? input.inputs[1].GetValue<int64_t>() : 0;
 	bool has_to = input.inputs.size() > 2 && !input.inputs[2].IsNull();
 	int64_t to = has_to ? input.inputs[2].GetValue<int64_t>() : 0;
+	bool collapse = false;
+	for (auto &param : input.named_parameters) {
+		if (param.first == "collapse" && !param.second.IsNull()) {
+			collapse = BooleanValue::Get(param.second);
+		}
+	}
 	auto &catalog = table.ParentCatalog().Cast<SkadeCatalog>();
 	ArrowSchemaWrapper schema;
 	SkadeCheck(skade_fn_changelog_schema(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(),
@@ -28,16 +35,19 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	data->catalog_name = catalog.GetName();
 	data->open = [=](ClientContext &context, SkadeCatalog &catalog, ArrowArrayStream &out) {
 		SkadeCheck(skade_fn_changelog(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), from, has_from,
-		                              to, has_to, &out));
+		                              to, has_to, collapse, &out));
 	};
 	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
 }
 
 TableFunctionSet SkadeChangelogFunctions() {
 	TableFunctionSet set("skade_changelog");
-	set.AddFunction(SkadeArrowFunction("skade_changelog", {LogicalType::VARCHAR, LogicalType::BIGINT}, Bind));
-	set.AddFunction(SkadeArrowFunction("skade_changelog",
-	                                   {LogicalType::VARCHAR, LogicalType::BIGINT, LogicalType::BIGINT}, Bind));
+	for (auto arguments : {vector<LogicalType> {LogicalType::VARCHAR, LogicalType::BIGINT},
+	                       vector<LogicalType> {LogicalType::VARCHAR, LogicalType::BIGINT, LogicalType::BIGINT}}) {
+		auto function = SkadeArrowFunction("skade_changelog", arguments, Bind);
+		function.named_parameters["collapse"] = LogicalType::BOOLEAN;
+		set.AddFunction(function);
+	}
 	return set;
 }
 

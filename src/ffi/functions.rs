@@ -103,7 +103,7 @@ pub unsafe extern "C" fn skade_fn_changelog_schema(
 }
 
 /// The changelog of table `uuid` over the snapshots after `from` (if `has_from`) up to `to` (if
-/// `has_to`, else the current one).
+/// `has_to`, else the current one), netted if `collapse`.
 #[no_mangle]
 pub unsafe extern "C" fn skade_fn_changelog(
     txn: *const SkadeTxn,
@@ -112,12 +112,13 @@ pub unsafe extern "C" fn skade_fn_changelog(
     has_from: bool,
     to: i64,
     has_to: bool,
+    collapse: bool,
     result: *mut FFI_ArrowArrayStream,
 ) -> *mut SkadeStatus {
     guard(|| {
         let txn = &handle(txn, "transaction")?.0;
         let table = txn.table_by_uuid(arg(uuid, "table id")?)?;
-        let reader = changelog::rows(txn, &table, has_from.then_some(from), has_to.then_some(to))?;
+        let reader = changelog::rows(txn, &table, has_from.then_some(from), has_to.then_some(to), collapse)?;
         out(result, super::export_stream(reader))
     })
 }

@@ -1,6 +1,7 @@
 //! Iceberg tables: schemas, metadata files, data writers, snapshots and scans.
 
 pub mod changelog;
+pub mod collapse;
 pub mod delete_writer;
 pub mod deletes;
 pub mod expire;

@@ -14,6 +14,9 @@ struct SkadeScanBindData : public TableFunctionData {
 	SkadeTableEntry &table;
 	//! Set by an AT clause: the table pinned to an older version.
 	SkadeTableHandle at;
+	//! The AT clause as written ("VERSION 3"), empty for the current version: two scans of one
+	//! table are the same plan only if these match (DuckDB merges identical subplans).
+	string at_clause;
 
 	//! The table at the version this scan reads.
 	skade_table *Version() const;
