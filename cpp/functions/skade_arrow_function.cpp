@@ -10,6 +10,7 @@
 #include "duckdb/function/table/arrow.hpp"
 #include "duckdb/main/attached_database.hpp"
 #include "duckdb/main/database_manager.hpp"
+#include "duckdb/parallel/task_scheduler.hpp"
 #include "duckdb/parser/qualified_name.hpp"
 
 namespace duckdb {
@@ -18,6 +19,13 @@ namespace {
 
 struct ArrowFunctionGlobal : public GlobalTableFunctionState {
 	unique_ptr<ArrowArrayStreamWrapper> stream;
+	//! Threads take whole batches from the stream under this lock and convert them on their own.
+	mutex lock;
+	idx_t max_threads = 1;
+
+	idx_t MaxThreads() const override {
+		return max_threads;
+	}
 };
 
 struct ArrowFunctionLocal : public LocalTableFunctionState {
@@ -32,6 +40,9 @@ unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFun
 	result->stream = make_uniq<ArrowArrayStreamWrapper>();
 	result->stream->number_of_rows = -1;
 	data.open(context, SkadeCatalogByName(context, data.catalog_name), result->stream->arrow_array_stream);
+	if (data.parallel) {
+		result->max_threads = TaskScheduler::GetScheduler(context).NumberOfThreads();
+	}
 	return std::move(result);
 }
 
@@ -46,7 +57,11 @@ void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) 
 	auto &local = input.local_state->Cast<ArrowFunctionLocal>();
 	auto &chunk = local.arrow.chunk;
 	while (!chunk || !chunk->arrow_array.release || local.arrow.chunk_offset >= idx_t(chunk->arrow_array.length)) {
-		auto next = global.stream->GetNextChunk();
+		shared_ptr<ArrowArrayWrapper> next;
+		{
+			lock_guard<mutex> guard(global.lock);
+			next = global.stream->GetNextChunk();
+		}
 		if (!next->arrow_array.release) {
 			return;
 		}

@@ -17,10 +17,15 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	auto &table = SkadeTableByName(context, StringValue::Get(input.inputs[0]));
 	auto uuid = table.Uuid();
 	// from NULL: since the table's creation; to absent or NULL: up to the current snapshot.
+	// Bounds are snapshot ids, or times (TIMESTAMPTZ: the last snapshot committed by then).
 	bool has_from = !input.inputs[1].IsNull();
-	int64_t from = has_from ? input.inputs[1].GetValue<int64_t>() : 0;
+	bool times = input.inputs[1].type().id() == LogicalTypeId::TIMESTAMP_TZ;
+	auto bound = [&](const Value &v) -> int64_t {
+		return times ? Timestamp::GetEpochMicroSeconds(TimestampTZValue::Get(v)) : v.GetValue<int64_t>();
+	};
+	int64_t from = has_from ? bound(input.inputs[1]) : 0;
 	bool has_to = input.inputs.size() > 2 && !input.inputs[2].IsNull();
-	int64_t to = has_to ? input.inputs[2].GetValue<int64_t>() : 0;
+	int64_t to = has_to ? bound(input.inputs[2]) : 0;
 	bool collapse = false;
 	for (auto &param : input.named_parameters) {
 		if (param.first == "collapse" && !param.second.IsNull()) {
@@ -33,20 +38,23 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	                                     &schema.arrow_schema));
 	auto data = make_uniq<SkadeArrowFunctionData>();
 	data->catalog_name = catalog.GetName();
+	data->parallel = true; // changelog rows have no order (ORDER BY _commit_snapshot_id for one)
 	data->open = [=](ClientContext &context, SkadeCatalog &catalog, ArrowArrayStream &out) {
 		SkadeCheck(skade_fn_changelog(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), from, has_from,
-		                              to, has_to, collapse, &out));
+		                              to, has_to, times, collapse, &out));
 	};
 	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
 }
 
 TableFunctionSet SkadeChangelogFunctions() {
 	TableFunctionSet set("skade_changelog");
-	for (auto arguments : {vector<LogicalType> {LogicalType::VARCHAR, LogicalType::BIGINT},
-	                       vector<LogicalType> {LogicalType::VARCHAR, LogicalType::BIGINT, LogicalType::BIGINT}}) {
-		auto function = SkadeArrowFunction("skade_changelog", arguments, Bind);
-		function.named_parameters["collapse"] = LogicalType::BOOLEAN;
-		set.AddFunction(function);
+	for (auto bound : {LogicalType::BIGINT, LogicalType::TIMESTAMP_TZ}) {
+		for (auto arguments :
+		     {vector<LogicalType> {LogicalType::VARCHAR, bound}, vector<LogicalType> {LogicalType::VARCHAR, bound, bound}}) {
+			auto function = SkadeArrowFunction("skade_changelog", arguments, Bind);
+			function.named_parameters["collapse"] = LogicalType::BOOLEAN;
+			set.AddFunction(function);
+		}
 	}
 	return set;
 }

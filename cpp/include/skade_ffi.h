@@ -125,10 +125,10 @@ skade_status *skade_fn_tables(const skade_txn *txn, struct ArrowArrayStream *res
 skade_status *skade_fn_snapshots(const skade_txn *txn, const char *uuid, struct ArrowArrayStream *result);
 // skade_changelog: the columns of the changelog of table `uuid`, and its rows for the snapshots
 // after `from` (if has_from; else from creation) up to `to` (if has_to; else current), netted to
-// the window's effect if `collapse`.
+// the window's effect if `collapse`. With `times`, the bounds are microseconds since the epoch.
 skade_status *skade_fn_changelog_schema(const skade_txn *txn, const char *uuid, struct ArrowSchema *result);
 skade_status *skade_fn_changelog(const skade_txn *txn, const char *uuid, int64_t from, bool has_from, int64_t to,
-                                 bool has_to, bool collapse, struct ArrowArrayStream *result);
+                                 bool has_to, bool times, bool collapse, struct ArrowArrayStream *result);
 // Expires snapshots of table `uuid` as its own commit (each bound only if its has_ flag is set);
 // one row: expired_snapshots, removed_files.
 skade_status *skade_fn_expire_snapshots(const skade_txn *txn, const char *uuid, int64_t older_than_us,

@@ -103,7 +103,8 @@ pub unsafe extern "C" fn skade_fn_changelog_schema(
 }
 
 /// The changelog of table `uuid` over the snapshots after `from` (if `has_from`) up to `to` (if
-/// `has_to`, else the current one), netted if `collapse`.
+/// `has_to`, else the current one), netted if `collapse`; with `times`, bounds are microseconds
+/// since the epoch.
 #[no_mangle]
 pub unsafe extern "C" fn skade_fn_changelog(
     txn: *const SkadeTxn,
@@ -112,13 +113,15 @@ pub unsafe extern "C" fn skade_fn_changelog(
     has_from: bool,
     to: i64,
     has_to: bool,
+    times: bool,
     collapse: bool,
     result: *mut FFI_ArrowArrayStream,
 ) -> *mut SkadeStatus {
     guard(|| {
         let txn = &handle(txn, "transaction")?.0;
         let table = txn.table_by_uuid(arg(uuid, "table id")?)?;
-        let reader = changelog::rows(txn, &table, has_from.then_some(from), has_to.then_some(to), collapse)?;
+        let bound = |b: i64| if times { changelog::Bound::Time(b) } else { changelog::Bound::Snapshot(b) };
+        let reader = changelog::rows(txn, &table, has_from.then(|| bound(from)), has_to.then(|| bound(to)), collapse)?;
         out(result, super::export_stream(reader))
     })
 }

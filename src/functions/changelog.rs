@@ -11,20 +11,52 @@ use crate::table::changelog::{changelog, changelog_schema, window};
 use crate::table::collapse;
 use crate::table::keys::KeyColumns;
 use crate::table::schema::arrow_schema;
+use crate::table::time_travel::{self, Version};
 
 pub fn schema(table: &TableInfo) -> Result<SchemaRef> {
     Ok(changelog_schema(arrow_schema(table.metadata.current_schema())?.as_ref()))
 }
 
+/// A bound of the window: a snapshot id, or a time (microseconds since the epoch) meaning the
+/// last snapshot committed by then.
+#[derive(Debug, Clone, Copy)]
+pub enum Bound {
+    Snapshot(i64),
+    Time(i64),
+}
+
 pub fn rows(
     txn: &Transaction,
     table: &TableInfo,
-    from: Option<i64>,
-    to: Option<i64>,
+    from: Option<Bound>,
+    to: Option<Bound>,
     collapse: bool,
 ) -> Result<RecordBatchIterator<std::vec::IntoIter<std::result::Result<RecordBatch, arrow::error::ArrowError>>>> {
     let name = table.record.qualified_name();
-    let snapshots = window(&table.metadata, &name, from, to)?;
+    let resolve = |b: Bound| -> Result<Option<i64>> {
+        match b {
+            Bound::Snapshot(id) => Ok(Some(id)),
+            Bound::Time(us) => match time_travel::resolve(&table.metadata, &name, "TIMESTAMP", us) {
+                Ok(Version::Snapshot(id)) => Ok(Some(id)),
+                Ok(_) => Ok(None),
+                Err(e) => Err(e),
+            },
+        }
+    };
+    // A start before the table's first snapshot (or before it existed) is its creation; an end
+    // before its first snapshot is an empty window.
+    let from_id = match from {
+        Some(Bound::Time(us)) => resolve(Bound::Time(us)).unwrap_or(None),
+        Some(b) => resolve(b)?,
+        None => None,
+    };
+    let snapshots = match to {
+        Some(b) => match resolve(b)? {
+            Some(id) => window(&table.metadata, &name, from_id, Some(id))?,
+            None => vec![],
+        },
+        None => window(&table.metadata, &name, from_id, None)?,
+    };
     let caches = txn.catalog().read_caches();
     let mut batches = changelog(&table.metadata, &caches, &name, &snapshots)?;
     if collapse {

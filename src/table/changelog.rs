@@ -11,8 +11,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
-use arrow::compute::{concat_batches, filter_record_batch};
+use arrow::compute::filter_record_batch;
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
+use arrow::row::Rows;
 use iceberg::spec::{DataContentType, DataFile, ManifestStatus, Snapshot, TableMetadata};
 use rayon::prelude::*;
 
@@ -86,8 +87,8 @@ pub fn window(metadata: &TableMetadata, table: &str, from: Option<i64>, to: Opti
     }
 }
 
-/// The changes of the snapshots of `window` (see [`window`]), one batch per snapshot that
-/// changed rows, in the schema of [`changelog_schema`]. Snapshots are decoded in parallel.
+/// The changes of the snapshots of `window` (see [`window`]), in window order, in the schema of
+/// [`changelog_schema`]. Snapshots are decoded in parallel.
 pub fn changelog(
     metadata: &TableMetadata,
     caches: &Arc<ReadCaches>,
@@ -97,14 +98,18 @@ pub fn changelog(
     let schema = metadata.current_schema().clone();
     let key = KeyColumns::of(&schema)?;
     let out_schema = changelog_schema(arrow_schema(&schema)?.as_ref());
-    let batches: Vec<Result<Option<RecordBatch>>> = window
+    let batches: Vec<Result<Vec<RecordBatch>>> = window
         .par_iter()
         .map(|s| {
             let changes = snapshot_changes(metadata, caches, table, s)?;
-            changes.into_batch(&out_schema, s.snapshot_id(), key.as_ref())
+            changes.into_batches(&out_schema, s.snapshot_id(), key.as_ref())
         })
         .collect();
-    batches.into_iter().filter_map(|b| b.transpose()).collect()
+    let mut out = vec![];
+    for b in batches {
+        out.extend(b?);
+    }
+    Ok(out)
 }
 
 /// The full images one snapshot inserted and deleted.
@@ -242,54 +247,50 @@ fn read_all(plan: ScanPlan) -> Result<Vec<RecordBatch>> {
 }
 
 impl SnapshotChanges {
-    /// One batch of tagged rows; on a primary-key table a key both deleted and inserted here is
-    /// an UPDATE_BEFORE (the old image) followed by an UPDATE_AFTER (the new one).
-    fn into_batch(
+    /// The tagged rows, deletions first (a snapshot's deletes apply to older rows), batches kept
+    /// as read. On a primary-key table a key both deleted and inserted here is an UPDATE_BEFORE
+    /// (the old image) and an UPDATE_AFTER (the new one).
+    fn into_batches(
         self,
         schema: &ArrowSchemaRef,
         snapshot_id: i64,
         key: Option<&KeyColumns>,
-    ) -> Result<Option<RecordBatch>> {
-        let table_schema = Arc::new(ArrowSchema::new(schema.fields()[..schema.fields().len() - 2].to_vec()));
-        let deleted = concat(&table_schema, &self.deleted)?;
-        let inserted = concat(&table_schema, &self.inserted)?;
-        if deleted.num_rows() == 0 && inserted.num_rows() == 0 {
-            return Ok(None);
-        }
-        let mut deleted_tags = vec![DELETE; deleted.num_rows()];
-        let mut inserted_tags = vec![INSERT; inserted.num_rows()];
-        if let (Some(key), true) = (key, deleted.num_rows() > 0 && inserted.num_rows() > 0) {
+    ) -> Result<Vec<RecordBatch>> {
+        let mut deleted_tags: Vec<Vec<&'static str>> =
+            self.deleted.iter().map(|b| vec![DELETE; b.num_rows()]).collect();
+        let mut inserted_tags: Vec<Vec<&'static str>> =
+            self.inserted.iter().map(|b| vec![INSERT; b.num_rows()]).collect();
+        if let (Some(key), false, false) = (key, self.deleted.is_empty(), self.inserted.is_empty()) {
             let converter = key.converter()?;
-            let old = key.encode(&converter, &deleted)?;
-            let new = key.encode(&converter, &inserted)?;
-            let mut old_keys: KeySet<&[u8]> = KeySet::default();
-            old_keys.extend(old.iter().map(|r| r.data()));
+            let old: Vec<Rows> = self.deleted.iter().map(|b| key.encode(&converter, b)).collect::<Result<_>>()?;
+            let new: Vec<Rows> = self.inserted.iter().map(|b| key.encode(&converter, b)).collect::<Result<_>>()?;
+            let old_keys: KeySet<&[u8]> = old.iter().flat_map(|rows| rows.iter().map(|r| r.data())).collect();
             let mut updated: KeySet<&[u8]> = KeySet::default();
-            for (i, row) in new.iter().enumerate() {
-                if old_keys.contains(row.data()) {
-                    inserted_tags[i] = UPDATE_AFTER;
-                    updated.insert(row.data());
+            for (rows, tags) in new.iter().zip(&mut inserted_tags) {
+                for (i, row) in rows.iter().enumerate() {
+                    if old_keys.contains(row.data()) {
+                        tags[i] = UPDATE_AFTER;
+                        updated.insert(row.data());
+                    }
                 }
             }
-            for (i, row) in old.iter().enumerate() {
-                if updated.contains(row.data()) {
-                    deleted_tags[i] = UPDATE_BEFORE;
+            for (rows, tags) in old.iter().zip(&mut deleted_tags) {
+                for (i, row) in rows.iter().enumerate() {
+                    if updated.contains(row.data()) {
+                        tags[i] = UPDATE_BEFORE;
+                    }
                 }
             }
         }
-        let rows = concat(&table_schema, &[deleted, inserted])?;
-        let mut columns = rows.columns().to_vec();
-        let tags: Vec<&str> = deleted_tags.into_iter().chain(inserted_tags).collect();
-        columns.push(Arc::new(StringArray::from(tags)));
-        columns.push(Arc::new(Int64Array::from(vec![snapshot_id; rows.num_rows()])));
-        Ok(Some(RecordBatch::try_new(schema.clone(), columns)?))
+        let parts = self.deleted.iter().zip(deleted_tags).chain(self.inserted.iter().zip(inserted_tags));
+        parts
+            .filter(|(b, _)| b.num_rows() > 0)
+            .map(|(batch, tags)| {
+                let mut columns = batch.columns().to_vec();
+                columns.push(Arc::new(StringArray::from(tags)));
+                columns.push(Arc::new(Int64Array::from(vec![snapshot_id; batch.num_rows()])));
+                Ok(RecordBatch::try_new(schema.clone(), columns)?)
+            })
+            .collect()
     }
-}
-
-fn concat(schema: &ArrowSchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch> {
-    let conformed = batches
-        .iter()
-        .map(|b| Ok(RecordBatch::try_new(schema.clone(), b.columns().to_vec())?))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(concat_batches(schema, &conformed)?)
 }

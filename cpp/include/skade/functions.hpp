@@ -21,6 +21,8 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 	std::function<void(ClientContext &, SkadeCatalog &, ArrowArrayStream &)> open;
 	ArrowTableSchema arrow_table;
 	vector<LogicalType> types;
+	//! Whether the rows have no order to keep, so that several threads may convert them.
+	bool parallel = false;
 
 	//! Re-bind at every execution, so a catalog detached since PREPARE is an error, not a crash.
 	bool SupportStatementCache() const override {
