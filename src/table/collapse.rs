@@ -9,9 +9,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray, RecordBatch, StringArray, UInt32Array};
 use arrow::compute::{filter_record_batch, take};
-use arrow::datatypes::SchemaRef as ArrowSchemaRef;
+use arrow::datatypes::{DataType, SchemaRef as ArrowSchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 
 use super::changelog::{DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
@@ -35,11 +35,12 @@ pub fn collapse(
         return Ok(vec![]);
     }
     let columns = schema.fields().len() - 2; // the table's columns; then _change_type, _commit_snapshot_id
-    let full =
-        RowConverter::new(schema.fields()[..columns].iter().map(|f| SortField::new(f.data_type().clone())).collect())
-            .map_err(|e| {
-            Error::not_implemented(format!("skade_changelog(collapse := true) cannot compare these rows: {e}"))
-        })?;
+    let full = RowConverter::new(
+        schema.fields()[..columns].iter().map(|f| SortField::new(comparable_type(f.data_type()))).collect(),
+    )
+    .map_err(|_| {
+        Error::not_implemented("skade_changelog(collapse := true) cannot compare rows of this table's types")
+    })?;
     let tags: Vec<&StringArray> = batches.iter().map(|b| b.column(columns).as_string::<i32>()).collect();
     let removes = |b: usize, r: usize| matches!(tags[b].value(r), DELETE | UPDATE_BEFORE);
     // Per batch, the rows that remove an image and those that add one (usually far fewer
@@ -54,7 +55,7 @@ pub fn collapse(
             .collect::<Result<Vec<ArrayRef>>>()?;
         Ok::<Rows, Error>(converter.convert_columns(&picked)?)
     };
-    let all_columns = |batch: &RecordBatch| batch.columns()[..columns].to_vec();
+    let all_columns = |batch: &RecordBatch| batch.columns()[..columns].iter().map(comparable).collect();
     // What to emit, per batch and row (None: nothing): rows keep their batch and order.
     let mut emit: Vec<Vec<Option<&'static str>>> = batches.iter().map(|b| vec![None; b.num_rows()]).collect();
     let mut out = |r: Ref, tag: &'static str| emit[r.0][r.1] = Some(tag);
@@ -124,8 +125,8 @@ pub fn collapse(
             }
             // Only added rows whose first column matches some removed row's can cancel one: they
             // alone are encoded whole.
-            let first = RowConverter::new(vec![SortField::new(schema.field(0).data_type().clone())])?;
-            let first_column = |batch: &RecordBatch| vec![batch.column(0).clone()];
+            let first = RowConverter::new(vec![SortField::new(comparable_type(schema.field(0).data_type()))])?;
+            let first_column = |batch: &RecordBatch| vec![comparable(batch.column(0))];
             let removed_first: Vec<Rows> = split
                 .iter()
                 .enumerate()
@@ -173,4 +174,28 @@ pub fn collapse(
         result.push(RecordBatch::try_new(schema.clone(), arrays)?);
     }
     Ok(result)
+}
+
+/// The type a column is compared as: Arrow's row format has no MAP, so a map compares as the
+/// list of its entries (its physical layout; entry order as stored).
+fn comparable_type(t: &DataType) -> DataType {
+    match t {
+        DataType::Map(entries, _) => DataType::List(entries.clone()),
+        other => other.clone(),
+    }
+}
+
+fn comparable(array: &ArrayRef) -> ArrayRef {
+    match array.as_map_opt() {
+        Some(map) => Arc::new(ListArray::new(
+            match map.data_type() {
+                DataType::Map(entries, _) => entries.clone(),
+                _ => unreachable!("a map array has a map type"),
+            },
+            map.offsets().clone(),
+            Arc::new(map.entries().clone()),
+            map.nulls().cloned(),
+        )),
+        None => array.clone(),
+    }
 }
