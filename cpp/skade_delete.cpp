@@ -21,8 +21,6 @@ public:
 	vector<int64_t> row_ids;
 };
 
-class DeleteSourceState : public GlobalSourceState {};
-
 } // namespace
 
 void SkadeCollectRowIds(Vector &ids, idx_t count, vector<int64_t> &out) {
@@ -36,8 +34,7 @@ void SkadeCollectRowIds(Vector &ids, idx_t count, vector<int64_t> &out) {
 
 SkadeDelete::SkadeDelete(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table, idx_t row_id_index,
                          idx_t estimated_cardinality)
-    : PhysicalOperator(plan, PhysicalOperatorType::EXTENSION, std::move(types), estimated_cardinality), table(table),
-      row_id_index(row_id_index) {
+    : SkadeWriteOperator(plan, std::move(types), estimated_cardinality), table(table), row_id_index(row_id_index) {
 }
 
 unique_ptr<GlobalSinkState> SkadeDelete::GetGlobalSinkState(ClientContext &context) const {
@@ -74,16 +71,8 @@ SinkFinalizeType SkadeDelete::Finalize(Pipeline &pipeline, Event &event, ClientC
 	return SinkFinalizeType::READY;
 }
 
-unique_ptr<GlobalSourceState> SkadeDelete::GetGlobalSourceState(ClientContext &context) const {
-	return make_uniq<DeleteSourceState>();
-}
-
-SourceResultType SkadeDelete::GetDataInternal(ExecutionContext &context, DataChunk &chunk,
-                                              OperatorSourceInput &input) const {
-	auto &global = sink_state->Cast<DeleteGlobalState>();
-	chunk.SetCardinality(1);
-	chunk.SetValue(0, 0, Value::BIGINT(NumericCast<int64_t>(global.deleted)));
-	return SourceResultType::FINISHED;
+idx_t SkadeDelete::RowsWritten(GlobalSinkState &state) const {
+	return state.Cast<DeleteGlobalState>().deleted;
 }
 
 } // namespace duckdb

@@ -29,19 +29,16 @@ public:
 	SkadeWriterHandle writer;
 };
 
-class InsertSourceState : public GlobalSourceState {};
-
 } // namespace
 
 SkadeInsert::SkadeInsert(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table,
                          idx_t estimated_cardinality)
-    : PhysicalOperator(plan, PhysicalOperatorType::EXTENSION, std::move(types), estimated_cardinality), table(&table) {
+    : SkadeWriteOperator(plan, std::move(types), estimated_cardinality), table(&table) {
 }
 
 SkadeInsert::SkadeInsert(PhysicalPlan &plan, vector<LogicalType> types, SkadeSchemaEntry &schema,
                          unique_ptr<BoundCreateTableInfo> info, idx_t estimated_cardinality)
-    : PhysicalOperator(plan, PhysicalOperatorType::EXTENSION, std::move(types), estimated_cardinality),
-      schema(&schema), info(std::move(info)) {
+    : SkadeWriteOperator(plan, std::move(types), estimated_cardinality), schema(&schema), info(std::move(info)) {
 }
 
 unique_ptr<GlobalSinkState> SkadeInsert::GetGlobalSinkState(ClientContext &context) const {
@@ -115,16 +112,8 @@ SinkFinalizeType SkadeInsert::Finalize(Pipeline &pipeline, Event &event, ClientC
 	return SinkFinalizeType::READY;
 }
 
-unique_ptr<GlobalSourceState> SkadeInsert::GetGlobalSourceState(ClientContext &context) const {
-	return make_uniq<InsertSourceState>();
-}
-
-SourceResultType SkadeInsert::GetDataInternal(ExecutionContext &context, DataChunk &chunk,
-                                              OperatorSourceInput &input) const {
-	auto &global = sink_state->Cast<InsertGlobalState>();
-	chunk.SetCardinality(1);
-	chunk.SetValue(0, 0, Value::BIGINT(NumericCast<int64_t>(global.rows.load())));
-	return SourceResultType::FINISHED;
+idx_t SkadeInsert::RowsWritten(GlobalSinkState &state) const {
+	return state.Cast<InsertGlobalState>().rows.load();
 }
 
 } // namespace duckdb

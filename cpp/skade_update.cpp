@@ -37,8 +37,6 @@ public:
 	SkadeWriterHandle writer;
 };
 
-class UpdateSourceState : public GlobalSourceState {};
-
 vector<LogicalType> ColumnTypes(SkadeTableEntry &table) {
 	vector<LogicalType> types;
 	for (auto &col : table.GetColumns().Physical()) {
@@ -67,7 +65,7 @@ vector<unique_ptr<Expression>> SkadeUpdateInTableOrder(const vector<PhysicalInde
 
 SkadeUpdate::SkadeUpdate(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table,
                          vector<unique_ptr<Expression>> expressions, idx_t estimated_cardinality)
-    : PhysicalOperator(plan, PhysicalOperatorType::EXTENSION, std::move(types), estimated_cardinality), table(table),
+    : SkadeWriteOperator(plan, std::move(types), estimated_cardinality), table(table),
       expressions(std::move(expressions)) {
 }
 
@@ -157,16 +155,8 @@ SinkFinalizeType SkadeUpdate::Finalize(Pipeline &pipeline, Event &event, ClientC
 	return SinkFinalizeType::READY;
 }
 
-unique_ptr<GlobalSourceState> SkadeUpdate::GetGlobalSourceState(ClientContext &context) const {
-	return make_uniq<UpdateSourceState>();
-}
-
-SourceResultType SkadeUpdate::GetDataInternal(ExecutionContext &context, DataChunk &chunk,
-                                              OperatorSourceInput &input) const {
-	auto &global = sink_state->Cast<UpdateGlobalState>();
-	chunk.SetCardinality(1);
-	chunk.SetValue(0, 0, Value::BIGINT(NumericCast<int64_t>(global.updated)));
-	return SourceResultType::FINISHED;
+idx_t SkadeUpdate::RowsWritten(GlobalSinkState &state) const {
+	return state.Cast<UpdateGlobalState>().updated;
 }
 
 } // namespace duckdb

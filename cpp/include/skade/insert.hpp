@@ -2,7 +2,7 @@
 #pragma once
 
 #include "skade/common.hpp"
-#include "duckdb/execution/physical_operator.hpp"
+#include "skade/write_operator.hpp"
 #include "duckdb/planner/parsed_data/bound_create_table_info.hpp"
 
 namespace duckdb {
@@ -10,7 +10,7 @@ namespace duckdb {
 class SkadeTableEntry;
 class SkadeSchemaEntry;
 
-class SkadeInsert : public PhysicalOperator {
+class SkadeInsert : public SkadeWriteOperator {
 public:
 	//! INSERT INTO an existing table.
 	SkadeInsert(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table, idx_t estimated_cardinality);
@@ -32,13 +32,6 @@ public:
 		return "SKADE_INSERT";
 	}
 
-	// sink
-	bool IsSink() const override {
-		return true;
-	}
-	bool ParallelSink() const override {
-		return true;
-	}
 	unique_ptr<GlobalSinkState> GetGlobalSinkState(ClientContext &context) const override;
 	unique_ptr<LocalSinkState> GetLocalSinkState(ExecutionContext &context) const override;
 	SinkResultType Sink(ExecutionContext &context, DataChunk &chunk, OperatorSinkInput &input) const override;
@@ -46,13 +39,9 @@ public:
 	SinkFinalizeType Finalize(Pipeline &pipeline, Event &event, ClientContext &context,
 	                          OperatorSinkFinalizeInput &input) const override;
 
-	// source: the row count
-	bool IsSource() const override {
-		return true;
-	}
-	unique_ptr<GlobalSourceState> GetGlobalSourceState(ClientContext &context) const override;
-	SourceResultType GetDataInternal(ExecutionContext &context, DataChunk &chunk,
-	                                 OperatorSourceInput &input) const override;
+
+protected:
+	idx_t RowsWritten(GlobalSinkState &state) const override;
 };
 
 } // namespace duckdb

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "skade/common.hpp"
-#include "duckdb/execution/physical_operator.hpp"
+#include "skade/write_operator.hpp"
 #include "duckdb/execution/physical_plan_generator.hpp"
 #include "duckdb/planner/operator/logical_merge_into.hpp"
 
@@ -24,7 +24,7 @@ vector<unique_ptr<Expression>> SkadeUpdateInTableOrder(const vector<PhysicalInde
 PhysicalOperator &SkadePlanMergeInto(ClientContext &context, PhysicalPlanGenerator &planner, LogicalMergeInto &op,
                                      PhysicalOperator &plan);
 
-class SkadeDelete : public PhysicalOperator {
+class SkadeDelete : public SkadeWriteOperator {
 public:
 	SkadeDelete(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table, idx_t row_id_index,
 	            idx_t estimated_cardinality);
@@ -37,27 +37,18 @@ public:
 	string GetName() const override {
 		return "SKADE_DELETE";
 	}
-	bool IsSink() const override {
-		return true;
-	}
-	bool ParallelSink() const override {
-		return true;
-	}
 	unique_ptr<GlobalSinkState> GetGlobalSinkState(ClientContext &context) const override;
 	unique_ptr<LocalSinkState> GetLocalSinkState(ExecutionContext &context) const override;
 	SinkResultType Sink(ExecutionContext &context, DataChunk &chunk, OperatorSinkInput &input) const override;
 	SinkCombineResultType Combine(ExecutionContext &context, OperatorSinkCombineInput &input) const override;
 	SinkFinalizeType Finalize(Pipeline &pipeline, Event &event, ClientContext &context,
 	                          OperatorSinkFinalizeInput &input) const override;
-	bool IsSource() const override {
-		return true;
-	}
-	unique_ptr<GlobalSourceState> GetGlobalSourceState(ClientContext &context) const override;
-	SourceResultType GetDataInternal(ExecutionContext &context, DataChunk &chunk,
-	                                 OperatorSourceInput &input) const override;
+
+protected:
+	idx_t RowsWritten(GlobalSinkState &state) const override;
 };
 
-class SkadeUpdate : public PhysicalOperator {
+class SkadeUpdate : public SkadeWriteOperator {
 public:
 	//! `expressions`: the new value of every column, in table order, over the child's chunk; the
 	//! child's last column is the row id.
@@ -73,24 +64,15 @@ public:
 	string GetName() const override {
 		return "SKADE_UPDATE";
 	}
-	bool IsSink() const override {
-		return true;
-	}
-	bool ParallelSink() const override {
-		return true;
-	}
 	unique_ptr<GlobalSinkState> GetGlobalSinkState(ClientContext &context) const override;
 	unique_ptr<LocalSinkState> GetLocalSinkState(ExecutionContext &context) const override;
 	SinkResultType Sink(ExecutionContext &context, DataChunk &chunk, OperatorSinkInput &input) const override;
 	SinkCombineResultType Combine(ExecutionContext &context, OperatorSinkCombineInput &input) const override;
 	SinkFinalizeType Finalize(Pipeline &pipeline, Event &event, ClientContext &context,
 	                          OperatorSinkFinalizeInput &input) const override;
-	bool IsSource() const override {
-		return true;
-	}
-	unique_ptr<GlobalSourceState> GetGlobalSourceState(ClientContext &context) const override;
-	SourceResultType GetDataInternal(ExecutionContext &context, DataChunk &chunk,
-	                                 OperatorSourceInput &input) const override;
+
+protected:
+	idx_t RowsWritten(GlobalSinkState &state) const override;
 };
 
 } // namespace duckdb
