@@ -43,6 +43,7 @@ test-python: extension $(VENV_STAMP)
 bench: extension $(VENV_STAMP)
 	$(PYTHON) bench/bench.py
 	$(PYTHON) bench/commits.py
+	$(PYTHON) bench/small_commits.py
 	cargo run --release --no-default-features --example core_commits
 
 clean:
