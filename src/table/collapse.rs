@@ -166,8 +166,11 @@ pub fn collapse(
         if tags.iter().all(Option::is_none) {
             continue;
         }
-        let keep = BooleanArray::from_iter(tags.iter().map(|t| Some(t.is_some())));
-        let rows = filter_record_batch(batch, &keep)?;
+        let rows = if tags.iter().all(Option::is_some) {
+            batch.clone() // every row stays (most batches of new rows): no copy
+        } else {
+            filter_record_batch(batch, &BooleanArray::from_iter(tags.iter().map(|t| Some(t.is_some()))))?
+        };
         let mut arrays: Vec<ArrayRef> = rows.columns()[..columns].to_vec();
         arrays.push(Arc::new(StringArray::from_iter_values(tags.into_iter().flatten())));
         arrays.push(rows.column(columns + 1).clone());
