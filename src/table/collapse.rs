@@ -14,6 +14,8 @@ use arrow::compute::{filter_record_batch, take};
 use arrow::datatypes::{DataType, SchemaRef as ArrowSchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 
+use rayon::prelude::*;
+
 use super::changelog::{DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
 use super::keys::{KeyColumns, KeySet};
 use crate::error::{Error, Result};
@@ -134,15 +136,23 @@ pub fn collapse(
                 .collect::<Result<_>>()?;
             let candidates: KeySet<&[u8]> =
                 removed_first.iter().flat_map(|rows| rows.iter().map(|r| r.data())).collect();
-            for (b, (_, add)) in split.iter().enumerate() {
-                let firsts = encode(&first, &first_column, b, add)?;
-                let maybe: Vec<u32> = add
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| candidates.contains(firsts.row(*j).data()))
-                    .map(|(_, &r)| r)
-                    .collect();
-                let rows = encode(&full, &all_columns, b, &maybe)?;
+            // The per-batch encoding runs in parallel; only the cancelling is sequential.
+            let encoded: Vec<(Vec<u32>, Rows)> = split
+                .par_iter()
+                .enumerate()
+                .map(|(b, (_, add))| {
+                    let firsts = encode(&first, &first_column, b, add)?;
+                    let maybe: Vec<u32> = add
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| candidates.contains(firsts.row(*j).data()))
+                        .map(|(_, &r)| r)
+                        .collect();
+                    let rows = encode(&full, &all_columns, b, &maybe)?;
+                    Ok((maybe, rows))
+                })
+                .collect::<Result<_>>()?;
+            for (b, ((_, add), (maybe, rows))) in split.iter().zip(&encoded).enumerate() {
                 let mut cancelled = KeySet::default();
                 for (j, &r) in maybe.iter().enumerate() {
                     if let Some(entry) = pending.get_mut(rows.row(j).data()).filter(|e| e.0 > 0) {
