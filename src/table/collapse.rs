@@ -9,15 +9,15 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray, RecordBatch, StringArray, UInt32Array};
-use arrow::compute::{filter_record_batch, take};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray, RecordBatch, StringArray};
+use arrow::compute::filter_record_batch;
 use arrow::datatypes::{DataType, SchemaRef as ArrowSchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 
 use rayon::prelude::*;
 
 use super::changelog::{DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
-use super::keys::{KeyColumns, KeySet};
+use super::keys::{encode_rows, KeyColumns, KeySet};
 use crate::error::{Error, Result};
 
 /// (batch, row) of a changelog row.
@@ -50,12 +50,7 @@ pub fn collapse(
     let split: Vec<(Vec<u32>, Vec<u32>)> =
         (0..batches.len()).map(|b| (0..batches[b].num_rows() as u32).partition(|&r| removes(b, r as usize))).collect();
     let encode = |converter: &RowConverter, cols: &dyn Fn(&RecordBatch) -> Vec<ArrayRef>, b: usize, rows: &[u32]| {
-        let indices = UInt32Array::from(rows.to_vec());
-        let picked = cols(&batches[b])
-            .iter()
-            .map(|a| Ok(take(a.as_ref(), &indices, None)?))
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        Ok::<Rows, Error>(converter.convert_columns(&picked)?)
+        encode_rows(converter, &cols(&batches[b]), rows)
     };
     let all_columns = |batch: &RecordBatch| batch.columns()[..columns].iter().map(comparable).collect();
     // What to emit, per batch and row (None: nothing): rows keep their batch and order.

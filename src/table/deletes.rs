@@ -42,10 +42,6 @@ pub struct EqualityDeletes {
 }
 
 impl EqualityDeletes {
-    pub fn contains(&self, key: &[u8]) -> bool {
-        self.range.as_ref().is_some_and(|r| r.contains(key)) && self.keys.contains(key)
-    }
-
     pub fn converter(&self) -> Result<RowConverter> {
         Ok(RowConverter::new(self.types.iter().map(|t| SortField::new(t.clone())).collect())?)
     }

@@ -182,6 +182,13 @@ impl KeyRange {
     }
 }
 
+/// The row-format encodings of the rows `rows` (indexes) of `columns`.
+pub fn encode_rows(converter: &RowConverter, columns: &[ArrayRef], rows: &[u32]) -> Result<Rows> {
+    let indices = UInt32Array::from_iter_values(rows.iter().copied());
+    let picked = columns.iter().map(|a| Ok(take(a.as_ref(), &indices, None)?)).collect::<Result<Vec<ArrayRef>>>()?;
+    Ok(converter.convert_columns(&picked)?)
+}
+
 /// Encodes the candidate rows of `columns` (the key columns of a batch) and calls `hit(row,
 /// key)` for each; rows outside `range` are skipped without encoding.
 pub fn probe(
@@ -194,9 +201,7 @@ pub fn probe(
         return Ok(());
     };
     let positions: Vec<u32> = (0..candidates.len() as u32).filter(|&i| candidates.value(i as usize)).collect();
-    let indices = UInt32Array::from(positions.clone());
-    let picked = columns.iter().map(|a| Ok(take(a.as_ref(), &indices, None)?)).collect::<Result<Vec<ArrayRef>>>()?;
-    let encoded = converter.convert_columns(&picked)?;
+    let encoded = encode_rows(converter, columns, &positions)?;
     for (j, &i) in positions.iter().enumerate() {
         let key = encoded.row(j);
         if range.contains(key.data()) && !hit(i as usize, key.data()) {
