@@ -44,7 +44,9 @@ bench: extension $(VENV_STAMP)
 	$(PYTHON) bench/bench.py
 	$(PYTHON) bench/commits.py
 	$(PYTHON) bench/small_commits.py
+	$(PYTHON) bench/lookup.py
 	cargo run --release --no-default-features --example core_commits
+	cargo run --release --no-default-features --example core_lookup
 
 clean:
 	rm -rf build

@@ -15,6 +15,8 @@ static void LoadInternal(ExtensionLoader &loader) {
 	loader.RegisterFunction(SkadeCommitsSinceFunction());
 	loader.RegisterFunction(SkadeExpireSnapshotsFunction());
 	loader.RegisterFunction(SkadeChangelogFunctions());
+	loader.RegisterFunction(SkadeLookupFunction());
+	loader.RegisterFunction(SkadeLookupStatsFunction());
 }
 
 } // namespace duckdb

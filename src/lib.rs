@@ -8,6 +8,7 @@ pub mod failpoint;
 pub mod ffi;
 pub mod functions;
 pub mod io;
+pub mod lookup;
 pub mod runtime;
 pub mod table;
 

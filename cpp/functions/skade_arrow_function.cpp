@@ -34,12 +34,30 @@ struct ArrowFunctionLocal : public LocalTableFunctionState {
 	ArrowScanLocalState arrow;
 };
 
+//! The stream must have the columns the statement was bound with.
+void CheckColumns(const SkadeArrowFunctionData &data, ArrowArrayStream &stream) {
+	ArrowSchemaWrapper schema;
+	if (stream.get_schema(&stream, &schema.arrow_schema) != 0) {
+		auto error = stream.get_last_error(&stream);
+		throw IOException("skade: cannot read the columns of a result: %s", error ? error : "unknown error");
+	}
+	auto &s = schema.arrow_schema;
+	bool same = idx_t(s.n_children) == data.bound_columns.size();
+	for (idx_t i = 0; same && i < data.bound_columns.size(); i++) {
+		same = data.bound_columns[i].first == s.children[i]->name && data.bound_columns[i].second == s.children[i]->format;
+	}
+	if (!same) {
+		throw InvalidInputException("the columns of the table changed since this statement was prepared: prepare it again");
+	}
+}
+
 unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFunctionInitInput &input) {
 	auto &data = input.bind_data->Cast<SkadeArrowFunctionData>();
 	auto result = make_uniq<ArrowFunctionGlobal>();
 	result->stream = make_uniq<ArrowArrayStreamWrapper>();
 	result->stream->number_of_rows = -1;
-	data.open(context, SkadeCatalogByName(context, data.catalog_name), result->stream->arrow_array_stream);
+	data.open(context, result->stream->arrow_array_stream);
+	CheckColumns(data, result->stream->arrow_array_stream);
 	if (data.parallel) {
 		result->max_threads = TaskScheduler::GetScheduler(context).NumberOfThreads();
 	}
@@ -88,6 +106,9 @@ unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSch
                                                 unique_ptr<SkadeArrowFunctionData> data,
                                                 vector<LogicalType> &return_types, vector<string> &names) {
 	ArrowTableFunction::PopulateArrowTableSchema(context, data->arrow_table, schema.arrow_schema);
+	for (int64_t i = 0; i < schema.arrow_schema.n_children; i++) {
+		data->bound_columns.emplace_back(schema.arrow_schema.children[i]->name, schema.arrow_schema.children[i]->format);
+	}
 	names = data->arrow_table.GetNames();
 	return_types = data->arrow_table.GetTypes();
 	data->types = return_types;

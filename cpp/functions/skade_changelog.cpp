@@ -37,9 +37,10 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	SkadeCheck(skade_fn_changelog_schema(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(),
 	                                     &schema.arrow_schema));
 	auto data = make_uniq<SkadeArrowFunctionData>();
-	data->catalog_name = catalog.GetName();
+	auto catalog_name = catalog.GetName();
 	data->parallel = true; // changelog rows have no order (ORDER BY _commit_snapshot_id for one)
-	data->open = [=](ClientContext &context, SkadeCatalog &catalog, ArrowArrayStream &out) {
+	data->open = [=](ClientContext &context, ArrowArrayStream &out) {
+		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		SkadeCheck(skade_fn_changelog(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), from, has_from,
 		                              to, has_to, times, collapse, &out));
 	};

@@ -14,8 +14,8 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 		throw BinderException("skade_commits_since: since_seq must be >= 0, got %d", since);
 	}
 	auto data = make_uniq<SkadeArrowFunctionData>();
-	data->catalog_name = catalog_name;
-	data->open = [since](ClientContext &context, SkadeCatalog &catalog, ArrowArrayStream &out) {
+	data->open = [since, catalog_name](ClientContext &context, ArrowArrayStream &out) {
+		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		SkadeCheck(skade_fn_commits_since(catalog.Handle(), uint64_t(since), &out));
 	};
 	return SkadeArrowFunctionBind(context, "skade_commits_since", std::move(data), return_types, names);

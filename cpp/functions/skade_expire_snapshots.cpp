@@ -30,8 +30,9 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 		}
 	}
 	auto data = make_uniq<SkadeArrowFunctionData>();
-	data->catalog_name = table.ParentCatalog().GetName();
-	data->open = [=](ClientContext &context, SkadeCatalog &catalog, ArrowArrayStream &out) {
+	auto catalog_name = table.ParentCatalog().GetName();
+	data->open = [=](ClientContext &context, ArrowArrayStream &out) {
+		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		SkadeCheck(skade_fn_expire_snapshots(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(),
 		                                     older_than, has_older_than, retain_last, has_retain_last, &out));
 	};

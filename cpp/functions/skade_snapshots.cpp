@@ -14,8 +14,9 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	auto &table = SkadeTableByName(context, StringValue::Get(input.inputs[0]));
 	auto uuid = table.Uuid();
 	auto data = make_uniq<SkadeArrowFunctionData>();
-	data->catalog_name = table.ParentCatalog().GetName();
-	data->open = [uuid](ClientContext &context, SkadeCatalog &catalog, ArrowArrayStream &out) {
+	auto catalog_name = table.ParentCatalog().GetName();
+	data->open = [uuid, catalog_name](ClientContext &context, ArrowArrayStream &out) {
+		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		SkadeCheck(skade_fn_snapshots(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), &out));
 	};
 	return SkadeArrowFunctionBind(context, "skade_snapshots", std::move(data), return_types, names);

@@ -10,8 +10,9 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
                                      vector<LogicalType> &return_types, vector<string> &names) {
 	SkadeRequireArguments(input, "skade_tables");
 	auto data = make_uniq<SkadeArrowFunctionData>();
-	data->catalog_name = SkadeCatalogByName(context, StringValue::Get(input.inputs[0])).GetName();
-	data->open = [](ClientContext &context, SkadeCatalog &catalog, ArrowArrayStream &out) {
+	auto catalog_name = SkadeCatalogByName(context, StringValue::Get(input.inputs[0])).GetName();
+	data->open = [catalog_name](ClientContext &context, ArrowArrayStream &out) {
+		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		SkadeCheck(skade_fn_tables(SkadeTransaction::Get(context, catalog).Handle(), &out));
 	};
 	return SkadeArrowFunctionBind(context, "skade_tables", std::move(data), return_types, names);

@@ -129,6 +129,15 @@ skade_status *skade_fn_snapshots(const skade_txn *txn, const char *uuid, struct 
 skade_status *skade_fn_changelog_schema(const skade_txn *txn, const char *uuid, struct ArrowSchema *result);
 skade_status *skade_fn_changelog(const skade_txn *txn, const char *uuid, int64_t from, bool has_from, int64_t to,
                                  bool has_to, bool times, bool collapse, struct ArrowArrayStream *result);
+// The columns of table `uuid` as the transaction sees it.
+skade_status *skade_fn_table_schema(const skade_txn *txn, const char *uuid, struct ArrowSchema *result);
+// The live rows of table `uuid` whose primary key is one of `keys` (a struct array: one field
+// per key column, named like it; one row per key), at snapshot `as_of` if has_as_of.
+skade_status *skade_fn_lookup(const skade_txn *txn, const char *uuid, struct ArrowArray *keys,
+                              const struct ArrowSchema *keys_schema, int64_t as_of, bool has_as_of,
+                              struct ArrowArrayStream *result);
+// The lookup counters since load (one row).
+skade_status *skade_fn_lookup_stats(struct ArrowArrayStream *result);
 // Expires snapshots of table `uuid` as its own commit (each bound only if its has_ flag is set);
 // one row: expired_snapshots, removed_files.
 skade_status *skade_fn_expire_snapshots(const skade_txn *txn, const char *uuid, int64_t older_than_us,

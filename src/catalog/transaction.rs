@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use arrow::array::{ArrayRef, StructArray};
 use arrow::datatypes::Schema as ArrowSchema;
 use iceberg::spec::{DataFile, Operation, TableMetadata};
 use uuid::Uuid;
@@ -16,6 +17,7 @@ use super::store::CommitRecord;
 use super::Catalog;
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::{remove_files, sync_files};
+use crate::lookup::{lookup, Found, LookupRequest};
 use crate::runtime::block_on;
 use crate::table::deletes::values_at;
 use crate::table::filter::Prune;
@@ -217,6 +219,49 @@ impl Transaction {
         };
         ScanPlan::plan(&table.metadata, caches, request)
             .map_err(|e| e.context(format!("table {}", table.record.qualified_name())))
+    }
+
+    /// The live rows of table `uuid` whose primary key is one of `keys` (arrays in key-column
+    /// order), at snapshot `as_of` or as this transaction sees the table now; in the table's
+    /// current columns.
+    pub fn lookup(&self, uuid: &str, as_of: Option<i64>, keys: &StructArray) -> Result<Found> {
+        let table = self.table_by_uuid(uuid)?;
+        let name = table.record.qualified_name();
+        let current = table.metadata.current_schema();
+        let shape = self.catalog.inner.read_caches.lookup.shape(&table.metadata, current)?;
+        let key = shape
+            .key
+            .as_ref()
+            .ok_or_else(|| Error::invalid(format!("table {name} has no primary key: skade_lookup needs one")))?;
+        // The key columns by name, in key order.
+        let keys: Vec<ArrayRef> = key
+            .names
+            .iter()
+            .map(|n| {
+                keys.column_by_name(n).cloned().ok_or_else(|| {
+                    Error::invalid(format!("a key of table {name} needs a value for primary-key column {n}"))
+                })
+            })
+            .collect::<Result<_>>()?;
+        let version = match as_of {
+            Some(id) if table.metadata.snapshot_by_id(id).is_none() => {
+                return Err(Error::catalog(format!("table {name} has no snapshot {id}")));
+            }
+            Some(id) => Version::Snapshot(id),
+            None => Version::Current,
+        };
+        let (staged, staged_deletes) = match (version, self.lock()?.changes.get(uuid)) {
+            (Version::Current, Some(c)) => (c.appends.clone(), c.deletes.clone()),
+            _ => (vec![], vec![]),
+        };
+        let request = LookupRequest {
+            metadata: &table.metadata,
+            version,
+            staged: &staged,
+            staged_deletes: &staged_deletes,
+            output: current,
+        };
+        lookup(&self.catalog.inner.read_caches, &request, &keys).map_err(|e| e.context(format!("table {name}")))
     }
 
     // ---- DDL ---------------------------------------------------------------------------

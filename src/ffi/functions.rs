@@ -3,15 +3,16 @@
 
 use std::ffi::c_char;
 
+use arrow::array::RecordBatch;
 use arrow::array::RecordBatchIterator;
-use arrow::ffi::FFI_ArrowSchema;
+use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 
 use super::catalog::SkadeCatalog;
 use super::transaction::SkadeTxn;
 use super::{arg, guard, handle, out, SkadeStatus};
 use crate::error::Error;
-use crate::functions::{changelog, commits_since, expire_snapshots, snapshots, tables};
+use crate::functions::{changelog, commits_since, expire_snapshots, lookup_stats, snapshots, tables};
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut FFI_ArrowSchema) -> *mut SkadeStatus {
@@ -21,6 +22,7 @@ pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut
             "skade_snapshots" => snapshots::schema(),
             "skade_commits_since" => commits_since::schema(),
             "skade_expire_snapshots" => expire_snapshots::schema(),
+            "skade_lookup_stats" => lookup_stats::schema(),
             other => return Err(Error::internal(format!("unknown function {other}"))),
         };
         out(result, FFI_ArrowSchema::try_from(schema.as_ref())?)
@@ -123,5 +125,54 @@ pub unsafe extern "C" fn skade_fn_changelog(
         let bound = |b: i64| if times { changelog::Bound::Time(b) } else { changelog::Bound::Snapshot(b) };
         let reader = changelog::rows(txn, &table, has_from.then(|| bound(from)), has_to.then(|| bound(to)), collapse)?;
         out(result, super::export_stream(reader))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_lookup_stats(result: *mut FFI_ArrowArrayStream) -> *mut SkadeStatus {
+    guard(|| {
+        let reader = RecordBatchIterator::new([Ok(lookup_stats::rows()?)], lookup_stats::schema());
+        out(result, super::export_stream(reader))
+    })
+}
+
+/// The columns of table `uuid` as this transaction sees it (what `skade_lookup` returns).
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_table_schema(
+    txn: *const SkadeTxn,
+    uuid: *const c_char,
+    result: *mut FFI_ArrowSchema,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let txn = &handle(txn, "transaction")?.0;
+        let table = txn.table_by_uuid(arg(uuid, "table id")?)?;
+        let schema = crate::table::schema::arrow_schema(table.metadata.current_schema())?;
+        out(result, FFI_ArrowSchema::try_from(schema.as_ref())?)
+    })
+}
+
+/// The live rows of table `uuid` whose primary key is one of `keys` (a struct array, one field per
+/// key column in key order, one row per key), at snapshot `as_of` when `has_as_of`.
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_lookup(
+    txn: *const SkadeTxn,
+    uuid: *const c_char,
+    keys: *mut FFI_ArrowArray,
+    keys_schema: *const FFI_ArrowSchema,
+    as_of: i64,
+    has_as_of: bool,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let txn = &handle(txn, "transaction")?.0;
+        if keys.is_null() || keys_schema.is_null() {
+            return Err(Error::internal("lookup keys are null"));
+        }
+        let array = unsafe { std::ptr::replace(keys, FFI_ArrowArray::empty()) };
+        let keys = super::struct_array(unsafe { from_ffi(array, &*keys_schema) }?, "lookup keys")?;
+        let found = txn.lookup(arg(uuid, "table id")?, has_as_of.then_some(as_of), &keys)?;
+        let schema = found.batch.schema();
+        let batches: Vec<Result<RecordBatch, arrow::error::ArrowError>> = vec![Ok(found.batch)];
+        out(result, super::export_stream(RecordBatchIterator::new(batches, schema)))
     })
 }

@@ -3,6 +3,7 @@
 pub mod changelog;
 pub mod commits_since;
 pub mod expire_snapshots;
+pub mod lookup_stats;
 pub mod snapshots;
 pub mod tables;
 

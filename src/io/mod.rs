@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+pub mod ranges;
 pub mod storage;
 
 /// Writes `bytes` to a new file at `path`, failing if it exists (never replacing a file).

@@ -94,6 +94,18 @@ impl DeleteIndex {
         self.positions.is_empty() && self.equality.is_empty()
     }
 
+    /// Whether a position delete removes row `pos` of the data file at `path` (sequence `seq`).
+    pub fn deletes_position(&self, path: &str, seq: i64, pos: u64) -> bool {
+        self.positions
+            .iter()
+            .any(|(d, p)| *d >= seq && p.by_path.get(path).is_some_and(|ps| ps.binary_search(&pos).is_ok()))
+    }
+
+    /// The equality deletes that apply to a data file with sequence number `seq`.
+    pub fn equality_for(&self, seq: i64) -> impl Iterator<Item = &Arc<EqualityDeletes>> {
+        self.equality.iter().filter(move |(d, _)| *d > seq).map(|(_, e)| e)
+    }
+
     /// The deletes for the data file at `path` with data sequence number `seq`.
     pub fn for_file(&self, path: &str, seq: i64) -> FileDeletes {
         let mut positions: Vec<u64> = vec![];

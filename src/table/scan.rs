@@ -17,6 +17,7 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
+use parquet::file::reader::ChunkReader;
 
 use super::deletes::{with_sequence, DeleteCache, DeleteIndex, FileDeletes};
 use super::filter::Prune;
@@ -27,6 +28,10 @@ use super::schema::{arrow_schema, conform_array};
 use super::time_travel::Version;
 use crate::error::{Error, Result};
 use crate::io::local_path;
+use crate::io::ranges::FileRanges;
+use crate::lookup::cache::LookupCache;
+use crate::lookup::pinned::pinned_keys;
+use crate::lookup::{lookup, LookupRequest};
 
 /// Rows per Arrow batch handed to DuckDB: a multiple of its 2,048-row vectors.
 const BATCH_ROWS: usize = 8 * 2048;
@@ -50,6 +55,7 @@ pub fn split_row_id(row_id: i64) -> (u32, u64) {
 pub struct ReadCaches {
     pub manifests: ManifestCache,
     pub deletes: DeleteCache,
+    pub lookup: LookupCache,
     footers: Mutex<HashMap<String, ArrowReaderMetadata>>,
 }
 
@@ -85,13 +91,15 @@ pub struct ScanRequest<'a> {
 }
 
 /// Sequence number of uncommitted files: newer than everything committed.
-const STAGED_SEQUENCE: i64 = i64::MAX;
+pub(crate) const STAGED_SEQUENCE: i64 = i64::MAX;
 
 struct ScanTask {
     path: String,
     record_count: u64,
     file_id: u32,
     deletes: FileDeletes,
+    /// The rows themselves, when a lookup found them at planning.
+    rows: Option<RecordBatch>,
 }
 
 pub struct ScanPlan {
@@ -133,6 +141,46 @@ impl ScanPlan {
             out_fields.push(Field::new(ROW_ID_COLUMN, DataType::Int64, false));
         }
 
+        // Filters that pin the primary key: a lookup of those keys, not a read of every file.
+        if let Some(keys) = req.prune.as_ref().and_then(|p| pinned_keys(p, &schema)) {
+            let lookup_request = LookupRequest {
+                metadata,
+                version: req.version,
+                staged: req.staged,
+                staged_deletes: req.staged_deletes,
+                output: &schema,
+            };
+            let found = lookup(&caches, &lookup_request, &keys)?;
+            let mut columns: Vec<ArrayRef> = req.columns.iter().map(|&c| found.batch.column(c).clone()).collect();
+            if let Some(ids) = req.row_ids {
+                columns.push(Arc::new(Int64Array::from_iter_values(
+                    found.positions.iter().map(|(path, pos)| row_id(ids(path), *pos)),
+                )));
+            }
+            let out = Arc::new(ArrowSchema::new(out_fields));
+            let rows = RecordBatch::try_new_with_options(
+                out.clone(),
+                columns,
+                &RecordBatchOptions::new().with_row_count(Some(found.batch.num_rows())),
+            )?;
+            let task = ScanTask {
+                path: String::new(),
+                record_count: rows.num_rows() as u64,
+                file_id: 0,
+                deletes: FileDeletes::default(),
+                rows: Some(rows),
+            };
+            return Ok(ScanPlan {
+                tasks: vec![task],
+                prune: None,
+                iceberg_schema: schema,
+                schema: out,
+                field_ids,
+                row_ids: req.row_ids.is_some(),
+                caches,
+            });
+        }
+
         let committed = match &snapshot {
             Some(s) => caches.manifests.snapshot_files(metadata, s)?,
             None => Default::default(),
@@ -152,7 +200,7 @@ impl ScanPlan {
             let path = f.file_path().to_string();
             let file_id = req.row_ids.map(|ids| ids(&path)).unwrap_or(0);
             let deletes = if index.is_empty() { FileDeletes::default() } else { index.for_file(&path, seq) };
-            tasks.push(ScanTask { path, record_count: f.record_count(), file_id, deletes });
+            tasks.push(ScanTask { path, record_count: f.record_count(), file_id, deletes, rows: None });
         }
         Ok(ScanPlan {
             tasks,
@@ -176,7 +224,7 @@ impl ScanPlan {
         let field_ids = schema.as_struct().fields().iter().map(|f| f.id).collect();
         let tasks = files
             .into_iter()
-            .map(|(path, record_count, deletes)| ScanTask { path, record_count, file_id: 0, deletes })
+            .map(|(path, record_count, deletes)| ScanTask { path, record_count, file_id: 0, deletes, rows: None })
             .collect();
         Ok(ScanPlan { tasks, prune: None, iceberg_schema: schema, schema: arrow, field_ids, row_ids: false, caches })
     }
@@ -210,6 +258,9 @@ impl ScanPlan {
             deleted_cursor: 0,
             source: Source::Positions { remaining: task.record_count },
         };
+        if let Some(rows) = &task.rows {
+            return Ok(TaskReader { source: Source::Rows(Some(rows.clone())), runs: VecDeque::new(), ..base });
+        }
         if self.field_ids.is_empty() && task.deletes.equality.is_empty() {
             // count(*), or row ids only: the manifest's row count is enough, the file stays shut.
             return Ok(base);
@@ -259,17 +310,46 @@ impl ScanPlan {
             }
             start += rows;
         }
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, footer)
-            .with_projection(mask)
-            .with_row_groups(selected)
-            .with_batch_size(BATCH_ROWS)
-            .build()
-            .map_err(|e| Error::corrupt(format!("data file {} is not readable: {e}", task.path)))?;
+        // The column chunks to read, read ahead in a few large reads when they are not too big.
+        let descr = footer.metadata().file_metadata().schema_descr();
+        let leaves: Vec<usize> =
+            (0..descr.num_columns()).filter(|&l| roots.binary_search(&descr.get_column_root_idx(l)).is_ok()).collect();
+        let ranges: Vec<(u64, u64)> =
+            selected.iter().flat_map(|&g| leaves.iter().map(move |&l| groups[g].column(l).byte_range())).collect();
+        let (first, end) = ranges.iter().fold((u64::MAX, 0), |(a, b), &(s, n)| (a.min(s), b.max(s + n)));
+        let reader = if end.saturating_sub(first) <= READ_AHEAD_MAX_BYTES {
+            let ranges = FileRanges::read(&file, end, ranges, READ_AHEAD_MAX_GAP, &task.path, |_| {})?;
+            build_reader(ranges, footer, mask, selected, &task.path)?
+        } else {
+            build_reader(file, footer, mask, selected, &task.path)?
+        };
         Ok(TaskReader { source: Source::File { reader, columns, keys, path: task.path.clone() }, runs, ..base })
     }
 }
 
+/// Files whose wanted column chunks span at most this many bytes are read ahead.
+const READ_AHEAD_MAX_BYTES: u64 = 64 << 20;
+/// Wanted column chunks closer than this are read together (with what lies between).
+const READ_AHEAD_MAX_GAP: u64 = 256 << 10;
+
+fn build_reader<T: ChunkReader + 'static>(
+    input: T,
+    footer: ArrowReaderMetadata,
+    mask: ProjectionMask,
+    row_groups: Vec<usize>,
+    path: &str,
+) -> Result<ParquetRecordBatchReader> {
+    ParquetRecordBatchReaderBuilder::new_with_metadata(input, footer)
+        .with_projection(mask)
+        .with_row_groups(row_groups)
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(|e| Error::corrupt(format!("data file {path} is not readable: {e}")))
+}
+
 enum Source {
+    /// Rows found at planning, with the plan's columns.
+    Rows(Option<RecordBatch>),
     /// Nothing to read: positions 0..record_count (minus position deletes).
     Positions { remaining: u64 },
     /// `columns[j]`: the position of output column j in the file's batches (None: not in the
@@ -339,6 +419,7 @@ impl TaskReader {
 
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         let (batch_columns, rows, mut keep) = match &mut self.source {
+            Source::Rows(rows) => return Ok(rows.take()),
             Source::Positions { remaining } => {
                 if *remaining == 0 {
                     return Ok(None);

@@ -11,8 +11,8 @@ use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator,
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
-use parquet::basic::Compression;
-use parquet::file::properties::WriterProperties;
+use parquet::basic::{Compression, Encoding};
+use parquet::file::properties::{BloomFilterPosition, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use uuid::Uuid;
 
@@ -25,6 +25,14 @@ use crate::runtime::block_on;
 pub const TARGET_FILE_SIZE: usize = 512 << 20;
 /// Rows per row group: DuckDB's own row-group size.
 pub const ROW_GROUP_ROWS: usize = 122_880;
+/// Rows per row group of a table with a primary key: a point lookup reads one whole row group
+/// (all its columns, in one read), so they are kept small; see docs/design/lookup.md.
+pub const LOOKUP_ROW_GROUP_ROWS: usize = 2048;
+/// Rows per data page of such a table: a lookup decompresses and decodes only the page holding
+/// its row (the offset index locates it).
+pub const LOOKUP_PAGE_ROWS: usize = 128;
+/// False-positive rate of the key columns' bloom filters (one per row group).
+const KEY_BLOOM_FPP: f64 = 0.01;
 
 type Inner = DataFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
 
@@ -55,9 +63,46 @@ impl TableWriter {
             // iceberg-rust leaves inexact (truncated) row-group statistics out of a file's bounds,
             // which would make the bounds narrower than the data: keep statistics exact.
             .set_statistics_truncate_length(None);
+        let keyed = schema.identifier_field_ids().len() > 0;
         for field in schema.as_struct().fields() {
-            if matches!(field.field_type.as_primitive_type(), Some(PrimitiveType::String | PrimitiveType::Binary)) {
+            if !keyed
+                && matches!(field.field_type.as_primitive_type(), Some(PrimitiveType::String | PrimitiveType::Binary))
+            {
                 props = props.set_column_dictionary_enabled(ColumnPath::from(field.name.as_str()), true);
+            }
+        }
+        let keys = KeyColumns::of(&schema)?;
+        if let Some(key) = &keys {
+            // Lookups: small row groups, and per key column a bloom filter per row group, all of
+            // them at the end of the file (one read fetches a file's filters); no dictionary,
+            // whose page would be read before any value.
+            props = props
+                .set_max_row_group_row_count(Some(LOOKUP_ROW_GROUP_ROWS))
+                .set_data_page_row_count_limit(LOOKUP_PAGE_ROWS)
+                .set_write_batch_size(LOOKUP_PAGE_ROWS)
+                .set_bloom_filter_position(BloomFilterPosition::End);
+            for (name, id) in key.names.iter().zip(&key.field_ids) {
+                let column = ColumnPath::from(name.as_str());
+                // Keys are often clustered (ascending ids): deltas store them in a few bits.
+                let ty = schema.field_by_id(*id).and_then(|f| f.field_type.as_primitive_type().cloned());
+                if matches!(
+                    ty,
+                    Some(
+                        PrimitiveType::Int
+                            | PrimitiveType::Long
+                            | PrimitiveType::Date
+                            | PrimitiveType::Time
+                            | PrimitiveType::Timestamp
+                            | PrimitiveType::Timestamptz
+                    )
+                ) {
+                    props = props.set_column_encoding(column.clone(), Encoding::DELTA_BINARY_PACKED);
+                }
+                props = props
+                    .set_column_dictionary_enabled(column.clone(), false)
+                    .set_column_bloom_filter_enabled(column.clone(), true)
+                    .set_column_bloom_filter_fpp(column.clone(), KEY_BLOOM_FPP)
+                    .set_column_bloom_filter_ndv(column, LOOKUP_ROW_GROUP_ROWS as u64);
             }
         }
         let props = props.build();
@@ -71,7 +116,7 @@ impl TableWriter {
             DefaultFileNameGenerator::new(Uuid::now_v7().to_string(), None, DataFileFormat::Parquet),
         );
         let inner = block_on(DataFileWriterBuilder::new(rolling).build(None))?;
-        let keys = match KeyColumns::of(&schema)? {
+        let keys = match keys {
             Some(k) => Some((k.clone(), k.converter()?, PackedKeys::default())),
             None => None,
         };

@@ -15,19 +15,19 @@ class SkadeTableEntry;
 //! Bind data of a table function whose rows the core produces as an Arrow stream. It holds
 //! names, never pointers to catalogs: a prepared statement may outlive a DETACH.
 struct SkadeArrowFunctionData : public TableFunctionData {
-	//! The attached skade catalog the function reads, resolved again when it runs.
-	string catalog_name;
-	//! Opens the stream at init (in the executing transaction).
-	std::function<void(ClientContext &, SkadeCatalog &, ArrowArrayStream &)> open;
+	//! Opens the stream at init, in the executing transaction (resolving the catalog by name
+	//! again: it may have been detached since the bind).
+	std::function<void(ClientContext &, ArrowArrayStream &)> open;
 	ArrowTableSchema arrow_table;
 	vector<LogicalType> types;
 	//! Whether the rows have no order to keep, so that several threads may convert them.
 	bool parallel = false;
-
-	//! Re-bind at every execution, so a catalog detached since PREPARE is an error, not a crash.
-	bool SupportStatementCache() const override {
-		return false;
-	}
+	//! The columns bound (name and Arrow format): a prepared statement runs again without a new
+	//! bind, so the stream's columns are checked against them (a table may have changed since).
+	vector<pair<string, string>> bound_columns;
+	// The bind data holds names and values, never pointers to catalog entries: it stays valid
+	// across transactions and DETACH (the catalog is resolved by name when the function runs),
+	// so prepared statements keep it (DuckDB's default) and a query is bound once, not twice.
 };
 
 //! Completes a bind: reads the function's columns from the core.
@@ -54,5 +54,7 @@ TableFunction SkadeSnapshotsFunction();
 TableFunction SkadeCommitsSinceFunction();
 TableFunction SkadeExpireSnapshotsFunction();
 TableFunctionSet SkadeChangelogFunctions();
+TableFunction SkadeLookupFunction();
+TableFunction SkadeLookupStatsFunction();
 
 } // namespace duckdb

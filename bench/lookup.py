@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Point lookups: skade vs DuckLake on the peer workload (../shared/bench), in one process.
+
+32 clustered appends of 31,250 rows, 8 range deletes and 8 range updates, then 200 probes of
+random ids (about 10% absent), one SQL query per probe:
+  - skade_lookup('sk.orders', k)
+  - SELECT * FROM sk.orders WHERE id = k   (skade's scan takes the lookup path)
+  - SELECT * FROM dl.orders WHERE id = k   (DuckLake)
+  - SELECT * FROM range(1)                 (DuckDB's own per-query floor, no data)
+The variants run interleaved (key by key), twice; the second (warm) pass is the headline. Prints lookups/s, p50/p99
+latency, the ratios, and skade's bytes, reads, file opens and rows decoded per probe
+(skade_lookup_stats()). Every probe's rows are checked against a full-scan reference, and the
+DuckLake rows against skade's. Ceilings fail the run (exit 1) when pruning or a cache breaks:
+they bound what a probe reads, never how long it takes.
+
+Usage: python bench/lookup.py [rows_per_append]   (make bench)
+"""
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import duckdb
+
+from common import EXTENSION, ducklake_extension
+
+ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 31250
+APPENDS, DELS, UPDS, PROBES = 32, 8, 8, 200
+
+# RED-when-broken ceilings per warm probe (the goals are half of the first two).
+MAX_BYTES_PER_PROBE = 48 << 10
+MAX_READS_PER_PROBE = 4
+MAX_OPENS_PER_PROBE = 0.25
+MAX_ROWS_DECODED_PER_PROBE = 2 * 2048
+GOAL_BYTES_PER_PROBE = 24 << 10
+GOAL_READS_PER_PROBE = 2
+
+
+def stats(con):
+    row = con.execute("SELECT * FROM skade_lookup_stats()").fetchone()
+    names = [d[0] for d in con.description]
+    return dict(zip(names, row))
+
+
+def summary(name, times):
+    total = sum(times)
+    p50 = statistics.median(times) * 1e6
+    p99 = sorted(times)[int(len(times) * 0.99) - 1] * 1e6
+    print(f"{name:<34} {len(times) / total:9.0f} /s   p50 {p50:7.0f} us   p99 {p99:7.0f} us", flush=True)
+    return len(times) / total
+
+
+def main():
+    root = tempfile.mkdtemp(prefix="skade-lookup-")
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{EXTENSION}'")
+    con.execute(f"LOAD '{ducklake_extension()}'")
+    con.execute(f"ATTACH '{root}/lake.skade' AS sk (TYPE skade)")
+    con.execute(f"ATTACH 'ducklake:{root}/meta.ducklake' AS dl (DATA_PATH '{root}/dl/', DATA_INLINING_ROW_LIMIT 0)")
+    con.execute("CREATE TABLE sk.orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount DOUBLE)")
+    con.execute("CREATE TABLE dl.orders (id BIGINT, customer VARCHAR, amount DOUBLE)")
+    for lake in ("sk", "dl"):
+        for i in range(APPENDS):
+            con.execute(f"""INSERT INTO {lake}.orders SELECT i, 'c' || (i % 997), (i % 1000) * 1.5
+                            FROM range({i * ROWS}, {(i + 1) * ROWS}) r(i)""")
+        rng = random.Random(7)
+        for _ in range(DELS):
+            lo = rng.randrange(0, APPENDS * ROWS - 1000)
+            con.execute(f"DELETE FROM {lake}.orders WHERE id >= {lo} AND id < {lo + 1000}")
+        for _ in range(UPDS):
+            lo = rng.randrange(0, APPENDS * ROWS - 1000)
+            con.execute(f"UPDATE {lake}.orders SET amount = amount + 1 WHERE id >= {lo} AND id < {lo + 1000}")
+    keys = [rng.randrange(0, int(APPENDS * ROWS * 1.1)) for _ in range(PROBES)]
+
+    reference = {row[0]: row for row in con.execute("SELECT * FROM sk.orders").fetchall()}
+    dl_rows = con.execute("SELECT count(*), sum(id), sum(amount) FROM dl.orders").fetchone()
+    sk_rows = con.execute("SELECT count(*), sum(id), sum(amount) FROM sk.orders").fetchone()
+    if dl_rows != sk_rows:
+        raise SystemExit(f"tables differ: skade {sk_rows} vs ducklake {dl_rows}")
+    expected = [[reference[k]] if k in reference else [] for k in keys]
+    print(f"{len(reference):,} rows, {PROBES} probes, {sum(1 for e in expected if not e)} absent", flush=True)
+
+    queries = {
+        "skade_lookup": "SELECT * FROM skade_lookup('sk.orders', {k})",
+        "skade WHERE id = k": "SELECT * FROM sk.orders WHERE id = {k}",
+        "ducklake WHERE id = k": "SELECT * FROM dl.orders WHERE id = {k}",
+        "floor: SELECT * FROM range(1)": "SELECT * FROM range(1)",
+    }
+    # Variants run interleaved, key by key, so that the machine's drift affects them alike.
+    rates, telemetry = {}, {}
+    for attempt in ("first pass", "warm pass"):
+        print(f"-- {attempt}", flush=True)
+        times = {name: [] for name in queries}
+        totals = {name: {} for name in queries}
+        for k, want in zip(keys, expected):
+            for name, sql in queries.items():
+                before = stats(con) if name.startswith("skade") else None
+                t = time.perf_counter()
+                got = con.execute(sql.format(k=k)).fetchall()
+                times[name].append(time.perf_counter() - t)
+                if before is not None:
+                    after = stats(con)
+                    for c in after:
+                        totals[name][c] = totals[name].get(c, 0) + after[c] - before[c]
+                    if got != want:
+                        raise SystemExit(f"{name}: key {k}: got {got}, expected {want}")
+                elif name.startswith("ducklake") and sorted(got) != want:
+                    raise SystemExit(f"{name}: key {k}: ducklake {got} vs skade {want}")
+        for name in queries:
+            rates[name] = summary(name, times[name])
+            if totals[name]:
+                telemetry[name] = {c: v / PROBES for c, v in totals[name].items()}
+
+    floor = rates["floor: SELECT * FROM range(1)"]
+    print("-- warm ratios")
+    for name in ("skade_lookup", "skade WHERE id = k"):
+        print(f"{name:<34} x{rates[name] / rates['ducklake WHERE id = k']:6.1f} DuckLake (goal 20)   "
+              f"{100 * rates[name] / floor:5.1f}% of the floor (goal 70%)")
+    t = telemetry["skade_lookup"]
+    print(f"skade_lookup per warm probe: {t['bytes_read']:,.0f} bytes (goal <= {GOAL_BYTES_PER_PROBE:,}), "
+          f"{t['reads']:.2f} reads (goal <= {GOAL_READS_PER_PROBE}), {t['file_opens']:.3f} file opens, "
+          f"{t['rows_decoded']:.0f} rows decoded")
+
+    before = stats(con)
+    key_list = "[" + ",".join(map(str, keys)) + "]"
+    t0 = time.perf_counter()
+    batched = con.execute(f"SELECT * FROM skade_lookup('sk.orders', {key_list})").fetchall()
+    seconds = time.perf_counter() - t0
+    after = stats(con)
+    want = [e[0] for e in expected if e]
+    if batched != want:
+        raise SystemExit(f"batched lookup: {len(batched)} rows differ from the {len(want)} expected")
+    print(f"batched: {PROBES} keys in one skade_lookup call: {seconds * 1000:.2f} ms "
+          f"({PROBES / seconds:,.0f} keys/s), {after['reads'] - before['reads']} reads, "
+          f"{after['bytes_read'] - before['bytes_read']:,} bytes")
+
+    failures = []
+    for name, t in telemetry.items():
+        if t["bytes_read"] > MAX_BYTES_PER_PROBE:
+            failures.append(f"{name}: {t['bytes_read']:.0f} bytes per probe > {MAX_BYTES_PER_PROBE}")
+        if t["reads"] > MAX_READS_PER_PROBE:
+            failures.append(f"{name}: {t['reads']:.2f} reads per probe > {MAX_READS_PER_PROBE}")
+        if t["file_opens"] > MAX_OPENS_PER_PROBE:
+            failures.append(f"{name}: {t['file_opens']:.3f} file opens per probe > {MAX_OPENS_PER_PROBE}")
+        if t["rows_decoded"] > MAX_ROWS_DECODED_PER_PROBE:
+            failures.append(f"{name}: {t['rows_decoded']:.0f} rows decoded per probe > {MAX_ROWS_DECODED_PER_PROBE}")
+    shutil.rmtree(root, ignore_errors=True)
+    if failures:
+        raise SystemExit("ceilings broken (a pruning step or a cache no longer works):\n  " + "\n  ".join(failures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+// skade_lookup(table, key [, as_of := snapshot_id]): the live row whose primary key is `key` (a
+// value, a STRUCT naming each key column, or a LIST of either for several keys), read by the
+// core's point-lookup path. skade_lookup_stats(): the lookup counters since load.
+#include "skade/functions.hpp"
+
+#include "skade/catalog.hpp"
+#include "skade/table_entry.hpp"
+#include "skade/transaction.hpp"
+
+#include "duckdb/common/arrow/arrow_converter.hpp"
+#include "duckdb/function/cast/cast_function_set.hpp"
+#include "duckdb/parser/constraints/unique_constraint.hpp"
+
+namespace duckdb {
+
+namespace {
+
+//! `value` as the type of key column `column`; only implicit casts (an INTEGER for a BIGINT key,
+//! not a VARCHAR), so a wrong key type is an error rather than a silent miss.
+Value KeyValue(ClientContext &context, const string &table, const ColumnDefinition &column, const Value &value) {
+	auto &type = column.Type();
+	if (value.type() == type) {
+		return value;
+	}
+	if (value.IsNull()) {
+		return Value(type);
+	}
+	if (CastFunctionSet::ImplicitCastCost(context, value.type(), type) < 0) {
+		throw BinderException("skade_lookup: primary-key column \"%s\" of %s is %s; a key of type %s does not match it",
+		                      column.Name(), table, type.ToString(), value.type().ToString());
+	}
+	return value.DefaultCastAs(type);
+}
+
+//! One key's value per key column (in `key_columns` order).
+vector<Value> KeyValues(ClientContext &context, const string &table, SkadeTableEntry &entry,
+                        const vector<string> &key_columns, const Value &key) {
+	vector<Value> values;
+	if (key.type().id() == LogicalTypeId::STRUCT) {
+		auto &fields = StructType::GetChildTypes(key.type());
+		auto &children = StructValue::GetChildren(key);
+		for (auto &name : key_columns) {
+			idx_t found = DConstants::INVALID_INDEX;
+			for (idx_t i = 0; i < fields.size(); i++) {
+				if (StringUtil::CIEquals(fields[i].first, name)) {
+					found = i;
+				}
+			}
+			if (found == DConstants::INVALID_INDEX) {
+				throw BinderException("skade_lookup: the key STRUCT has no field \"%s\" (the primary key of %s is %s)",
+				                      name, table, StringUtil::Join(key_columns, ", "));
+			}
+			values.push_back(KeyValue(context, table, entry.GetColumn(name), children[found]));
+		}
+		if (fields.size() != key_columns.size()) {
+			throw BinderException("skade_lookup: the key STRUCT has %d fields; the primary key of %s is %s",
+			                      fields.size(), table, StringUtil::Join(key_columns, ", "));
+		}
+		return values;
+	}
+	if (key_columns.size() != 1) {
+		throw BinderException("skade_lookup: %s has a composite primary key (%s): pass the key as a STRUCT, e.g. "
+		                      "{'%s': ...}",
+		                      table, StringUtil::Join(key_columns, ", "), key_columns[0]);
+	}
+	values.push_back(KeyValue(context, table, entry.GetColumn(key_columns[0]), key));
+	return values;
+}
+
+unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInput &input,
+                                    vector<LogicalType> &return_types, vector<string> &names) {
+	if (input.inputs[0].IsNull()) {
+		throw BinderException("skade_lookup: the table must not be NULL");
+	}
+	auto qualified = StringValue::Get(input.inputs[0]);
+	auto &table = SkadeTableByName(context, qualified);
+	auto primary = table.GetPrimaryKey();
+	if (!primary) {
+		throw BinderException("skade_lookup: table %s has no primary key", qualified);
+	}
+	auto key_columns = primary->Cast<UniqueConstraint>().GetColumnNames();
+	int64_t as_of = 0;
+	bool has_as_of = false;
+	for (auto &param : input.named_parameters) {
+		if (param.first == "as_of" && !param.second.IsNull()) {
+			as_of = param.second.GetValue<int64_t>();
+			has_as_of = true;
+		}
+	}
+	// Keys: one row per key, one column per key column.
+	auto &key = input.inputs[1];
+	vector<Value> keys;
+	if (key.type().id() == LogicalTypeId::LIST) {
+		keys = ListValue::GetChildren(key);
+	} else {
+		keys.push_back(key);
+	}
+	vector<LogicalType> key_types;
+	for (auto &name : key_columns) {
+		key_types.push_back(table.GetColumn(name).Type());
+	}
+	vector<vector<Value>> rows;
+	for (auto &k : keys) {
+		rows.push_back(KeyValues(context, qualified, table, key_columns, k));
+	}
+
+	auto &catalog = table.ParentCatalog().Cast<SkadeCatalog>();
+	auto catalog_name = catalog.GetName();
+	auto uuid = table.Uuid();
+	ArrowSchemaWrapper schema;
+	SkadeCheck(skade_fn_table_schema(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(),
+	                                 &schema.arrow_schema));
+	auto data = make_uniq<SkadeArrowFunctionData>();
+	data->open = [=](ClientContext &context, ArrowArrayStream &out) {
+		auto &catalog = SkadeCatalogByName(context, catalog_name);
+		DataChunk chunk;
+		chunk.Initialize(Allocator::Get(context), key_types, MaxValue<idx_t>(rows.size(), 1));
+		for (idx_t r = 0; r < rows.size(); r++) {
+			for (idx_t c = 0; c < key_types.size(); c++) {
+				chunk.SetValue(c, r, rows[r][c]);
+			}
+		}
+		chunk.SetCardinality(rows.size());
+		auto props = SkadeArrowProperties(context);
+		ArrowSchemaWrapper keys_schema;
+		ArrowArrayWrapper keys_array;
+		ArrowConverter::ToArrowSchema(&keys_schema.arrow_schema, key_types, key_columns, props);
+		unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;
+		ArrowConverter::ToArrowArray(chunk, &keys_array.arrow_array, props, no_extensions);
+		SkadeCheck(skade_fn_lookup(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(),
+		                           &keys_array.arrow_array, &keys_schema.arrow_schema, as_of, has_as_of, &out));
+	};
+	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
+}
+
+unique_ptr<FunctionData> StatsBind(ClientContext &context, TableFunctionBindInput &input,
+                                   vector<LogicalType> &return_types, vector<string> &names) {
+	auto data = make_uniq<SkadeArrowFunctionData>();
+	data->open = [](ClientContext &context, ArrowArrayStream &out) {
+		SkadeCheck(skade_fn_lookup_stats(&out));
+	};
+	return SkadeArrowFunctionBind(context, "skade_lookup_stats", std::move(data), return_types, names);
+}
+
+} // namespace
+
+TableFunction SkadeLookupFunction() {
+	auto function = SkadeArrowFunction("skade_lookup", {LogicalType::VARCHAR, LogicalType::ANY}, LookupBind);
+	function.named_parameters["as_of"] = LogicalType::BIGINT;
+	return function;
+}
+
+TableFunction SkadeLookupStatsFunction() {
+	return SkadeArrowFunction("skade_lookup_stats", {}, StatsBind);
+}
+
+} // namespace duckdb

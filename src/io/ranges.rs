@@ -1,0 +1,123 @@
+//! Byte ranges of a file read ahead into memory, served to the Parquet reader as the file itself.
+//! The reader would otherwise issue a system call (or several: the standard `File` reader clones
+//! the descriptor and seeks) per column chunk; with small row groups that dominated scans. Ranges
+//! are read with positional reads (`pread`) and merged when the gap between them is small.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use bytes::Bytes;
+use parquet::errors::ParquetError;
+use parquet::file::reader::{ChunkReader, Length};
+
+use crate::error::{Error, Result};
+
+/// Parts of a file (sorted, disjoint) with the file's length. Clones share the bytes.
+#[derive(Clone)]
+pub struct FileRanges {
+    len: u64,
+    parts: Vec<(u64, Bytes)>,
+}
+
+impl FileRanges {
+    /// Reads `ranges` (start, length) of `file`, merging ranges less than `max_gap` bytes apart;
+    /// `on_read(bytes)` is told about every read.
+    pub fn read(
+        file: &File,
+        file_len: u64,
+        mut ranges: Vec<(u64, u64)>,
+        max_gap: u64,
+        path: &str,
+        mut on_read: impl FnMut(u64),
+    ) -> Result<FileRanges> {
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = vec![];
+        for (start, len) in ranges.into_iter().filter(|r| r.1 > 0) {
+            match merged.last_mut() {
+                Some((s, l)) if start <= *s + *l + max_gap => *l = (*l).max(start + len - *s),
+                _ => merged.push((start, len)),
+            }
+        }
+        let mut parts = Vec::with_capacity(merged.len());
+        for (start, len) in merged {
+            parts.push((start, read_at(file, start, len as usize, path)?));
+            on_read(len);
+        }
+        Ok(FileRanges { len: file_len, parts })
+    }
+
+    /// The part holding `start..start + len`.
+    fn slice(&self, start: u64, len: usize) -> std::result::Result<Bytes, ParquetError> {
+        let i = self.parts.partition_point(|(s, _)| *s <= start);
+        if i > 0 {
+            let (s, data) = &self.parts[i - 1];
+            let offset = (start - s) as usize;
+            if offset + len <= data.len() {
+                return Ok(data.slice(offset..offset + len));
+            }
+        }
+        Err(ParquetError::General(format!("bytes {start}..{} were not read ahead", start + len as u64)))
+    }
+}
+
+/// Reads `len` bytes at `offset` with one positional read.
+pub fn read_at(file: &File, offset: u64, len: usize, path: &str) -> Result<Bytes> {
+    let mut buf = vec![0; len];
+    file.read_exact_at(&mut buf, offset)
+        .map_err(|e| Error::io(format!("cannot read {len} bytes at offset {offset} of {path}: {e}")))?;
+    Ok(Bytes::from(buf))
+}
+
+impl Length for FileRanges {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl ChunkReader for FileRanges {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> std::result::Result<Self::T, ParquetError> {
+        let i = self.parts.partition_point(|(s, _)| *s <= start);
+        let (s, data) = i
+            .checked_sub(1)
+            .map(|i| &self.parts[i])
+            .ok_or_else(|| ParquetError::General(format!("offset {start} was not read ahead")))?;
+        let offset = (start - s) as usize;
+        if offset > data.len() {
+            return Err(ParquetError::General(format!("offset {start} was not read ahead")));
+        }
+        Ok(bytes::Buf::reader(data.slice(offset..)))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> std::result::Result<Bytes, ParquetError> {
+        self.slice(start, length)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn merges_close_ranges_and_serves_slices() {
+        let dir = std::env::temp_dir().join(format!("skade-ranges-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let data: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+        std::fs::File::create(&path).unwrap().write_all(&data).unwrap();
+        let file = File::open(&path).unwrap();
+        let mut reads = vec![];
+        let r = FileRanges::read(&file, 10_000, vec![(5000, 100), (0, 10), (20, 10), (9000, 1000)], 16, "f", |n| {
+            reads.push(n)
+        })
+        .unwrap();
+        assert_eq!(reads, vec![30, 100, 1000], "0..10 and 20..30 merge; the others stay apart");
+        assert_eq!(&r.get_bytes(22, 5).unwrap()[..], &data[22..27]);
+        assert_eq!(&r.get_bytes(9990, 10).unwrap()[..], &data[9990..10_000]);
+        assert!(r.get_bytes(100, 10).is_err(), "bytes never read are an error, not zeros");
+        assert!(r.get_bytes(5090, 20).is_err(), "a slice running past its part is an error");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,166 @@
+//! The lookup's caches, all keyed by immutable names so none can go stale: a snapshot's files
+//! with their key bounds (by manifest-list path: a commit makes a new list, so the next lookup
+//! simply misses), each data file's footer, bounds and bloom filters (by path), and each data
+//! file's open descriptor (by path). Each is bounded; when full it starts over.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+
+use iceberg::spec::{DataFile, Schema, Snapshot, TableMetadata};
+
+use super::data_file::{Bounds, DataFileIndex};
+use super::probe_keys::ColumnEncoders;
+use super::stats;
+use crate::error::{Error, Result};
+use crate::io::local_path;
+use crate::table::deletes::{with_sequence, DeleteIndex};
+use crate::table::keys::KeyColumns;
+use crate::table::scan::ReadCaches;
+use crate::table::schema::arrow_schema;
+use arrow::datatypes::SchemaRef as ArrowSchemaRef;
+
+const MAX_SNAPSHOTS: usize = 256;
+const MAX_FILES: usize = 65_536;
+const MAX_BLOOM_BYTES: usize = 256 << 20;
+/// Open descriptors kept (well under the usual limit of 1,024 per process).
+const MAX_HANDLES: usize = 256;
+
+/// A data file a lookup may read.
+pub struct CandidateFile {
+    pub path: String,
+    /// Data sequence number (deletes compare against it).
+    pub seq: i64,
+    pub len: u64,
+    /// Per key column.
+    pub bounds: Vec<Bounds>,
+}
+
+impl CandidateFile {
+    pub fn new(file: &DataFile, seq: i64, key: &KeyColumns, encoders: &ColumnEncoders) -> Self {
+        let bounds = key
+            .field_ids
+            .iter()
+            .enumerate()
+            .map(|(c, id)| {
+                (encoders.bound(c, file.lower_bounds().get(id)), encoders.bound(c, file.upper_bounds().get(id)))
+            })
+            .collect();
+        CandidateFile { path: file.file_path().to_string(), seq, len: file.file_size_in_bytes(), bounds }
+    }
+}
+
+/// Whether encoded key column values `columns` lie within `bounds`.
+pub fn within(bounds: &[Bounds], columns: &[&[u8]]) -> bool {
+    bounds
+        .iter()
+        .zip(columns)
+        .all(|((lo, hi), v)| lo.as_deref().is_none_or(|lo| lo <= *v) && hi.as_deref().is_none_or(|hi| *v <= hi))
+}
+
+/// A snapshot's data files, newest first, and its deletes.
+pub struct SnapshotIndex {
+    pub files: Vec<CandidateFile>,
+    pub deletes: DeleteIndex,
+}
+
+/// What a lookup derives from a table schema: its Arrow schema, its key and the key encoders.
+pub struct Shape {
+    pub arrow: ArrowSchemaRef,
+    pub key: Option<KeyColumns>,
+    pub encoders: Option<ColumnEncoders>,
+}
+
+#[derive(Default)]
+pub struct LookupCache {
+    /// By table location and schema id (a schema id never changes its meaning in a table).
+    shapes: Mutex<HashMap<(String, i32), Arc<Shape>>>,
+    snapshots: Mutex<HashMap<String, Arc<SnapshotIndex>>>,
+    files: Mutex<(HashMap<String, Arc<DataFileIndex>>, usize)>,
+    handles: Mutex<HashMap<String, Arc<File>>>,
+}
+
+impl LookupCache {
+    pub fn shape(&self, metadata: &TableMetadata, schema: &Schema) -> Result<Arc<Shape>> {
+        let name = (metadata.location().to_string(), schema.schema_id());
+        if let Some(s) = self.shapes.lock().unwrap().get(&name) {
+            return Ok(s.clone());
+        }
+        let key = KeyColumns::of(schema)?;
+        let encoders = key.as_ref().map(ColumnEncoders::new).transpose()?;
+        let shape = Arc::new(Shape { arrow: arrow_schema(schema)?, key, encoders });
+        let mut shapes = self.shapes.lock().unwrap();
+        if shapes.len() >= MAX_SNAPSHOTS {
+            shapes.clear();
+        }
+        shapes.insert(name, shape.clone());
+        Ok(shape)
+    }
+
+    pub fn snapshot(
+        &self,
+        caches: &ReadCaches,
+        metadata: &TableMetadata,
+        snapshot: &Snapshot,
+        schema: &Schema,
+        key: &KeyColumns,
+        encoders: &ColumnEncoders,
+    ) -> Result<Arc<SnapshotIndex>> {
+        let name = snapshot.manifest_list();
+        if let Some(s) = self.snapshots.lock().unwrap().get(name) {
+            return Ok(s.clone());
+        }
+        let files = caches.manifests.snapshot_files(metadata, snapshot)?;
+        let deletes = DeleteIndex::load(&caches.deletes, schema, &with_sequence(&files.deletes))?;
+        let mut data: Vec<CandidateFile> =
+            files.data.iter().map(|e| CandidateFile::new(e.file(), e.sequence_number, key, encoders)).collect();
+        data.sort_by_key(|f| std::cmp::Reverse(f.seq)); // an upsert's newest row is found first
+        let index = Arc::new(SnapshotIndex { files: data, deletes });
+        let mut snapshots = self.snapshots.lock().unwrap();
+        if snapshots.len() >= MAX_SNAPSHOTS {
+            snapshots.clear();
+        }
+        snapshots.insert(name.to_string(), index.clone());
+        Ok(index)
+    }
+
+    /// The open descriptor of a data file.
+    pub fn handle(&self, path: &str) -> Result<Arc<File>> {
+        if let Some(f) = self.handles.lock().unwrap().get(path) {
+            return Ok(f.clone());
+        }
+        let file = Arc::new(
+            File::open(local_path(path)).map_err(|e| Error::io(format!("data file {path} cannot be opened: {e}")))?,
+        );
+        stats::FILE_OPENS.fetch_add(1, Relaxed);
+        let mut handles = self.handles.lock().unwrap();
+        if handles.len() >= MAX_HANDLES {
+            handles.clear();
+        }
+        handles.insert(path.to_string(), file.clone());
+        Ok(file)
+    }
+
+    pub fn data_file(
+        &self,
+        candidate: &CandidateFile,
+        schema: &Schema,
+        key: &KeyColumns,
+        encoders: &ColumnEncoders,
+    ) -> Result<Arc<DataFileIndex>> {
+        if let Some(f) = self.files.lock().unwrap().0.get(&candidate.path) {
+            return Ok(f.clone());
+        }
+        let file = self.handle(&candidate.path)?;
+        let index = Arc::new(DataFileIndex::load(&file, &candidate.path, candidate.len, schema, key, encoders)?);
+        let mut files = self.files.lock().unwrap();
+        let bytes = index.bloom_bytes();
+        if files.0.len() >= MAX_FILES || files.1 + bytes > MAX_BLOOM_BYTES {
+            *files = Default::default();
+        }
+        files.1 += bytes;
+        files.0.insert(candidate.path.clone(), index.clone());
+        Ok(index)
+    }
+}

@@ -1,0 +1,284 @@
+//! What a lookup knows about one data file, loaded once per file (data files are immutable, so it
+//! never goes stale): the Parquet footer, each row group's key bounds and byte range, and the key
+//! columns' bloom filters, all of them fetched in one read (skade writes them together at the end
+//! of the file). A row group is then read by its byte range, in one read.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, TimeUnit};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
+use parquet::arrow::ProjectionMask;
+use parquet::basic::Type as PhysicalType;
+use parquet::bloom_filter::Sbbf;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
+use parquet::file::reader::ChunkReader;
+
+use super::probe_keys::ColumnEncoders;
+use super::stats;
+use crate::error::{Error, Result};
+use crate::io::ranges::FileRanges;
+use crate::table::filter::ColumnStats;
+use crate::table::keys::KeyColumns;
+use crate::table::row_groups::row_group_stats;
+use iceberg::spec::Schema;
+
+/// Footers are read with one read of the file's tail of this size (a larger footer takes two).
+const FOOTER_READ: u64 = 16 << 10;
+
+/// Encoded lower and upper bound of one key column (None: unknown, prunes nothing).
+pub type Bounds = (Option<Box<[u8]>>, Option<Box<[u8]>>);
+
+/// A data page of the first key column: the rows it holds (within its row group) and its bounds.
+pub struct Page {
+    pub first_row: usize,
+    pub rows: usize,
+    pub bounds: Bounds,
+}
+
+pub struct RowGroup {
+    pub first_row: u64,
+    pub rows: usize,
+    /// The first key column's pages (one pseudo-page without bounds when the file has no page
+    /// index for it): a probe decodes the key columns of only the pages that may hold its key.
+    pub pages: Vec<Page>,
+    /// Start and length of all its column chunks.
+    range: (u64, u64),
+    /// Per key column.
+    pub bounds: Vec<Bounds>,
+    /// Per key column (None: no filter in the file).
+    pub blooms: Vec<Option<Sbbf>>,
+}
+
+pub struct DataFileIndex {
+    meta: ArrowReaderMetadata,
+    len: u64,
+    /// Top-level column (in the file) of each field id.
+    pub roots_by_id: HashMap<i32, usize>,
+    /// Per key column, the physical type of its Parquet column (what bloom filters hash).
+    pub key_physical: Vec<Option<PhysicalType>>,
+    pub groups: Vec<RowGroup>,
+}
+
+impl DataFileIndex {
+    pub fn load(
+        file: &File,
+        path: &str,
+        len: u64,
+        schema: &Schema,
+        key: &KeyColumns,
+        encoders: &ColumnEncoders,
+    ) -> Result<DataFileIndex> {
+        let unreadable =
+            |e: &dyn std::fmt::Display| Error::corrupt(format!("data file {path} is not readable Parquet: {e}"));
+        let tail = len.min(FOOTER_READ);
+        let ranges = FileRanges::read(file, len, vec![(len - tail, tail)], 0, path, stats::read)?;
+        // With the offset index: a row is then decoded from its own page alone.
+        let reader = || ParquetMetaDataReader::new().with_page_index_policy(PageIndexPolicy::Optional);
+        let footer = match reader().parse_and_finish(&ranges) {
+            Ok(m) => m,
+            Err(_) => {
+                stats::read(0); // a footer larger than the tail read: the reader reads it itself
+                reader().parse_and_finish(file).map_err(|e| unreadable(&e))?
+            }
+        };
+        let meta =
+            ArrowReaderMetadata::try_new(Arc::new(footer), ArrowReaderOptions::new()).map_err(|e| unreadable(&e))?;
+        let parquet = meta.metadata();
+        let descr = parquet.file_metadata().schema_descr();
+        let roots_by_id: HashMap<i32, usize> = descr
+            .root_schema()
+            .get_fields()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.get_basic_info().has_id())
+            .map(|(i, f)| (f.get_basic_info().id(), i))
+            .collect();
+        // The leaf column of each key column (keys are top-level primitives).
+        let key_leaves: Vec<Option<usize>> = key
+            .field_ids
+            .iter()
+            .map(|id| {
+                let root = *roots_by_id.get(id)?;
+                (0..descr.num_columns()).find(|&l| descr.get_column_root_idx(l) == root)
+            })
+            .collect();
+        let key_physical = key_leaves.iter().map(|l| l.map(|l| descr.column(l).physical_type())).collect();
+
+        // Every key column's bloom filter, in one read when they lie together.
+        let mut regions = vec![];
+        for rg in parquet.row_groups() {
+            for leaf in key_leaves.iter().flatten() {
+                let c = rg.column(*leaf);
+                if let (Some(offset), Some(length)) = (c.bloom_filter_offset(), c.bloom_filter_length()) {
+                    regions.push((offset as u64, length as u64));
+                }
+            }
+        }
+        let blooms = if regions.is_empty() {
+            None
+        } else {
+            Some(FileRanges::read(file, len, regions, 4096, path, stats::read)?)
+        };
+        let bloom = |rg: &parquet::file::metadata::RowGroupMetaData, leaf: &Option<usize>| -> Option<Sbbf> {
+            let c = rg.column((*leaf)?);
+            let (offset, length) = (c.bloom_filter_offset()?, c.bloom_filter_length()?);
+            let bytes = blooms.as_ref()?.get_bytes(offset as u64, length as usize).ok()?;
+            Sbbf::from_bytes(&bytes).ok()
+        };
+
+        let stats = row_group_stats(schema, parquet, &key.field_ids);
+        let mut groups = Vec::with_capacity(parquet.num_row_groups());
+        let mut first_row = 0u64;
+        for (g, (rg, s)) in parquet.row_groups().iter().zip(&stats).enumerate() {
+            let (start, end) = rg.columns().iter().fold((u64::MAX, 0u64), |(a, b), c| {
+                let (s, n) = c.byte_range();
+                (a.min(s), b.max(s + n))
+            });
+            let bounds = key
+                .field_ids
+                .iter()
+                .enumerate()
+                .map(|(c, id)| (encoders.bound(c, s.lower(*id)), encoders.bound(c, s.upper(*id))))
+                .collect();
+            let rows = rg.num_rows().max(0) as usize;
+            let pages = key_leaves
+                .first()
+                .copied()
+                .flatten()
+                .and_then(|leaf| pages(parquet, g, leaf, rows, key, encoders))
+                .unwrap_or_else(|| vec![Page { first_row: 0, rows, bounds: (None, None) }]);
+            groups.push(RowGroup {
+                first_row,
+                rows,
+                pages,
+                range: (start.min(end), end.saturating_sub(start)),
+                bounds,
+                blooms: key_leaves.iter().map(|l| bloom(rg, l)).collect(),
+            });
+            first_row += rows as u64;
+        }
+        Ok(DataFileIndex { meta, len, roots_by_id, key_physical, groups })
+    }
+
+    /// Bytes of bloom filters held.
+    pub fn bloom_bytes(&self) -> usize {
+        self.groups.iter().flat_map(|g| g.blooms.iter().flatten()).map(|b| b.num_blocks() * 32).sum()
+    }
+
+    /// Reads row group `g` (all its column chunks) with one read.
+    pub fn read_group(&self, file: &File, path: &str, g: usize) -> Result<FileRanges> {
+        FileRanges::read(file, self.len, vec![self.groups[g].range], 0, path, stats::read)
+    }
+
+    /// Decodes the columns with field ids `field_ids` (None: all) of row group `g` from its bytes
+    /// `bytes`; only the rows of `rows` ((first, count) ranges in order) when given, whose pages
+    /// alone are then decompressed and decoded (the offset index locates them). Decoding the key
+    /// columns of one page first and then one row avoids decoding every row's values.
+    pub fn decode(
+        &self,
+        bytes: &FileRanges,
+        path: &str,
+        g: usize,
+        field_ids: Option<&[i32]>,
+        rows: Option<&[(usize, usize)]>,
+    ) -> Result<RecordBatch> {
+        let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("data file {path} is not readable: {e}"));
+        let group = &self.groups[g];
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), self.meta.clone())
+            .with_row_groups(vec![g])
+            .with_batch_size(group.rows.max(1));
+        if let Some(ids) = field_ids {
+            let roots: Vec<usize> = ids.iter().filter_map(|id| self.roots_by_id.get(id).copied()).collect();
+            builder = builder.with_projection(ProjectionMask::roots(self.meta.parquet_schema(), roots));
+        }
+        let decoded = match rows {
+            Some(ranges) => {
+                let mut selectors = vec![];
+                let mut at = 0;
+                for &(first, n) in ranges.iter() {
+                    selectors.push(RowSelector::skip(first - at));
+                    selectors.push(RowSelector::select(n));
+                    at = first + n;
+                }
+                builder = builder.with_row_selection(RowSelection::from(selectors));
+                ranges.iter().map(|r| r.1).sum()
+            }
+            None => group.rows,
+        };
+        let reader = builder.build().map_err(|e| unreadable(&e))?;
+        let batches = reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| unreadable(&e))?;
+        stats::ROWS_DECODED.fetch_add(decoded as u64, Relaxed);
+        let schema = batches.first().map(|b| b.schema()).unwrap_or_else(|| self.meta.schema().clone());
+        Ok(arrow::compute::concat_batches(&schema, &batches)?)
+    }
+
+    /// Column index (in a batch decoded with `field_ids`) of each of `wanted`.
+    pub fn column_of(&self, field_ids: Option<&[i32]>, wanted: i32) -> Option<usize> {
+        let root = *self.roots_by_id.get(&wanted)?;
+        match field_ids {
+            None => Some(root),
+            Some(ids) => {
+                let mut roots: Vec<usize> = ids.iter().filter_map(|id| self.roots_by_id.get(id).copied()).collect();
+                roots.sort_unstable();
+                roots.dedup();
+                roots.binary_search(&root).ok()
+            }
+        }
+    }
+}
+
+/// The pages of leaf column `leaf` (the first key column) in row group `g`, with their bounds
+/// from the column index; None without a page index. Only integer and fixed-size keys get page
+/// bounds (byte-array page maxima may be truncated).
+fn pages(
+    parquet: &ParquetMetaData,
+    g: usize,
+    leaf: usize,
+    rows: usize,
+    key: &KeyColumns,
+    encoders: &ColumnEncoders,
+) -> Option<Vec<Page>> {
+    let locations = parquet.offset_index()?.get(g)?.get(leaf)?.page_locations();
+    let index = parquet.column_index().and_then(|c| c.get(g)?.get(leaf));
+    let ty = &key.types[0];
+    let bound = |value: Option<ArrayRef>| -> Option<Box<[u8]>> {
+        let value = value?;
+        let value = if value.data_type() == ty { value } else { arrow::compute::cast(&value, ty).ok()? };
+        encoders.encode(0, &value)
+    };
+    let mut pages = Vec::with_capacity(locations.len());
+    for (i, location) in locations.iter().enumerate() {
+        let first = location.first_row_index.max(0) as usize;
+        let end = locations.get(i + 1).map(|l| l.first_row_index.max(0) as usize).unwrap_or(rows);
+        // Only where the physical value is the Arrow value (not decimals: unscaled integers).
+        let (lo, hi): (Option<ArrayRef>, Option<ArrayRef>) = match index {
+            Some(ColumnIndexMetaData::INT32(c)) if matches!(ty, DataType::Int32 | DataType::Date32) => (
+                c.min_value(i).map(|v| Arc::new(Int32Array::from(vec![*v])) as ArrayRef),
+                c.max_value(i).map(|v| Arc::new(Int32Array::from(vec![*v])) as ArrayRef),
+            ),
+            Some(ColumnIndexMetaData::INT64(c))
+                if matches!(
+                    ty,
+                    DataType::Int64
+                        | DataType::Timestamp(TimeUnit::Microsecond, _)
+                        | DataType::Time64(TimeUnit::Microsecond)
+                ) =>
+            {
+                (
+                    c.min_value(i).map(|v| Arc::new(Int64Array::from(vec![*v])) as ArrayRef),
+                    c.max_value(i).map(|v| Arc::new(Int64Array::from(vec![*v])) as ArrayRef),
+                )
+            }
+            _ => (None, None),
+        };
+        pages.push(Page { first_row: first, rows: end.saturating_sub(first), bounds: (bound(lo), bound(hi)) });
+    }
+    Some(pages)
+}

@@ -1,0 +1,299 @@
+//! Point lookups by primary key, through merge-on-read: the live row of each key at a snapshot.
+//!
+//! A probe prunes before it reads: files by their manifest key bounds, then row groups by their
+//! statistics and the key columns' bloom filters, then reads the one surviving row group by byte
+//! range (one read: key tables have small row groups, see `table::writer`). Rows whose key
+//! matches are checked against the snapshot's position and equality deletes; the newest live one
+//! is the answer (a primary key has at most one). Everything that does not change between
+//! lookups is cached (see `cache`), so a warm probe costs one read.
+
+pub mod cache;
+pub mod data_file;
+pub mod pinned;
+pub mod probe_keys;
+pub mod stats;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use arrow::array::{new_null_array, ArrayRef, BooleanArray, RecordBatch, Scalar};
+use arrow::compute::kernels::boolean::and;
+use arrow::compute::kernels::cmp::eq;
+use arrow::datatypes::SchemaRef as ArrowSchemaRef;
+use iceberg::spec::{DataFile, Schema, TableMetadata};
+
+use self::cache::{within, CandidateFile};
+use self::data_file::{DataFileIndex, Page};
+use self::probe_keys::{bloom_bytes, ColumnEncoders};
+use crate::error::{Error, Result};
+use crate::io::ranges::FileRanges;
+use crate::table::deletes::{DeleteIndex, EqualityDeletes};
+use crate::table::keys::{KeyColumns, KeySet};
+use crate::table::scan::{ReadCaches, STAGED_SEQUENCE};
+use crate::table::schema::conform_array;
+use crate::table::time_travel::Version;
+
+pub struct LookupRequest<'a> {
+    pub metadata: &'a TableMetadata,
+    pub version: Version,
+    /// Files this transaction wrote and has not committed (it reads its own writes).
+    pub staged: &'a [DataFile],
+    pub staged_deletes: &'a [DataFile],
+    /// The columns of the rows returned, matched by field id (missing ones are NULL).
+    pub output: &'a Schema,
+}
+
+/// The rows found (one per key found, in the order the keys were given) and where each is.
+#[derive(Debug)]
+pub struct Found {
+    pub batch: RecordBatch,
+    /// (data file path, position in the file) per row.
+    pub positions: Vec<(String, u64)>,
+}
+
+/// One distinct key to find.
+struct Probe {
+    /// Row of the key arrays.
+    row: usize,
+    key: Box<[u8]>,
+    /// Each key column alone, encoded.
+    columns: Vec<Box<[u8]>>,
+}
+
+/// Finds the live rows whose primary key is one of `keys` (arrays in key-column order).
+pub fn lookup(caches: &ReadCaches, req: &LookupRequest<'_>, keys: &[ArrayRef]) -> Result<Found> {
+    stats::LOOKUPS.fetch_add(1, Relaxed);
+    let lookup_cache = &caches.lookup;
+    let out_schema = lookup_cache.shape(req.metadata, req.output)?.arrow.clone();
+    let snapshot = match req.version {
+        Version::Snapshot(id) => Some(
+            req.metadata.snapshot_by_id(id).ok_or_else(|| Error::catalog(format!("snapshot {id} does not exist")))?,
+        ),
+        Version::Current => req.metadata.current_snapshot(),
+        Version::Empty => None,
+    };
+    let schema = match snapshot {
+        Some(s) => s.schema(req.metadata)?,
+        None => req.metadata.current_schema().clone(),
+    };
+    let shape = lookup_cache.shape(req.metadata, &schema)?;
+    let (Some(key), Some(encoders)) = (&shape.key, &shape.encoders) else {
+        return Err(Error::invalid("the table has no primary key"));
+    };
+    if keys.len() != key.types.len() {
+        return Err(Error::invalid(format!("a key has {} columns, the primary key {}", keys.len(), key.types.len())));
+    }
+    let keys = keys.iter().zip(&key.types).map(|(a, t)| conform_array(a, t)).collect::<Result<Vec<_>>>()?;
+    let probes = probes(key, encoders, &keys)?;
+    stats::KEYS.fetch_add(probes.len() as u64, Relaxed);
+    if snapshot.is_none() && req.staged.is_empty() || probes.is_empty() {
+        return Ok(Found { batch: RecordBatch::new_empty(out_schema), positions: vec![] });
+    }
+
+    let committed = match snapshot {
+        Some(s) => Some(lookup_cache.snapshot(caches, req.metadata, s, &schema, key, encoders)?),
+        None => None,
+    };
+    let staged: Vec<CandidateFile> =
+        req.staged.iter().map(|f| CandidateFile::new(f, STAGED_SEQUENCE, key, encoders)).collect();
+    let staged_deletes: Vec<(i64, &DataFile)> = req.staged_deletes.iter().map(|f| (STAGED_SEQUENCE, f)).collect();
+    let staged_deletes = DeleteIndex::load(&caches.deletes, &schema, &staged_deletes)?;
+    let delete_indexes: Vec<&DeleteIndex> = committed.iter().map(|c| &c.deletes).chain([&staged_deletes]).collect();
+    // Staged files are the newest; committed ones are sorted newest first.
+    let files: Vec<&CandidateFile> = staged.iter().chain(committed.iter().flat_map(|c| c.files.iter())).collect();
+
+    // Within one call (several keys): row groups read and key pages decoded, by (file, group[, page]).
+    let mut bytes_read: HashMap<(usize, usize), FileRanges> = HashMap::new();
+    let mut decoded: HashMap<(usize, usize, usize), Arc<Vec<ArrayRef>>> = HashMap::new();
+    let mut found: Vec<(usize, RecordBatch, (String, u64))> = vec![]; // (probe row, row, position)
+    for probe in &probes {
+        let columns: Vec<&[u8]> = probe.columns.iter().map(|c| &**c).collect();
+        'files: for (f, file) in files.iter().enumerate().filter(|(_, f)| within(&f.bounds, &columns)) {
+            let index = lookup_cache.data_file(file, &schema, key, encoders)?;
+            let blooms: Vec<Option<Vec<u8>>> = keys
+                .iter()
+                .zip(&index.key_physical)
+                .map(|(k, p)| p.and_then(|p| bloom_bytes(k, probe.row, p)))
+                .collect();
+            for (g, group) in index.groups.iter().enumerate() {
+                if !within(&group.bounds, &columns) || !may_contain(&group.blooms, &blooms) {
+                    continue;
+                }
+                let bytes = match bytes_read.get(&(f, g)) {
+                    Some(b) => b.clone(),
+                    None => {
+                        let handle = lookup_cache.handle(&file.path)?;
+                        let b = index.read_group(&handle, &file.path, g)?;
+                        bytes_read.insert((f, g), b.clone());
+                        b
+                    }
+                };
+                for (p, page) in group.pages.iter().enumerate() {
+                    if !within(std::slice::from_ref(&page.bounds), &columns[..1]) {
+                        continue;
+                    }
+                    let page_keys = match decoded.get(&(f, g, p)) {
+                        Some(k) => k.clone(),
+                        None => {
+                            let k = Arc::new(decode_keys(&index, &bytes, &file.path, g, page, key)?);
+                            decoded.insert((f, g, p), k.clone());
+                            k
+                        }
+                    };
+                    for i in matching_rows(&page_keys, &keys, probe.row)? {
+                        let r = page.first_row + i;
+                        let position = group.first_row + r as u64;
+                        if delete_indexes.iter().any(|d| d.deletes_position(&file.path, file.seq, position)) {
+                            continue;
+                        }
+                        let row = index.decode(&bytes, &file.path, g, None, Some(&[(r, 1)]))?;
+                        if equality_deleted(&delete_indexes, file.seq, key, &probe.key, &index, &row)? {
+                            continue;
+                        }
+                        let row = project(&row, &index, req.output, &out_schema)?;
+                        found.push((probe.row, row, (file.path.clone(), position)));
+                        break 'files; // a primary key has one live row
+                    }
+                }
+            }
+        }
+    }
+    found.sort_by_key(|(row, _, _)| *row);
+    stats::ROWS_FOUND.fetch_add(found.len() as u64, Relaxed);
+    let rows: Vec<RecordBatch> = found.iter().map(|(_, b, _)| b.clone()).collect();
+    Ok(Found {
+        batch: arrow::compute::concat_batches(&out_schema, &rows)?,
+        positions: found.into_iter().map(|(_, _, p)| p).collect(),
+    })
+}
+
+/// The distinct keys of `keys`, in order; keys with a NULL column match nothing and are dropped.
+fn probes(key: &KeyColumns, encoders: &ColumnEncoders, keys: &[ArrayRef]) -> Result<Vec<Probe>> {
+    let encoded = key.converter()?.convert_columns(keys)?;
+    let columns: Vec<Vec<Box<[u8]>>> = (0..keys.len()).map(|c| encoders.column(c, &keys[c])).collect::<Result<_>>()?;
+    let mut seen = KeySet::default();
+    let mut out = vec![];
+    for row in 0..encoded.num_rows() {
+        if keys.iter().any(|k| k.is_null(row)) || !seen.insert(encoded.row(row).data()) {
+            continue;
+        }
+        out.push(Probe {
+            row,
+            key: encoded.row(row).data().into(),
+            columns: columns.iter().map(|c| c[row].clone()).collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// False when a bloom filter proves the key absent.
+fn may_contain(blooms: &[Option<parquet::bloom_filter::Sbbf>], values: &[Option<Vec<u8>>]) -> bool {
+    blooms.iter().zip(values).all(|(b, v)| match (b, v) {
+        (Some(b), Some(v)) => b.check(&v[..]),
+        _ => true,
+    })
+}
+
+/// The key columns of one page of row group `g`.
+fn decode_keys(
+    index: &DataFileIndex,
+    bytes: &FileRanges,
+    path: &str,
+    g: usize,
+    page: &Page,
+    key: &KeyColumns,
+) -> Result<Vec<ArrayRef>> {
+    let ids = Some(&key.field_ids[..]);
+    let batch = index.decode(bytes, path, g, ids, Some(&[(page.first_row, page.rows)]))?;
+    columns_by_id(&batch, |id| index.column_of(ids, id), &key.field_ids, &key.types)
+}
+
+/// The rows whose key columns `columns` equal the key at row `row` of `keys` (vectorized).
+fn matching_rows(columns: &[ArrayRef], keys: &[ArrayRef], row: usize) -> Result<Vec<usize>> {
+    let mut matches: Option<BooleanArray> = None;
+    for (column, key) in columns.iter().zip(keys) {
+        let equal = eq(column, &Scalar::new(key.slice(row, 1)))?;
+        matches = Some(match matches {
+            None => equal,
+            Some(m) => and(&m, &equal)?,
+        });
+    }
+    Ok(matches
+        .map(|m| m.iter().enumerate().filter(|(_, v)| *v == Some(true)).map(|(i, _)| i).collect())
+        .unwrap_or_default())
+}
+
+/// The columns with `field_ids` of a batch (`column_of` finds them), as `types` (NULL when the
+/// file does not have them).
+fn columns_by_id(
+    batch: &RecordBatch,
+    column_of: impl Fn(i32) -> Option<usize>,
+    field_ids: &[i32],
+    types: &[arrow::datatypes::DataType],
+) -> Result<Vec<ArrayRef>> {
+    field_ids
+        .iter()
+        .zip(types)
+        .map(|(id, t)| match column_of(*id) {
+            Some(c) => conform_array(batch.column(c), t),
+            None => Ok(new_null_array(t, batch.num_rows())),
+        })
+        .collect()
+}
+
+/// Whether an equality delete that applies to a data file with sequence `seq` removes `row` (one
+/// row of that file, all its columns, with primary key `key_bytes`).
+fn equality_deleted(
+    indexes: &[&DeleteIndex],
+    seq: i64,
+    key: &KeyColumns,
+    key_bytes: &[u8],
+    index: &DataFileIndex,
+    row: &RecordBatch,
+) -> Result<bool> {
+    for deletes in indexes {
+        for eq in deletes.equality_for(seq) {
+            if eq_deletes(eq, key, key_bytes, index, row)? {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+fn eq_deletes(
+    eq: &EqualityDeletes,
+    key: &KeyColumns,
+    key_bytes: &[u8],
+    index: &DataFileIndex,
+    row: &RecordBatch,
+) -> Result<bool> {
+    if eq.field_ids == key.field_ids && eq.types == key.types {
+        return Ok(eq.range.as_ref().is_some_and(|range| range.contains(key_bytes)) && eq.keys.contains(key_bytes));
+    }
+    // Deletes on other columns (another writer's): encode this row's values of those columns.
+    let columns = columns_by_id(row, |id| index.column_of(None, id), &eq.field_ids, &eq.types)?;
+    let encoded = eq.converter()?.convert_columns(&columns)?;
+    Ok(eq.keys.contains(encoded.row(0).data()))
+}
+
+/// A row of a file's batch as a row of `output` (columns matched by field id).
+fn project(
+    row: &RecordBatch,
+    index: &DataFileIndex,
+    output: &Schema,
+    out_schema: &ArrowSchemaRef,
+) -> Result<RecordBatch> {
+    let columns = output
+        .as_struct()
+        .fields()
+        .iter()
+        .zip(out_schema.fields())
+        .map(|(f, a)| match index.roots_by_id.get(&f.id) {
+            Some(&root) => conform_array(row.column(root), a.data_type()),
+            None => Ok(new_null_array(a.data_type(), 1)),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(out_schema.clone(), columns)?)
+}

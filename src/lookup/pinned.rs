@@ -1,0 +1,116 @@
+//! `WHERE pk = const` and `WHERE pk IN (...)`: when a scan's filters pin every primary-key column
+//! to constants, the scan is a lookup of those keys instead of a read of every file.
+
+use arrow::array::{Array, ArrayRef};
+use iceberg::spec::{Datum, Schema};
+
+use super::probe_keys::datum_array;
+use crate::table::filter::{Cmp, Prune};
+use crate::table::keys::KeyColumns;
+
+/// Beyond this many keys a scan reads the files the usual way.
+const MAX_PINNED_KEYS: usize = 1024;
+
+/// The keys `prune` pins (arrays in key-column order), or None when it does not pin them all.
+pub fn pinned_keys(prune: &Prune, schema: &Schema) -> Option<Vec<ArrayRef>> {
+    let key = KeyColumns::of(schema).ok()??;
+    let mut values: Vec<Option<Vec<Datum>>> = vec![None; key.field_ids.len()];
+    collect(prune, &key, &mut values);
+    let values: Vec<Vec<Datum>> = values.into_iter().collect::<Option<_>>()?;
+    let count = values.iter().try_fold(1usize, |n, v| n.checked_mul(v.len()))?;
+    if count == 0 || count > MAX_PINNED_KEYS {
+        return None;
+    }
+    // Every combination of the columns' values (one per column for the usual single key).
+    let mut columns: Vec<Vec<ArrayRef>> = vec![vec![]; values.len()];
+    for i in 0..count {
+        let mut rest = i;
+        for (c, vs) in values.iter().enumerate().rev() {
+            columns[c].push(datum_array(&vs[rest % vs.len()], &key.types[c])?);
+            rest /= vs.len();
+        }
+    }
+    columns
+        .into_iter()
+        .map(|parts| {
+            let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+            arrow::compute::concat(&refs).ok()
+        })
+        .collect()
+}
+
+/// Equality constraints on key columns in the conjunction `prune` (an equality wins over a list).
+fn collect(prune: &Prune, key: &KeyColumns, values: &mut [Option<Vec<Datum>>]) {
+    match prune {
+        Prune::And(parts) => parts.iter().for_each(|p| collect(p, key, values)),
+        Prune::Compare { field_id, cmp: Cmp::Eq, value } => {
+            if let Some(c) = key.field_ids.iter().position(|id| id == field_id) {
+                values[c] = Some(vec![value.clone()]);
+            }
+        }
+        Prune::In { field_id, values: list } => {
+            if let Some(c) = key.field_ids.iter().position(|id| id == field_id) {
+                if values[c].is_none() {
+                    values[c] = Some(list.clone());
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Int32Type, Int64Type};
+    use iceberg::spec::{NestedField, PrimitiveType, Type};
+    use std::sync::Arc;
+
+    fn schema() -> Schema {
+        let f = |id, name, t| Arc::new(NestedField::required(id, name, Type::Primitive(t)));
+        Schema::builder()
+            .with_fields(vec![
+                f(1, "a", PrimitiveType::Long),
+                f(2, "b", PrimitiveType::Int),
+                f(3, "v", PrimitiveType::String),
+            ])
+            .with_identifier_field_ids(vec![1, 2])
+            .build()
+            .unwrap()
+    }
+
+    fn eq(id: i32, v: Datum) -> Prune {
+        Prune::Compare { field_id: id, cmp: Cmp::Eq, value: v }
+    }
+
+    #[test]
+    fn every_key_column_must_be_pinned() {
+        let s = schema();
+        assert!(pinned_keys(&eq(1, Datum::long(1)), &s).is_none(), "b is not pinned");
+        let p = Prune::And(vec![eq(1, Datum::long(1)), eq(3, Datum::string("x")), eq(2, Datum::int(7))]);
+        let keys = pinned_keys(&p, &s).unwrap();
+        assert_eq!(keys[0].as_primitive::<Int64Type>().values().to_vec(), vec![1]);
+        assert_eq!(keys[1].as_primitive::<Int32Type>().values().to_vec(), vec![7]);
+        // an OR pins nothing
+        let or = Prune::Or(vec![p.clone(), p]);
+        assert!(pinned_keys(&or, &s).is_none());
+    }
+
+    #[test]
+    fn lists_give_every_combination() {
+        let s = schema();
+        let p = Prune::And(vec![
+            Prune::In { field_id: 1, values: vec![Datum::long(1), Datum::long(2)] },
+            Prune::In { field_id: 2, values: vec![Datum::int(10), Datum::int(20), Datum::int(30)] },
+        ]);
+        let keys = pinned_keys(&p, &s).unwrap();
+        assert_eq!(keys[0].as_primitive::<Int64Type>().values().to_vec(), vec![1, 1, 1, 2, 2, 2]);
+        assert_eq!(keys[1].as_primitive::<Int32Type>().values().to_vec(), vec![10, 20, 30, 10, 20, 30]);
+        // too many combinations: a scan
+        let many: Vec<Datum> = (0..100).map(Datum::long).collect();
+        let many_b: Vec<Datum> = (0..100).map(Datum::int).collect();
+        let p = Prune::And(vec![Prune::In { field_id: 1, values: many }, Prune::In { field_id: 2, values: many_b }]);
+        assert!(pinned_keys(&p, &s).is_none());
+    }
+}
