@@ -159,11 +159,17 @@ fn main() {
     }
     let all: ArrayRef = Arc::new(Int64Array::from(keys.clone()));
     let batch_keys = StructArray::from(vec![(Arc::new(Field::new("id", DataType::Int64, false)), all)]);
-    let t = Instant::now();
-    let found = txn.lookup(&uuid, None, &batch_keys).unwrap().batch;
+    let mut best = f64::INFINITY;
+    let mut found = None;
+    for _ in 0..5 {
+        let t = Instant::now();
+        found = Some(txn.lookup(&uuid, None, &batch_keys).unwrap().batch);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    let found = found.unwrap();
     let distinct: HashSet<i64> = keys.iter().copied().filter(|&k| present(k)).collect();
     assert_eq!(found.num_rows(), distinct.len());
-    println!("batched: {PROBES} keys in one call {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
+    println!("batched: {PROBES} keys in one call {:.2} ms (best of 5)", best * 1e3);
     // A key beyond every file's bounds: the fixed cost of a lookup, no read at all.
     let t = Instant::now();
     for i in 0..20_000 {

@@ -13,8 +13,9 @@ use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Int64Type};
 use arrow::row::{RowConverter, SortField};
 use iceberg::spec::{DataContentType, DataFile, Schema};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
 use parquet::arrow::ProjectionMask;
+use parquet::file::metadata::PageIndexPolicy;
 
 use super::keys::{KeyRange, KeySet};
 use super::manifests::FileEntry;
@@ -205,28 +206,50 @@ impl DeleteCache {
     }
 }
 
-/// The values of the columns `field_ids` (converted to `types`) at `positions` of a data file:
-/// the keys an equality delete needs for rows chosen by position.
+/// The values of the columns `field_ids` (converted to `types`) at `positions` (sorted, distinct)
+/// of a data file: the keys an equality delete needs for rows chosen by position. Only the pages
+/// holding those rows are decoded (a row selection over the page index).
 pub fn values_at(path: &str, columns: &[(i32, &str)], types: &[DataType], positions: &[u64]) -> Result<Vec<ArrayRef>> {
-    let batches = read_columns(path, columns)?;
+    let mut selectors = vec![];
+    let mut next = 0u64;
+    let mut i = 0;
+    while i < positions.len() {
+        let start = positions[i];
+        let mut end = start + 1;
+        while i + 1 < positions.len() && positions[i + 1] == end {
+            i += 1;
+            end += 1;
+        }
+        selectors.push(RowSelector::skip((start - next) as usize));
+        selectors.push(RowSelector::select((end - start) as usize));
+        next = end;
+        i += 1;
+    }
+    let batches = read_selected(path, columns, Some(RowSelection::from(selectors)))?;
     let mut out = vec![];
     for (c, t) in types.iter().enumerate() {
         let parts = batches.iter().map(|b| conform_array(&b[c], t)).collect::<Result<Vec<_>>>()?;
         let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
-        let column = if refs.is_empty() { arrow::array::new_empty_array(t) } else { arrow::compute::concat(&refs)? };
-        let indices = arrow::array::UInt64Array::from(positions.to_vec());
-        out.push(arrow::compute::take(column.as_ref(), &indices, None)?);
+        out.push(if refs.is_empty() { arrow::array::new_empty_array(t) } else { arrow::compute::concat(&refs)? });
     }
     Ok(out)
 }
 
-/// The columns with the given field ids, batch by batch, in that order. A file without field ids
-/// (some writers leave them out of delete files) is matched by column name instead.
+/// Every row of the columns with the given field ids (see `read_selected`).
 fn read_columns(path: &str, columns: &[(i32, &str)]) -> Result<Vec<Vec<ArrayRef>>> {
+    read_selected(path, columns, None)
+}
+
+/// The columns with the given field ids, batch by batch, in that order (only the rows `rows`
+/// selects, when given). A file without field ids (some writers leave them out of delete files)
+/// is matched by column name instead.
+fn read_selected(path: &str, columns: &[(i32, &str)], rows: Option<RowSelection>) -> Result<Vec<Vec<ArrayRef>>> {
     let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("delete file {path} is not readable: {e}"));
     let file =
         File::open(local_path(path)).map_err(|e| Error::io(format!("delete file {path} cannot be opened: {e}")))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| unreadable(&e))?;
+    let policy = if rows.is_some() { PageIndexPolicy::Optional } else { PageIndexPolicy::Skip };
+    let options = ArrowReaderOptions::new().with_page_index_policy(policy);
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options).map_err(|e| unreadable(&e))?;
     let fields = builder.parquet_schema().root_schema().get_fields();
     let by_id: HashMap<i32, usize> = fields
         .iter()
@@ -250,7 +273,12 @@ fn read_columns(path: &str, columns: &[(i32, &str)]) -> Result<Vec<Vec<ArrayRef>
     sorted.sort_unstable();
     sorted.dedup();
     let mask = ProjectionMask::roots(builder.parquet_schema(), sorted.iter().copied());
-    let reader = builder.with_projection(mask).build().map_err(|e| unreadable(&e))?;
+    let builder = builder.with_projection(mask);
+    let builder = match rows {
+        Some(rows) => builder.with_row_selection(rows),
+        None => builder,
+    };
+    let reader = builder.build().map_err(|e| unreadable(&e))?;
     let mut out = vec![];
     for batch in reader {
         let batch = batch.map_err(|e| unreadable(&e))?;
