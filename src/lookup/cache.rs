@@ -74,8 +74,9 @@ pub struct Shape {
 
 #[derive(Default)]
 pub struct LookupCache {
-    /// By table location and schema id (a schema id never changes its meaning in a table).
-    shapes: Mutex<HashMap<(String, i32), Arc<Shape>>>,
+    /// By table uuid and schema id (a schema id never changes its meaning in a table; a table
+    /// dropped and created again has the same location but a new uuid).
+    shapes: Mutex<HashMap<(uuid::Uuid, i32), Arc<Shape>>>,
     snapshots: Mutex<HashMap<String, Arc<SnapshotIndex>>>,
     files: Mutex<(HashMap<String, Arc<DataFileIndex>>, usize)>,
     handles: Mutex<HashMap<String, Arc<File>>>,
@@ -83,7 +84,7 @@ pub struct LookupCache {
 
 impl LookupCache {
     pub fn shape(&self, metadata: &TableMetadata, schema: &Schema) -> Result<Arc<Shape>> {
-        let name = (metadata.location().to_string(), schema.schema_id());
+        let name = (metadata.uuid(), schema.schema_id());
         if let Some(s) = self.shapes.lock().unwrap().get(&name) {
             return Ok(s.clone());
         }

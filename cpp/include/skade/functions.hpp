@@ -22,12 +22,15 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 	vector<LogicalType> types;
 	//! Whether the rows have no order to keep, so that several threads may convert them.
 	bool parallel = false;
-	//! The columns bound (name and Arrow format): a prepared statement runs again without a new
-	//! bind, so the stream's columns are checked against them (a table may have changed since).
+	//! The columns bound (name and Arrow format); the stream's columns are checked against them.
 	vector<pair<string, string>> bound_columns;
-	// The bind data holds names and values, never pointers to catalog entries: it stays valid
-	// across transactions and DETACH (the catalog is resolved by name when the function runs),
-	// so prepared statements keep it (DuckDB's default) and a query is bound once, not twice.
+
+	//! Re-bind at every execution of a prepared statement: the function names its table by a
+	//! string DuckDB does not track, so a table dropped and created again (or a catalog detached)
+	//! since PREPARE is bound afresh rather than looked up by a stale id.
+	bool SupportStatementCache() const override {
+		return false;
+	}
 };
 
 //! Completes a bind: reads the function's columns from the core.
