@@ -111,6 +111,9 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 	SkadeCheck(skade_fn_table_schema(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(),
 	                                 &schema.arrow_schema));
 	auto data = make_uniq<SkadeArrowFunctionData>();
+	// Point queries are run many times: keep the binding (one bind per query, not two). The
+	// function reads the table by id; if it was dropped since, that is an error to prepare again.
+	data->cache_binding = true;
 	data->open = [=](ClientContext &context, ArrowArrayStream &out) {
 		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		DataChunk chunk;
@@ -127,7 +130,7 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 		ArrowConverter::ToArrowSchema(&keys_schema.arrow_schema, key_types, key_columns, props);
 		unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;
 		ArrowConverter::ToArrowArray(chunk, &keys_array.arrow_array, props, no_extensions);
-		SkadeCheck(skade_fn_lookup(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(),
+		SkadeCheck(skade_fn_lookup(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), qualified.c_str(),
 		                           &keys_array.arrow_array, &keys_schema.arrow_schema, as_of, has_as_of, &out));
 	};
 	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);

@@ -133,7 +133,8 @@ skade_status *skade_fn_changelog(const skade_txn *txn, const char *uuid, int64_t
 skade_status *skade_fn_table_schema(const skade_txn *txn, const char *uuid, struct ArrowSchema *result);
 // The live rows of table `uuid` whose primary key is one of `keys` (a struct array: one field
 // per key column, named like it; one row per key), at snapshot `as_of` if has_as_of.
-skade_status *skade_fn_lookup(const skade_txn *txn, const char *uuid, struct ArrowArray *keys,
+// `name` is the table's name as the statement gave it (for messages).
+skade_status *skade_fn_lookup(const skade_txn *txn, const char *uuid, const char *name, struct ArrowArray *keys,
                               const struct ArrowSchema *keys_schema, int64_t as_of, bool has_as_of,
                               struct ArrowArrayStream *result);
 // The lookup counters since load (one row).

@@ -151,12 +151,14 @@ pub unsafe extern "C" fn skade_fn_table_schema(
     })
 }
 
-/// The live rows of table `uuid` whose primary key is one of `keys` (a struct array, one field per
-/// key column in key order, one row per key), at snapshot `as_of` when `has_as_of`.
+/// The live rows of table `uuid` (`name` in messages) whose primary key is one of `keys` (a
+/// struct array, one field per key column, named like it; one row per key), at snapshot `as_of`
+/// when `has_as_of`.
 #[no_mangle]
 pub unsafe extern "C" fn skade_fn_lookup(
     txn: *const SkadeTxn,
     uuid: *const c_char,
+    name: *const c_char,
     keys: *mut FFI_ArrowArray,
     keys_schema: *const FFI_ArrowSchema,
     as_of: i64,
@@ -170,7 +172,14 @@ pub unsafe extern "C" fn skade_fn_lookup(
         }
         let array = unsafe { std::ptr::replace(keys, FFI_ArrowArray::empty()) };
         let keys = super::struct_array(unsafe { from_ffi(array, &*keys_schema) }?, "lookup keys")?;
-        let found = txn.lookup(arg(uuid, "table id")?, has_as_of.then_some(as_of), &keys)?;
+        let uuid = arg(uuid, "table id")?;
+        if txn.table_by_uuid(uuid).is_err() {
+            return Err(Error::catalog(format!(
+                "table {} was dropped since this statement was prepared: prepare it again",
+                arg(name, "table name")?
+            )));
+        }
+        let found = txn.lookup(uuid, has_as_of.then_some(as_of), &keys)?;
         let schema = found.batch.schema();
         let batches: Vec<Result<RecordBatch, arrow::error::ArrowError>> = vec![Ok(found.batch)];
         out(result, super::export_stream(RecordBatchIterator::new(batches, schema)))

@@ -25,11 +25,14 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 	//! The columns bound (name and Arrow format); the stream's columns are checked against them.
 	vector<pair<string, string>> bound_columns;
 
-	//! Re-bind at every execution of a prepared statement: the function names its table by a
-	//! string DuckDB does not track, so a table dropped and created again (or a catalog detached)
-	//! since PREPARE is bound afresh rather than looked up by a stale id.
+	//! Whether a prepared statement keeps this binding. By default it re-binds at every
+	//! execution: the function names its table by a string DuckDB does not track, so a table
+	//! dropped and created again (or a catalog detached) since PREPARE is bound afresh rather
+	//! than looked up by a stale id. (The binding holds names and values only, never pointers.)
+	bool cache_binding = false;
+
 	bool SupportStatementCache() const override {
-		return false;
+		return cache_binding;
 	}
 };
 
