@@ -36,6 +36,13 @@ Value KeyValue(ClientContext &context, const string &table, const ColumnDefiniti
 vector<Value> KeyValues(ClientContext &context, const string &table, SkadeTableEntry &entry,
                         const vector<string> &key_columns, const Value &key) {
 	vector<Value> values;
+	if (key.type().id() == LogicalTypeId::STRUCT && key.IsNull()) {
+		// a NULL key matches nothing, like a NULL scalar
+		for (auto &name : key_columns) {
+			values.push_back(Value(entry.GetColumn(name).Type()));
+		}
+		return values;
+	}
 	if (key.type().id() == LogicalTypeId::STRUCT) {
 		auto &fields = StructType::GetChildTypes(key.type());
 		auto &children = StructValue::GetChildren(key);
@@ -91,7 +98,9 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 	auto &key = input.inputs[1];
 	vector<Value> keys;
 	if (key.type().id() == LogicalTypeId::LIST) {
-		keys = ListValue::GetChildren(key);
+		if (!key.IsNull()) {
+			keys = ListValue::GetChildren(key);
+		}
 	} else {
 		keys.push_back(key);
 	}

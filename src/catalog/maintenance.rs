@@ -70,6 +70,7 @@ impl Catalog {
                 Ok(_) => {
                     let files = unreferenced_files(&self.inner.read_caches.manifests, &before, &after, &expired)?;
                     self.inner.metadata.insert(&location, std::sync::Arc::new(after));
+                    self.inner.read_caches.lookup.forget(files.iter().map(String::as_str));
                     remove_files(files.iter().map(String::as_str));
                     return Ok(ExpireReport {
                         expired_snapshots: expired.len() as u64,

@@ -571,7 +571,7 @@ impl Transaction {
         let mut written = std::mem::take(&mut st.written);
         let result = self.commit_staged(&mut st, &mut written);
         if result.is_err() {
-            remove_files(written.iter().map(String::as_str));
+            self.discard(&written);
         }
         result
     }
@@ -828,6 +828,12 @@ impl Transaction {
     fn rollback_locked(&self, st: &mut TxnState) {
         st.finished = true;
         let written = std::mem::take(&mut st.written);
+        self.discard(&written);
+    }
+
+    /// Removes files this transaction wrote and will not commit (lookups may hold them open).
+    fn discard(&self, written: &[String]) {
+        self.catalog.inner.read_caches.lookup.forget(written.iter().map(String::as_str));
         remove_files(written.iter().map(String::as_str));
     }
 }

@@ -32,7 +32,6 @@ pub struct CandidateFile {
     pub path: String,
     /// Data sequence number (deletes compare against it).
     pub seq: i64,
-    pub len: u64,
     /// Per key column.
     pub bounds: Vec<Bounds>,
 }
@@ -47,7 +46,7 @@ impl CandidateFile {
                 (encoders.bound(c, file.lower_bounds().get(id)), encoders.bound(c, file.upper_bounds().get(id)))
             })
             .collect();
-        CandidateFile { path: file.file_path().to_string(), seq, len: file.file_size_in_bytes(), bounds }
+        CandidateFile { path: file.file_path().to_string(), seq, bounds }
     }
 }
 
@@ -126,6 +125,19 @@ impl LookupCache {
         Ok(index)
     }
 
+    /// Forgets files about to be removed (a rollback, an expiry): their descriptors would
+    /// otherwise keep the deleted files' space allocated.
+    pub fn forget<'a>(&self, paths: impl IntoIterator<Item = &'a str>) {
+        let mut handles = self.handles.lock().unwrap();
+        let mut files = self.files.lock().unwrap();
+        for path in paths {
+            handles.remove(path);
+            if let Some(index) = files.0.remove(path) {
+                files.1 = files.1.saturating_sub(index.bloom_bytes());
+            }
+        }
+    }
+
     /// The open descriptor of a data file.
     pub fn handle(&self, path: &str) -> Result<Arc<File>> {
         if let Some(f) = self.handles.lock().unwrap().get(path) {
@@ -151,10 +163,17 @@ impl LookupCache {
         encoders: &ColumnEncoders,
     ) -> Result<Arc<DataFileIndex>> {
         if let Some(f) = self.files.lock().unwrap().0.get(&candidate.path) {
-            return Ok(f.clone());
+            if f.key_types == key.types {
+                return Ok(f.clone());
+            }
         }
         let file = self.handle(&candidate.path)?;
-        let index = Arc::new(DataFileIndex::load(&file, &candidate.path, candidate.len, schema, key, encoders)?);
+        // The file's real length (a manifest's recorded size could be wrong).
+        let len = file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| Error::io(format!("data file {} cannot be read: {e}", candidate.path)))?;
+        let index = Arc::new(DataFileIndex::load(&file, &candidate.path, len, schema, key, encoders)?);
         let mut files = self.files.lock().unwrap();
         let bytes = index.bloom_bytes();
         if files.0.len() >= MAX_FILES || files.1 + bytes > MAX_BLOOM_BYTES {

@@ -8,6 +8,7 @@ use std::fs::File;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+use arrow::array::RecordBatchReader;
 use arrow::array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, TimeUnit};
 use parquet::arrow::arrow_reader::{
@@ -57,6 +58,8 @@ pub struct RowGroup {
 }
 
 pub struct DataFileIndex {
+    /// The key types its bounds were encoded with (a cached index is only valid for them).
+    pub key_types: Vec<DataType>,
     meta: ArrowReaderMetadata,
     len: u64,
     /// Top-level column (in the file) of each field id.
@@ -164,7 +167,7 @@ impl DataFileIndex {
             });
             first_row += rows as u64;
         }
-        Ok(DataFileIndex { meta, len, roots_by_id, key_physical, groups })
+        Ok(DataFileIndex { key_types: key.types.clone(), meta, len, roots_by_id, key_physical, groups })
     }
 
     /// Bytes of bloom filters held.
@@ -213,9 +216,9 @@ impl DataFileIndex {
             None => group.rows,
         };
         let reader = builder.build().map_err(|e| unreadable(&e))?;
+        let schema = reader.schema();
         let batches = reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| unreadable(&e))?;
         stats::ROWS_DECODED.fetch_add(decoded as u64, Relaxed);
-        let schema = batches.first().map(|b| b.schema()).unwrap_or_else(|| self.meta.schema().clone());
         Ok(arrow::compute::concat_batches(&schema, &batches)?)
     }
 
