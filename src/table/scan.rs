@@ -12,7 +12,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use arrow::error::ArrowError;
 use arrow::row::RowConverter;
-use iceberg::spec::{DataFile, SchemaRef, TableMetadata};
+use iceberg::spec::{DataFile, Schema, SchemaRef, TableMetadata};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
@@ -142,27 +142,9 @@ impl ScanPlan {
         }
 
         // Filters that pin the primary key: a lookup of those keys, not a read of every file.
+        let out = Arc::new(ArrowSchema::new(out_fields));
         if let Some(keys) = req.prune.as_ref().and_then(|p| pinned_keys(p, &schema)) {
-            let lookup_request = LookupRequest {
-                metadata,
-                version: req.version,
-                staged: req.staged,
-                staged_deletes: req.staged_deletes,
-                output: &schema,
-            };
-            let found = lookup(&caches, &lookup_request, &keys)?;
-            let mut columns: Vec<ArrayRef> = req.columns.iter().map(|&c| found.batch.column(c).clone()).collect();
-            if let Some(ids) = req.row_ids {
-                columns.push(Arc::new(Int64Array::from_iter_values(
-                    found.positions.iter().map(|(path, pos)| row_id(ids(path), *pos)),
-                )));
-            }
-            let out = Arc::new(ArrowSchema::new(out_fields));
-            let rows = RecordBatch::try_new_with_options(
-                out.clone(),
-                columns,
-                &RecordBatchOptions::new().with_row_count(Some(found.batch.num_rows())),
-            )?;
+            let rows = lookup_rows(metadata, &caches, &req, &schema, &keys, out.clone())?;
             let task = ScanTask {
                 path: String::new(),
                 record_count: rows.num_rows() as u64,
@@ -206,7 +188,7 @@ impl ScanPlan {
             tasks,
             prune: req.prune,
             iceberg_schema: schema,
-            schema: Arc::new(ArrowSchema::new(out_fields)),
+            schema: out,
             field_ids,
             row_ids: req.row_ids.is_some(),
             caches,
@@ -325,6 +307,33 @@ impl ScanPlan {
         };
         Ok(TaskReader { source: Source::File { reader, columns, keys, path: task.path.clone() }, runs, ..base })
     }
+}
+
+/// The rows of the keys `keys` a scan asked for, found by a lookup, in the plan's columns `out`
+/// (with row ids when asked).
+fn lookup_rows(
+    metadata: &TableMetadata,
+    caches: &ReadCaches,
+    req: &ScanRequest<'_>,
+    schema: &Schema,
+    keys: &[ArrayRef],
+    out: ArrowSchemaRef,
+) -> Result<RecordBatch> {
+    let request = LookupRequest {
+        metadata,
+        version: req.version,
+        staged: req.staged,
+        staged_deletes: req.staged_deletes,
+        output: schema,
+    };
+    let found = lookup(caches, &request, keys)?;
+    let mut columns: Vec<ArrayRef> = req.columns.iter().map(|&c| found.batch.column(c).clone()).collect();
+    if let Some(ids) = req.row_ids {
+        let ids = found.positions.iter().map(|(path, pos)| row_id(ids(path), *pos));
+        columns.push(Arc::new(Int64Array::from_iter_values(ids)));
+    }
+    let rows = Some(found.batch.num_rows());
+    Ok(RecordBatch::try_new_with_options(out, columns, &RecordBatchOptions::new().with_row_count(rows))?)
 }
 
 /// Files whose wanted column chunks span at most this many bytes are read ahead.
