@@ -22,8 +22,12 @@ use crate::table::schema::arrow_schema;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 
 const MAX_SNAPSHOTS: usize = 256;
+/// Bound on the data files all cached snapshot indexes list together (a large table's index is
+/// rebuilt after each commit; old ones must not pile up).
+const MAX_SNAPSHOT_FILES: usize = 1 << 20;
 const MAX_FILES: usize = 65_536;
-const MAX_BLOOM_BYTES: usize = 256 << 20;
+/// Bound on the per-file indexes (footers with page indexes, bloom filters, bounds), in bytes.
+const MAX_FILE_INDEX_BYTES: usize = 256 << 20;
 /// Open descriptors kept (well under the usual limit of 1,024 per process).
 const MAX_HANDLES: usize = 256;
 
@@ -76,7 +80,8 @@ pub struct LookupCache {
     /// By table uuid and schema id (a schema id never changes its meaning in a table; a table
     /// dropped and created again has the same location but a new uuid).
     shapes: Mutex<HashMap<(uuid::Uuid, i32), Arc<Shape>>>,
-    snapshots: Mutex<HashMap<String, Arc<SnapshotIndex>>>,
+    /// By manifest-list path, with the number of files listed in all of them.
+    snapshots: Mutex<(HashMap<String, Arc<SnapshotIndex>>, usize)>,
     files: Mutex<(HashMap<String, Arc<DataFileIndex>>, usize)>,
     handles: Mutex<HashMap<String, Arc<File>>>,
 }
@@ -108,7 +113,7 @@ impl LookupCache {
         encoders: &ColumnEncoders,
     ) -> Result<Arc<SnapshotIndex>> {
         let name = snapshot.manifest_list();
-        if let Some(s) = self.snapshots.lock().unwrap().get(name) {
+        if let Some(s) = self.snapshots.lock().unwrap().0.get(name) {
             return Ok(s.clone());
         }
         let files = caches.manifests.snapshot_files(metadata, snapshot)?;
@@ -118,10 +123,12 @@ impl LookupCache {
         data.sort_by_key(|f| std::cmp::Reverse(f.seq)); // an upsert's newest row is found first
         let index = Arc::new(SnapshotIndex { files: data, deletes });
         let mut snapshots = self.snapshots.lock().unwrap();
-        if snapshots.len() >= MAX_SNAPSHOTS {
-            snapshots.clear();
+        let files = index.files.len();
+        if snapshots.0.len() >= MAX_SNAPSHOTS || snapshots.1 + files > MAX_SNAPSHOT_FILES {
+            *snapshots = Default::default();
         }
-        snapshots.insert(name.to_string(), index.clone());
+        snapshots.1 += files;
+        snapshots.0.insert(name.to_string(), index.clone());
         Ok(index)
     }
 
@@ -133,7 +140,7 @@ impl LookupCache {
         for path in paths {
             handles.remove(path);
             if let Some(index) = files.0.remove(path) {
-                files.1 = files.1.saturating_sub(index.bloom_bytes());
+                files.1 = files.1.saturating_sub(index.memory_size());
             }
         }
     }
@@ -175,8 +182,8 @@ impl LookupCache {
             .map_err(|e| Error::io(format!("data file {} cannot be read: {e}", candidate.path)))?;
         let index = Arc::new(DataFileIndex::load(&file, &candidate.path, len, schema, key, encoders)?);
         let mut files = self.files.lock().unwrap();
-        let bytes = index.bloom_bytes();
-        if files.0.len() >= MAX_FILES || files.1 + bytes > MAX_BLOOM_BYTES {
+        let bytes = index.memory_size();
+        if files.0.len() >= MAX_FILES || files.1 + bytes > MAX_FILE_INDEX_BYTES {
             *files = Default::default();
         }
         files.1 += bytes;

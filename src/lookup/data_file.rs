@@ -170,9 +170,19 @@ impl DataFileIndex {
         Ok(DataFileIndex { key_types: key.types.clone(), meta, len, roots_by_id, key_physical, groups })
     }
 
-    /// Bytes of bloom filters held.
-    pub fn bloom_bytes(&self) -> usize {
-        self.groups.iter().flat_map(|g| g.blooms.iter().flatten()).map(|b| b.num_blocks() * 32).sum()
+    /// Approximate bytes held: the footer (with page indexes), the bloom filters, the bounds.
+    pub fn memory_size(&self) -> usize {
+        let blooms: usize =
+            self.groups.iter().flat_map(|g| g.blooms.iter().flatten()).map(|b| b.num_blocks() * 32).sum();
+        let bounds: usize = self
+            .groups
+            .iter()
+            .map(|g| {
+                let b = |(lo, hi): &Bounds| lo.as_ref().map_or(0, |v| v.len()) + hi.as_ref().map_or(0, |v| v.len());
+                64 + g.bounds.iter().map(b).sum::<usize>() + g.pages.iter().map(|p| 32 + b(&p.bounds)).sum::<usize>()
+            })
+            .sum();
+        self.meta.metadata().memory_size() + blooms + bounds
     }
 
     /// Reads row group `g` (all its column chunks) with one read.
