@@ -19,6 +19,9 @@ namespace {
 
 struct ArrowFunctionGlobal : public GlobalTableFunctionState {
 	unique_ptr<ArrowArrayStreamWrapper> stream;
+	//! The stream's column of each output column (functions with projection pushdown get only
+	//! the columns the query uses converted); COLUMN_IDENTIFIER_ROW_ID for none (count(*)).
+	vector<column_t> column_ids;
 	//! Threads take whole batches from the stream under this lock and convert them on their own.
 	mutex lock;
 	idx_t max_threads = 1;
@@ -29,7 +32,9 @@ struct ArrowFunctionGlobal : public GlobalTableFunctionState {
 };
 
 struct ArrowFunctionLocal : public LocalTableFunctionState {
-	explicit ArrowFunctionLocal(ClientContext &context) : arrow(make_uniq<ArrowArrayWrapper>(), context) {
+	ArrowFunctionLocal(ClientContext &context, const vector<column_t> &column_ids)
+	    : arrow(make_uniq<ArrowArrayWrapper>(), context) {
+		arrow.column_ids = column_ids;
 	}
 	ArrowScanLocalState arrow;
 };
@@ -58,6 +63,11 @@ unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFun
 	result->stream->number_of_rows = -1;
 	data.open(context, result->stream->arrow_array_stream);
 	CheckColumns(data, result->stream->arrow_array_stream);
+	if (data.projection) {
+		for (auto col : input.column_ids) {
+			result->column_ids.push_back(col < data.types.size() ? col : column_t(COLUMN_IDENTIFIER_ROW_ID));
+		}
+	}
 	if (data.parallel) {
 		result->max_threads = TaskScheduler::GetScheduler(context).NumberOfThreads();
 	}
@@ -66,7 +76,7 @@ unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFun
 
 unique_ptr<LocalTableFunctionState> InitLocal(ExecutionContext &context, TableFunctionInitInput &input,
                                               GlobalTableFunctionState *global) {
-	return make_uniq<ArrowFunctionLocal>(context.client);
+	return make_uniq<ArrowFunctionLocal>(context.client, global->Cast<ArrowFunctionGlobal>().column_ids);
 }
 
 void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) {
@@ -88,7 +98,13 @@ void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) 
 	}
 	auto count = MinValue<idx_t>(STANDARD_VECTOR_SIZE, idx_t(chunk->arrow_array.length) - local.arrow.chunk_offset);
 	output.SetCardinality(count);
-	ArrowTableFunction::ArrowToDuckDB(local.arrow, data.arrow_table.GetColumns(), output);
+	// With projection pushdown the stream still has every column; only the output's are converted.
+	ArrowTableFunction::ArrowToDuckDB(local.arrow, data.arrow_table.GetColumns(), output, !data.projection);
+	for (idx_t i = 0; i < global.column_ids.size(); i++) {
+		if (global.column_ids[i] == COLUMN_IDENTIFIER_ROW_ID) {
+			output.data[i].Reference(Value(output.data[i].GetType())); // no column wanted (count(*))
+		}
+	}
 	local.arrow.chunk_offset += count;
 }
 

@@ -39,6 +39,7 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	auto data = make_uniq<SkadeArrowFunctionData>();
 	auto catalog_name = catalog.GetName();
 	data->parallel = true; // changelog rows have no order (ORDER BY _commit_snapshot_id for one)
+	data->projection = true;
 	data->open = [=](ClientContext &context, ArrowArrayStream &out) {
 		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		SkadeCheck(skade_fn_changelog(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), from, has_from,
@@ -54,6 +55,7 @@ TableFunctionSet SkadeChangelogFunctions() {
 		     {vector<LogicalType> {LogicalType::VARCHAR, bound}, vector<LogicalType> {LogicalType::VARCHAR, bound, bound}}) {
 			auto function = SkadeArrowFunction("skade_changelog", arguments, Bind);
 			function.named_parameters["collapse"] = LogicalType::BOOLEAN;
+			function.projection_pushdown = true; // columns a query does not use are not converted
 			set.AddFunction(function);
 		}
 	}

@@ -22,6 +22,9 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 	vector<LogicalType> types;
 	//! Whether the rows have no order to keep, so that several threads may convert them.
 	bool parallel = false;
+	//! Whether the function has projection pushdown: DuckDB then asks for some columns only, and
+	//! only those are converted (set together with TableFunction::projection_pushdown).
+	bool projection = false;
 	//! The columns bound (name and Arrow format); the stream's columns are checked against them.
 	vector<pair<string, string>> bound_columns;
 
