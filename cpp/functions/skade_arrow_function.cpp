@@ -61,7 +61,11 @@ unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFun
 	auto result = make_uniq<ArrowFunctionGlobal>();
 	result->stream = make_uniq<ArrowArrayStreamWrapper>();
 	result->stream->number_of_rows = -1;
-	data.open(context, result->stream->arrow_array_stream);
+	if (data.open_columns) {
+		data.open_columns(context, input.column_ids, result->stream->arrow_array_stream);
+	} else {
+		data.open(context, result->stream->arrow_array_stream);
+	}
 	CheckColumns(data, result->stream->arrow_array_stream);
 	if (data.projection) {
 		for (auto col : input.column_ids) {

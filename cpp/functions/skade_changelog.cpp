@@ -40,10 +40,11 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	auto catalog_name = catalog.GetName();
 	data->parallel = true; // changelog rows have no order (ORDER BY _commit_snapshot_id for one)
 	data->projection = true;
-	data->open = [=](ClientContext &context, ArrowArrayStream &out) {
+	data->open_columns = [=](ClientContext &context, const vector<column_t> &column_ids, ArrowArrayStream &out) {
 		auto &catalog = SkadeCatalogByName(context, catalog_name);
+		vector<uint64_t> columns(column_ids.begin(), column_ids.end());
 		SkadeCheck(skade_fn_changelog(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), from, has_from,
-		                              to, has_to, times, collapse, &out));
+		                              to, has_to, times, collapse, columns.data(), columns.size(), &out));
 	};
 	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
 }

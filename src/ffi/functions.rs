@@ -106,7 +106,7 @@ pub unsafe extern "C" fn skade_fn_changelog_schema(
 
 /// The changelog of table `uuid` over the snapshots after `from` (if `has_from`) up to `to` (if
 /// `has_to`, else the current one), netted if `collapse`; with `times`, bounds are microseconds
-/// since the epoch.
+/// since the epoch. `columns`: the output columns the query uses (the others may be NULL).
 #[no_mangle]
 pub unsafe extern "C" fn skade_fn_changelog(
     txn: *const SkadeTxn,
@@ -117,13 +117,21 @@ pub unsafe extern "C" fn skade_fn_changelog(
     has_to: bool,
     times: bool,
     collapse: bool,
+    columns: *const u64,
+    n_columns: usize,
     result: *mut FFI_ArrowArrayStream,
 ) -> *mut SkadeStatus {
     guard(|| {
         let txn = &handle(txn, "transaction")?.0;
         let table = txn.table_by_uuid(arg(uuid, "table id")?)?;
         let bound = |b: i64| if times { changelog::Bound::Time(b) } else { changelog::Bound::Snapshot(b) };
-        let reader = changelog::rows(txn, &table, has_from.then(|| bound(from)), has_to.then(|| bound(to)), collapse)?;
+        let used: Vec<usize> = if columns.is_null() || n_columns == 0 {
+            vec![]
+        } else {
+            unsafe { std::slice::from_raw_parts(columns, n_columns) }.iter().map(|&c| c as usize).collect()
+        };
+        let (from, to) = (has_from.then(|| bound(from)), has_to.then(|| bound(to)));
+        let reader = changelog::rows(txn, &table, from, to, collapse, &used)?;
         out(result, super::export_stream(reader))
     })
 }

@@ -31,6 +31,7 @@ pub fn rows(
     from: Option<Bound>,
     to: Option<Bound>,
     collapse: bool,
+    used: &[usize],
 ) -> Result<RecordBatchIterator<std::vec::IntoIter<std::result::Result<RecordBatch, arrow::error::ArrowError>>>> {
     let name = table.record.qualified_name();
     let resolve = |b: Bound| -> Result<Option<i64>> {
@@ -58,7 +59,13 @@ pub fn rows(
         None => window(&table.metadata, &name, from_id, None)?,
     };
     let caches = txn.catalog().read_caches();
-    let mut batches = changelog(&table.metadata, &caches, &name, &snapshots)?;
+    // Columns the query does not use stay NULL and unread (netting compares whole rows: it reads all).
+    let columns = table.metadata.current_schema().as_struct().fields().len();
+    let read: Option<Vec<usize>> = match (collapse, used.is_empty()) {
+        (false, false) => Some(used.iter().copied().filter(|&c| c < columns).collect()),
+        _ => None,
+    };
+    let mut batches = changelog(&table.metadata, &caches, &name, &snapshots, read.as_deref())?;
     if collapse {
         let key = KeyColumns::of(table.metadata.current_schema())?;
         batches = collapse::collapse(&schema(table)?, &batches, key.as_ref())?;

@@ -88,20 +88,23 @@ pub fn window(metadata: &TableMetadata, table: &str, from: Option<i64>, to: Opti
 }
 
 /// The changes of the snapshots of `window` (see [`window`]), in window order, in the schema of
-/// [`changelog_schema`]. Snapshots are decoded in parallel.
+/// [`changelog_schema`]. Snapshots are decoded in parallel. With `used`, only those table columns
+/// (and the key columns, for pairing) are read; the others are NULL.
 pub fn changelog(
     metadata: &TableMetadata,
     caches: &Arc<ReadCaches>,
     table: &str,
     window: &[Arc<Snapshot>],
+    used: Option<&[usize]>,
 ) -> Result<Vec<RecordBatch>> {
     let schema = metadata.current_schema().clone();
     let key = KeyColumns::of(&schema)?;
     let out_schema = changelog_schema(arrow_schema(&schema)?.as_ref());
+    let read: Option<Vec<usize>> = used.map(|u| u.iter().chain(key.iter().flat_map(|k| &k.indexes)).copied().collect());
     let batches: Vec<Result<Vec<RecordBatch>>> = window
         .par_iter()
         .map(|s| {
-            let changes = snapshot_changes(metadata, caches, table, s)?;
+            let changes = snapshot_changes(metadata, caches, table, s, read.as_deref())?;
             changes.into_batches(&out_schema, s.snapshot_id(), key.as_ref())
         })
         .collect();
@@ -123,7 +126,12 @@ fn snapshot_changes(
     caches: &Arc<ReadCaches>,
     table: &str,
     snapshot: &Snapshot,
+    read: Option<&[usize]>,
 ) -> Result<SnapshotChanges> {
+    let only = |plan: ScanPlan| match read {
+        Some(columns) => plan.read_only(columns),
+        None => plan,
+    };
     let schema = metadata.current_schema().clone();
     let id = snapshot.snapshot_id();
     let seq = snapshot.sequence_number();
@@ -157,7 +165,7 @@ fn snapshot_changes(
         .iter()
         .map(|f| (f.file_path().to_string(), f.record_count(), own.for_file(f.file_path(), seq)))
         .collect();
-    let inserted = read_all(ScanPlan::for_files(schema.clone(), caches.clone(), files)?)?;
+    let inserted = read_all(only(ScanPlan::for_files(schema.clone(), caches.clone(), files)?))?;
 
     // Deleted: rows live at the parent that this snapshot's delete files remove.
     let mut deleted = vec![];
@@ -199,7 +207,7 @@ fn snapshot_changes(
             let deletes = FileDeletes { positions: Arc::new(mask), equality: before.equality.clone() };
             files.push((path.to_string(), file.record_count(), deletes));
         }
-        deleted.extend(read_all(ScanPlan::for_files(schema.clone(), caches.clone(), files)?)?);
+        deleted.extend(read_all(only(ScanPlan::for_files(schema.clone(), caches.clone(), files)?))?);
 
         // Equality deletes: the parent's live rows whose key is in the delete file.
         for f in added_deletes.iter().filter(|f| f.content_type() == DataContentType::EqualityDeletes) {
@@ -218,7 +226,12 @@ fn snapshot_changes(
                 staged_deletes: &[],
                 row_ids: None,
             };
-            let plan = ScanPlan::plan(metadata, caches.clone(), request)?;
+            let plan = match read {
+                // the delete's key columns are read too: rows are matched on them
+                Some(columns) => ScanPlan::plan(metadata, caches.clone(), request)?
+                    .read_only(&columns.iter().chain(&set_key.indexes).copied().collect::<Vec<_>>()),
+                None => ScanPlan::plan(metadata, caches.clone(), request)?,
+            };
             let converter = set_key.converter()?;
             for batch in read_all(plan)? {
                 let columns: Vec<ArrayRef> = set_key.indexes.iter().map(|&i| batch.column(i).clone()).collect();

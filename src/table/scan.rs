@@ -90,6 +90,9 @@ pub struct ScanRequest<'a> {
     pub row_ids: Option<&'a dyn Fn(&str) -> u32>,
 }
 
+/// The field id of an output column a plan does not read (no file has it: it reads as NULL).
+const NOT_READ: i32 = i32::MIN;
+
 /// Sequence number of uncommitted files: newer than everything committed.
 pub(crate) const STAGED_SEQUENCE: i64 = i64::MAX;
 
@@ -213,6 +216,17 @@ impl ScanPlan {
 
     pub fn schema(&self) -> ArrowSchemaRef {
         self.schema.clone()
+    }
+
+    /// Reads only the output columns `columns` (indexes into the plan's columns); the others keep
+    /// their place and type but are NULL, never read.
+    pub fn read_only(mut self, columns: &[usize]) -> ScanPlan {
+        for (i, id) in self.field_ids.iter_mut().enumerate() {
+            if !columns.contains(&i) {
+                *id = NOT_READ;
+            }
+        }
+        self
     }
 
     pub fn task_count(&self) -> usize {

@@ -18,6 +18,9 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 	//! Opens the stream at init, in the executing transaction (resolving the catalog by name
 	//! again: it may have been detached since the bind).
 	std::function<void(ClientContext &, ArrowArrayStream &)> open;
+	//! Instead of `open`, for a function with projection pushdown: also told the columns the
+	//! query uses (indexes into its columns), so the core may read only those.
+	std::function<void(ClientContext &, const vector<column_t> &, ArrowArrayStream &)> open_columns;
 	ArrowTableSchema arrow_table;
 	vector<LogicalType> types;
 	//! Whether the rows have no order to keep, so that several threads may convert them.
