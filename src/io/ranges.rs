@@ -61,7 +61,7 @@ impl FileRanges {
 }
 
 /// Reads `len` bytes at `offset` with one positional read.
-pub fn read_at(file: &File, offset: u64, len: usize, path: &str) -> Result<Bytes> {
+fn read_at(file: &File, offset: u64, len: usize, path: &str) -> Result<Bytes> {
     let mut buf = vec![0; len];
     file.read_exact_at(&mut buf, offset)
         .map_err(|e| Error::io(format!("cannot read {len} bytes at offset {offset} of {path}: {e}")))?;

@@ -2,6 +2,10 @@
 //! never goes stale): the Parquet footer, each row group's key bounds and byte range, and the key
 //! columns' bloom filters, all of them fetched in one read (skade writes them together at the end
 //! of the file). A row group is then read by its byte range, in one read.
+//!
+//! Scans cache footers too (`ReadCaches::footer`), without page indexes and read through the
+//! standard file reader; lookups need the offset and column indexes and count every byte they
+//! read, so they keep their own.
 
 use std::collections::HashMap;
 use std::fs::File;
