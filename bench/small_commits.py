@@ -6,7 +6,8 @@ Each commit inserts one row; every 10th also deletes one. skade merges small man
 bounded. metadata.json still lists every snapshot, so a second skade table runs the same work with
 `skade_expire_snapshots(retain_last := 100)` after every 100 commits. The same work runs on DuckLake
 in the same run. Every 100 commits it prints the mean commit latency of the last 100, a full
-scan's time, and skade's manifest count and metadata.json size. Prints figures; asserts nothing
+scan's time, and skade's manifest count and metadata.json size; at the end, skade_compact and a
+scan after it. Prints figures; asserts nothing
 about speed.
 
 Usage: python bench/small_commits.py [commits]   (make bench)
@@ -69,6 +70,7 @@ def main():
             row[f"{lake}_manifests"] = con.execute(
                 f"SELECT count(DISTINCT manifest_path) FROM iceberg_metadata('{meta}')").fetchone()[0]
             row[f"{lake}_metadata_kb"] = round(os.path.getsize(meta.removeprefix("file://")) / 1024, 1)
+        result = row["sk_result"]
         for lake in lakes:
             del row[f"{lake}_result"]
         rows.append(row)
@@ -80,6 +82,16 @@ def main():
           f"scan x{last['sk_scan_ms'] / first['sk_scan_ms']:.2f}; with expiry commit "
           f"x{last['ske_ms_per_commit'] / first['ske_ms_per_commit']:.2f}; ducklake commit "
           f"x{last['dl_ms_per_commit'] / first['dl_ms_per_commit']:.2f}, scan x{last['dl_scan_ms'] / first['dl_scan_ms']:.2f}")
+    # Compaction: the table's live rows rewritten into one file, deletes applied.
+    t = time.perf_counter()
+    report = con.execute("SELECT * FROM skade_compact('sk.t')").fetchone()
+    compact_ms = (time.perf_counter() - t) * 1000
+    scan_ms, after = scan("sk")
+    if after != result:
+        raise SystemExit(f"compaction changed the rows: {after} vs {result}")
+    print(f"skade_compact: {report[0]} data + {report[1]} delete files -> {report[2]} in {compact_ms:.0f} ms; "
+          f"scan {rows[-1]['sk_scan_ms']:.2f} -> {scan_ms * 1000:.2f} ms (ducklake {rows[-1]['dl_scan_ms']:.2f} ms)")
+    rows.append({"compact_ms": round(compact_ms, 1), "sk_scan_ms_compacted": round(scan_ms * 1000, 2)})
     print(json.dumps(rows))
     con.close()
     shutil.rmtree(root, ignore_errors=True)

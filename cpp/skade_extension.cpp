@@ -14,6 +14,7 @@ static void LoadInternal(ExtensionLoader &loader) {
 	loader.RegisterFunction(SkadeSnapshotsFunction());
 	loader.RegisterFunction(SkadeCommitsSinceFunction());
 	loader.RegisterFunction(SkadeExpireSnapshotsFunction());
+	loader.RegisterFunction(SkadeCompactFunction());
 	loader.RegisterFunction(SkadeChangelogFunctions());
 	loader.RegisterFunction(SkadeLookupFunction());
 	loader.RegisterFunction(SkadeLookupStatsFunction());

@@ -69,7 +69,13 @@ unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFun
 	CheckColumns(data, result->stream->arrow_array_stream);
 	if (data.projection) {
 		for (auto col : input.column_ids) {
-			result->column_ids.push_back(col < data.types.size() ? col : column_t(COLUMN_IDENTIFIER_ROW_ID));
+			if (col < data.types.size()) {
+				result->column_ids.push_back(col);
+			} else if (col >= VIRTUAL_COLUMN_START && col - VIRTUAL_COLUMN_START < data.virtual_columns) {
+				result->column_ids.push_back(data.types.size() + (col - VIRTUAL_COLUMN_START));
+			} else {
+				result->column_ids.push_back(COLUMN_IDENTIFIER_ROW_ID);
+			}
 		}
 	}
 	if (data.parallel) {
@@ -131,8 +137,29 @@ unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSch
 	}
 	names = data->arrow_table.GetNames();
 	return_types = data->arrow_table.GetTypes();
+	if (data->virtual_columns > names.size()) {
+		throw InternalException("skade: a function declares more virtual columns than it has");
+	}
+	names.resize(names.size() - data->virtual_columns);
+	return_types.resize(return_types.size() - data->virtual_columns);
 	data->types = return_types;
 	return std::move(data);
+}
+
+virtual_column_map_t SkadeArrowVirtualColumns(ClientContext &context, optional_ptr<FunctionData> bind_data) {
+	virtual_column_map_t result;
+	result.insert(make_pair(COLUMN_IDENTIFIER_EMPTY, TableColumn("", LogicalType::BOOLEAN))); // count(*)
+	if (!bind_data) {
+		return result;
+	}
+	auto &data = bind_data->Cast<SkadeArrowFunctionData>();
+	auto names = data.arrow_table.GetNames();
+	auto types = data.arrow_table.GetTypes();
+	for (idx_t i = 0; i < data.virtual_columns; i++) {
+		auto column = data.types.size() + i;
+		result.insert(make_pair(VIRTUAL_COLUMN_START + i, TableColumn(names[column], types[column])));
+	}
+	return result;
 }
 
 TableFunction SkadeArrowFunction(const string &name, vector<LogicalType> arguments, table_function_bind_t bind) {

@@ -40,6 +40,7 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	auto catalog_name = catalog.GetName();
 	data->parallel = true; // changelog rows have no order (ORDER BY _commit_snapshot_id for one)
 	data->projection = true;
+	data->virtual_columns = 1; // _full_reload: true on the rows of a full reload (an undecodable window)
 	data->open_columns = [=](ClientContext &context, const vector<column_t> &column_ids, ArrowArrayStream &out) {
 		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		vector<uint64_t> columns(column_ids.begin(), column_ids.end());
@@ -57,6 +58,7 @@ TableFunctionSet SkadeChangelogFunctions() {
 			auto function = SkadeArrowFunction("skade_changelog", arguments, Bind);
 			function.named_parameters["collapse"] = LogicalType::BOOLEAN;
 			function.projection_pushdown = true; // columns a query does not use are not converted
+			function.get_virtual_columns = SkadeArrowVirtualColumns;
 			set.AddFunction(function);
 		}
 	}

@@ -1,6 +1,8 @@
-//! Table maintenance that commits on its own, outside any user transaction: snapshot expiry.
+//! Table maintenance that commits on its own, outside any user transaction: snapshot expiry and
+//! compaction.
 
-use iceberg::spec::TableMetadataBuilder;
+use arrow::array::StructArray;
+use iceberg::spec::{Operation, TableMetadataBuilder};
 
 use super::commit::{Change, CommitRequest, Expect};
 use super::state::{StateChange, TableRecord};
@@ -18,6 +20,15 @@ pub struct ExpireReport {
 }
 
 const MAX_ATTEMPTS: usize = 32;
+
+/// What a compaction did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CompactReport {
+    pub removed_data_files: u64,
+    pub removed_delete_files: u64,
+    pub added_data_files: u64,
+    pub rows: u64,
+}
 
 impl Catalog {
     /// Drops the snapshots of `schema.name` that `retention` does not keep, as one commit (a
@@ -82,5 +93,46 @@ impl Catalog {
             }
         }
         Err(Error::conflict(format!("table {schema}.{name} kept changing during snapshot expiry; retry")))
+    }
+
+    /// Rewrites the live rows of `schema.name` into new data files, deletes applied, as one
+    /// `replace` snapshot that removes every data and delete file live before: scans and lookups
+    /// then read fewer, larger files and no deletes. Rows, keys and the changelog are unchanged
+    /// (a `replace` snapshot changes no row). It rebases over appends committed meanwhile and
+    /// fails with a conflict if rows were deleted or updated meanwhile. The old files stay for
+    /// time travel until their snapshots expire. Nothing to gain (at most one data file and no
+    /// deletes): no commit.
+    pub fn compact(&self, schema: &str, name: &str) -> Result<CompactReport> {
+        let txn = self.begin();
+        let table = txn
+            .table(schema, name)?
+            .ok_or_else(|| Error::catalog(format!("Table with name {schema}.{name} does not exist!")))?;
+        let Some(current) = table.metadata.current_snapshot() else {
+            return Ok(CompactReport::default());
+        };
+        let live = self.inner.read_caches.manifests.snapshot_files(&table.metadata, current)?;
+        if live.deletes.is_empty() && live.data.len() <= 1 {
+            return Ok(CompactReport::default());
+        }
+        let columns = (0..table.metadata.current_schema().as_struct().fields().len()).collect();
+        let plan = txn.scan(&table, columns, None, false)?;
+        let mut writer = txn.writer(&table.record.uuid)?;
+        for task in 0..plan.task_count() {
+            for batch in plan.open(task)? {
+                writer.write(&StructArray::from(batch?))?;
+            }
+        }
+        let rows = writer.rows();
+        let added = writer.finish()?.files;
+        let report = CompactReport {
+            removed_data_files: live.data.len() as u64,
+            removed_delete_files: live.deletes.len() as u64,
+            added_data_files: added.len() as u64,
+            rows,
+        };
+        let removed = live.data.iter().chain(&live.deletes).map(|e| e.file().file_path().to_string()).collect();
+        txn.rewrite_files(&table.record.uuid, added, removed, Operation::Replace)?;
+        txn.commit()?;
+        Ok(report)
     }
 }

@@ -23,7 +23,7 @@ use crate::table::deletes::values_at;
 use crate::table::filter::Prune;
 use crate::table::keys::{find_live, ranges_may_overlap, KeyColumns, PackedKeys};
 use crate::table::scan::{split_row_id, ScanPlan, ScanRequest};
-use crate::table::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot};
+use crate::table::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
 use crate::table::time_travel::{self, Version};
 use crate::table::writer::{TableWriter, Written};
 use crate::table::{delete_writer, metadata, schema};
@@ -87,11 +87,14 @@ struct TableChanges {
     /// ends and its keys proved unique ([`Transaction::end_statement`]).
     pending: Vec<DataFile>,
     pending_keys: PackedKeys,
+    /// Live files a rewrite removes (computed on `delete_base`), and its operation.
+    removed: Vec<String>,
+    operation: Option<Operation>,
 }
 
 impl TableChanges {
     fn is_empty(&self) -> bool {
-        self.appends.is_empty() && self.deletes.is_empty() && self.pending.is_empty()
+        self.appends.is_empty() && self.deletes.is_empty() && self.pending.is_empty() && self.removed.is_empty()
     }
 }
 
@@ -550,6 +553,35 @@ impl Transaction {
         Ok(())
     }
 
+    /// Stages a rewrite of `uuid` computed at its current snapshot: `added` data files (fsynced
+    /// by the commit) replace the live files `removed`, as one snapshot of `operation`. It may
+    /// rebase over concurrent appends only. The table must have no other change in this
+    /// transaction (its scans would not see the removal).
+    pub fn rewrite_files(
+        &self,
+        uuid: &str,
+        added: Vec<DataFile>,
+        removed: Vec<String>,
+        operation: Operation,
+    ) -> Result<()> {
+        self.check_writable()?;
+        let table = self.table_by_uuid(uuid)?;
+        let mut st = self.lock()?;
+        st.written.extend(added.iter().map(|f| f.file_path().to_string()));
+        let changes = st.changes.entry(uuid.to_string()).or_default();
+        if !changes.is_empty() {
+            return Err(Error::invalid(format!(
+                "table {} has uncommitted changes in this transaction; commit them before rewriting it",
+                table.record.qualified_name()
+            )));
+        }
+        changes.appends = added;
+        changes.removed = removed;
+        changes.operation = Some(operation);
+        changes.delete_base = Some(table.record.metadata_location.clone());
+        Ok(())
+    }
+
     pub fn has_changes(&self) -> bool {
         self.lock().map(|st| !st.ddl.is_empty() || st.changes.values().any(|c| !c.is_empty())).unwrap_or(false)
     }
@@ -600,6 +632,8 @@ impl Transaction {
             let md = inner.metadata.get(&record.metadata_location)?;
             let snapshot_id = self.catalog.allocate_snapshot_id();
             let key_check = match KeyColumns::of(md.current_schema())? {
+                // a compaction's rows are the table's own: their keys are live already
+                _ if changes.operation == Some(Operation::Replace) => None,
                 Some(key) if !changes.appends.is_empty() => Some(KeyCheck {
                     field_ids: key.field_ids,
                     appends: changes.appends.clone(),
@@ -607,15 +641,14 @@ impl Transaction {
                 }),
                 _ => None,
             };
-            let mut snap = block_on(stage_snapshot(
-                &inner.file_io,
-                &md,
-                snapshot_id,
-                changes.appends,
-                changes.deletes,
-                changes.delete_base,
-                written,
-            ))?;
+            let delta = TableDelta {
+                data: changes.appends,
+                deletes: changes.deletes,
+                removed: changes.removed,
+                operation: changes.operation,
+                delete_base: changes.delete_base,
+            };
+            let mut snap = block_on(stage_snapshot(&inner.file_io, &md, snapshot_id, delta, written))?;
             snap.key_check = key_check;
             staged.push((record, snap));
         }

@@ -12,7 +12,7 @@ use super::catalog::SkadeCatalog;
 use super::transaction::SkadeTxn;
 use super::{arg, guard, handle, out, SkadeStatus};
 use crate::error::Error;
-use crate::functions::{changelog, commits_since, expire_snapshots, lookup_stats, snapshots, tables};
+use crate::functions::{changelog, commits_since, compact, expire_snapshots, lookup_stats, snapshots, tables};
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut FFI_ArrowSchema) -> *mut SkadeStatus {
@@ -22,6 +22,7 @@ pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut
             "skade_snapshots" => snapshots::schema(),
             "skade_commits_since" => commits_since::schema(),
             "skade_expire_snapshots" => expire_snapshots::schema(),
+            "skade_compact" => compact::schema(),
             "skade_lookup_stats" => lookup_stats::schema(),
             other => return Err(Error::internal(format!("unknown function {other}"))),
         };
@@ -87,6 +88,20 @@ pub unsafe extern "C" fn skade_fn_expire_snapshots(
             has_retain_last.then_some(retain_last),
         )?;
         let reader = RecordBatchIterator::new([Ok(batch)], expire_snapshots::schema());
+        out(result, super::export_stream(reader))
+    })
+}
+
+/// Compacts the table `uuid` as its own commit.
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_compact(
+    txn: *const SkadeTxn,
+    uuid: *const c_char,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let batch = compact::run(&handle(txn, "transaction")?.0, arg(uuid, "table id")?)?;
+        let reader = RecordBatchIterator::new([Ok(batch)], compact::schema());
         out(result, super::export_stream(reader))
     })
 }

@@ -7,7 +7,7 @@ use arrow::datatypes::SchemaRef;
 
 use crate::catalog::{TableInfo, Transaction};
 use crate::error::Result;
-use crate::table::changelog::{changelog, changelog_schema, window};
+use crate::table::changelog::{changelog, changelog_schema, full_reload, snapshot_difference, window, Feed};
 use crate::table::collapse;
 use crate::table::keys::KeyColumns;
 use crate::table::schema::arrow_schema;
@@ -65,11 +65,20 @@ pub fn rows(
         (false, false) => Some(used.iter().copied().filter(|&c| c < columns).collect()),
         _ => None,
     };
-    let mut batches = changelog(&table.metadata, &caches, &name, &snapshots, read.as_deref())?;
-    if collapse {
-        let key = KeyColumns::of(table.metadata.current_schema())?;
-        batches = collapse::collapse(&schema(table)?, &batches, key.as_ref())?;
-    }
+    let key = KeyColumns::of(table.metadata.current_schema())?;
+    let to_snapshot = snapshots.last().map(|s| s.as_ref());
+    let batches = match changelog(&table.metadata, &caches, &name, &snapshots, read.as_deref())? {
+        Feed::Rows(batches) if collapse => collapse::collapse(&schema(table)?, &batches, key.as_ref())?,
+        Feed::Rows(batches) => batches,
+        // Netted, the window is exactly the difference between its two ends: no guess needed.
+        Feed::Undecodable(_) if collapse => collapse::collapse(
+            &schema(table)?,
+            &snapshot_difference(&table.metadata, &caches, from_id, to_snapshot)?,
+            key.as_ref(),
+        )?,
+        // The seed's rule, flagged on every row (DuckDB has no notices to send).
+        Feed::Undecodable(_) => full_reload(&table.metadata, &caches, to_snapshot, read.as_deref())?,
+    };
     let batches: Vec<_> = batches.into_iter().map(Ok).collect();
     Ok(RecordBatchIterator::new(batches.into_iter(), schema(table)?))
 }

@@ -2,6 +2,7 @@
 
 pub mod changelog;
 pub mod commits_since;
+pub mod compact;
 pub mod expire_snapshots;
 pub mod lookup_stats;
 pub mod snapshots;

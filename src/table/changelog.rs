@@ -7,16 +7,17 @@
 //! keys, whose live rows at the parent are found by a scan pruned to the delete file's key bounds.
 //! On a table with a primary key, a key deleted and inserted by one snapshot is an update.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
-use arrow::row::Rows;
-use iceberg::spec::{DataContentType, DataFile, ManifestStatus, Snapshot, TableMetadata};
+use arrow::row::{RowConverter, Rows, SortField};
+use iceberg::spec::{DataContentType, DataFile, ManifestStatus, Operation, Snapshot, TableMetadata};
 use rayon::prelude::*;
 
+use super::collapse::{comparable, comparable_type};
 use super::deletes::{with_sequence, DeleteIndex, FileDeletes};
 use super::keys::{probe, KeyColumns, KeySet};
 use super::scan::{ReadCaches, ScanPlan, ScanRequest};
@@ -30,13 +31,16 @@ pub const INSERT: &str = "INSERT";
 pub const DELETE: &str = "DELETE";
 pub const UPDATE_BEFORE: &str = "UPDATE_BEFORE";
 pub const UPDATE_AFTER: &str = "UPDATE_AFTER";
+/// A virtual column: true on the rows of a full reload (see [`full_reload`]).
+pub const FULL_RELOAD: &str = "_full_reload";
 
-/// The table's columns (all nullable: a changelog row is an image) plus the change type and the
-/// snapshot that made the change.
+/// The table's columns (all nullable: a changelog row is an image) plus the change type, the
+/// snapshot that made the change, and whether the row is part of a full reload.
 pub fn changelog_schema(table: &ArrowSchema) -> ArrowSchemaRef {
     let mut fields: Vec<Field> = table.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
     fields.push(Field::new(CHANGE_TYPE, DataType::Utf8, false));
     fields.push(Field::new(COMMIT_SNAPSHOT_ID, DataType::Int64, false));
+    fields.push(Field::new(FULL_RELOAD, DataType::Boolean, false));
     Arc::new(ArrowSchema::new(fields))
 }
 
@@ -87,38 +91,152 @@ pub fn window(metadata: &TableMetadata, table: &str, from: Option<i64>, to: Opti
     }
 }
 
+/// A window's changes, or why it cannot be told row by row.
+pub enum Feed {
+    Rows(Vec<RecordBatch>),
+    /// Some snapshot of the window cannot be decoded exactly (see [`changelog`]): the reason.
+    Undecodable(String),
+}
+
 /// The changes of the snapshots of `window` (see [`window`]), in window order, in the schema of
 /// [`changelog_schema`]. Snapshots are decoded in parallel. With `used`, only those table columns
 /// (and the key columns, for pairing) are read; the others are NULL.
+///
+/// A `replace` snapshot (files rewritten, rows unchanged: a compaction) changes nothing. A
+/// snapshot that removes data files deleted their rows live at its parent; rows it removed and
+/// added back unchanged (a copy-on-write rewrite keeps a file's other rows) are no change. Two
+/// things cannot be decoded exactly: a snapshot that removes delete files while rows they deleted
+/// stay (those rows come back to life), and a window from the table's creation whose first
+/// snapshots were expired. Then the whole feed is [`Feed::Undecodable`].
 pub fn changelog(
     metadata: &TableMetadata,
     caches: &Arc<ReadCaches>,
     table: &str,
     window: &[Arc<Snapshot>],
     used: Option<&[usize]>,
-) -> Result<Vec<RecordBatch>> {
+) -> Result<Feed> {
+    if let Some(p) = window.first().and_then(|s| s.parent_snapshot_id()) {
+        if metadata.snapshot_by_id(p).is_none() {
+            return Ok(Feed::Undecodable(format!(
+                "the snapshots of table {table} before snapshot {} were expired",
+                window[0].snapshot_id()
+            )));
+        }
+    }
     let schema = metadata.current_schema().clone();
     let key = KeyColumns::of(&schema)?;
     let out_schema = changelog_schema(arrow_schema(&schema)?.as_ref());
     let read: Option<Vec<usize>> = used.map(|u| u.iter().chain(key.iter().flat_map(|k| &k.indexes)).copied().collect());
-    let batches: Vec<Result<Vec<RecordBatch>>> = window
-        .par_iter()
-        .map(|s| {
-            let changes = snapshot_changes(metadata, caches, table, s, read.as_deref())?;
-            changes.into_batches(&out_schema, s.snapshot_id(), key.as_ref())
-        })
-        .collect();
+    let decoded: Vec<Result<Decoded>> =
+        window.par_iter().map(|s| snapshot_changes(metadata, caches, table, s, read.as_deref())).collect();
     let mut out = vec![];
-    for b in batches {
-        out.extend(b?);
+    for (s, d) in window.iter().zip(decoded) {
+        match d? {
+            Decoded::Changes(changes) => {
+                out.extend(changes.into_batches(&out_schema, s.snapshot_id(), key.as_ref())?)
+            }
+            Decoded::Undecodable(reason) => return Ok(Feed::Undecodable(reason)),
+        }
     }
+    Ok(Feed::Rows(out))
+}
+
+/// The seed's full-reload rule for a window that cannot be decoded: every row live at `to` (None:
+/// the table has no snapshot) as an INSERT of `to`, flagged [`FULL_RELOAD`]. A consumer replaces
+/// what it holds with them.
+pub fn full_reload(
+    metadata: &TableMetadata,
+    caches: &Arc<ReadCaches>,
+    to: Option<&Snapshot>,
+    used: Option<&[usize]>,
+) -> Result<Vec<RecordBatch>> {
+    let Some(to) = to else {
+        return Ok(vec![]);
+    };
+    let out_schema = changelog_schema(arrow_schema(metadata.current_schema())?.as_ref());
+    let rows = rows_at(metadata, caches, to.snapshot_id(), used)?;
+    tag(&out_schema, rows, INSERT, to.snapshot_id(), true)
+}
+
+/// The rows live at `from` as DELETEs and those live at `to` as INSERTs, all of snapshot `to`:
+/// netted by `collapse`, exactly the window's effect, without decoding its snapshots.
+pub fn snapshot_difference(
+    metadata: &TableMetadata,
+    caches: &Arc<ReadCaches>,
+    from: Option<i64>,
+    to: Option<&Snapshot>,
+) -> Result<Vec<RecordBatch>> {
+    let Some(to) = to else {
+        return Ok(vec![]);
+    };
+    let out_schema = changelog_schema(arrow_schema(metadata.current_schema())?.as_ref());
+    let mut out = match from {
+        Some(from) => tag(&out_schema, rows_at(metadata, caches, from, None)?, DELETE, to.snapshot_id(), false)?,
+        None => vec![],
+    };
+    out.extend(tag(&out_schema, rows_at(metadata, caches, to.snapshot_id(), None)?, INSERT, to.snapshot_id(), false)?);
     Ok(out)
 }
 
+fn rows_at(
+    metadata: &TableMetadata,
+    caches: &Arc<ReadCaches>,
+    snapshot_id: i64,
+    used: Option<&[usize]>,
+) -> Result<Vec<RecordBatch>> {
+    let request = ScanRequest {
+        version: Version::Snapshot(snapshot_id),
+        columns: (0..metadata.current_schema().as_struct().fields().len()).collect(),
+        prune: None,
+        staged: &[],
+        staged_deletes: &[],
+        row_ids: None,
+    };
+    let plan = ScanPlan::plan(metadata, caches.clone(), request)?;
+    read_all(match used {
+        Some(columns) => plan.read_only(columns),
+        None => plan,
+    })
+}
+
+fn tag(
+    schema: &ArrowSchemaRef,
+    batches: Vec<RecordBatch>,
+    change: &'static str,
+    snapshot_id: i64,
+    reload: bool,
+) -> Result<Vec<RecordBatch>> {
+    batches
+        .iter()
+        .map(|b| with_tags(schema, b, StringArray::from(vec![change; b.num_rows()]), snapshot_id, reload))
+        .collect()
+}
+
+/// A batch of table rows with the change columns appended.
+fn with_tags(
+    schema: &ArrowSchemaRef,
+    batch: &RecordBatch,
+    tags: StringArray,
+    snapshot_id: i64,
+    reload: bool,
+) -> Result<RecordBatch> {
+    let mut columns = batch.columns().to_vec();
+    columns.push(Arc::new(tags));
+    columns.push(Arc::new(Int64Array::from(vec![snapshot_id; batch.num_rows()])));
+    columns.push(Arc::new(BooleanArray::from(vec![reload; batch.num_rows()])));
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
 /// The full images one snapshot inserted and deleted.
+#[derive(Default)]
 struct SnapshotChanges {
     inserted: Vec<RecordBatch>,
     deleted: Vec<RecordBatch>,
+}
+
+enum Decoded {
+    Changes(SnapshotChanges),
+    Undecodable(String),
 }
 
 fn snapshot_changes(
@@ -127,16 +245,17 @@ fn snapshot_changes(
     table: &str,
     snapshot: &Snapshot,
     read: Option<&[usize]>,
-) -> Result<SnapshotChanges> {
-    let only = |plan: ScanPlan| match read {
-        Some(columns) => plan.read_only(columns),
-        None => plan,
-    };
+) -> Result<Decoded> {
+    if snapshot.summary().operation == Operation::Replace {
+        return Ok(Decoded::Changes(SnapshotChanges::default())); // by Iceberg's definition: same rows
+    }
     let schema = metadata.current_schema().clone();
     let id = snapshot.snapshot_id();
     let seq = snapshot.sequence_number();
     let mut added_data: Vec<DataFile> = vec![];
     let mut added_deletes: Vec<DataFile> = vec![];
+    let mut removed_data: Vec<DataFile> = vec![];
+    let mut removed_deletes: Vec<DataFile> = vec![];
     for manifest in caches.manifests.manifest_list(metadata, snapshot)?.iter() {
         if manifest.added_snapshot_id != id {
             continue; // carried forward unchanged (merged manifests hold EXISTING entries only)
@@ -145,19 +264,22 @@ fn snapshot_changes(
             if e.snapshot_id != id {
                 continue;
             }
-            match (e.entry.status, e.file().content_type()) {
-                (ManifestStatus::Added, DataContentType::Data) => added_data.push(e.file().clone()),
-                (ManifestStatus::Added, _) => added_deletes.push(e.file().clone()),
-                (ManifestStatus::Deleted, _) => {
-                    return Err(Error::not_implemented(format!(
-                        "skade_changelog: snapshot {id} of table {table} removes files (a rewrite or an \
-                         overwrite by another engine); decoding such snapshots is not supported yet"
-                    )))
-                }
+            let data = e.file().content_type() == DataContentType::Data;
+            match (e.entry.status, data) {
+                (ManifestStatus::Added, true) => added_data.push(e.file().clone()),
+                (ManifestStatus::Added, false) => added_deletes.push(e.file().clone()),
+                (ManifestStatus::Deleted, true) => removed_data.push(e.file().clone()),
+                (ManifestStatus::Deleted, false) => removed_deletes.push(e.file().clone()),
                 (ManifestStatus::Existing, _) => {}
             }
         }
     }
+    // Whether a rewrite keeps rows unchanged is told by comparing whole rows: read them all.
+    let read = if removed_data.is_empty() { read } else { None };
+    let only = |plan: ScanPlan| match read {
+        Some(columns) => plan.read_only(columns),
+        None => plan,
+    };
 
     // Inserted: the added files, minus this snapshot's own deletes of their rows.
     let own = DeleteIndex::load(&caches.deletes, &schema, &added_deletes.iter().map(|f| (seq, f)).collect::<Vec<_>>())?;
@@ -167,14 +289,39 @@ fn snapshot_changes(
         .collect();
     let inserted = read_all(only(ScanPlan::for_files(schema.clone(), caches.clone(), files)?))?;
 
-    // Deleted: rows live at the parent that this snapshot's delete files remove.
+    // Deleted: rows live at the parent that this snapshot's delete files or removals remove.
     let mut deleted = vec![];
     let parent = snapshot.parent_snapshot_id().and_then(|p| metadata.snapshot_by_id(p));
-    if let (Some(parent), false) = (parent, added_deletes.is_empty()) {
+    let removes = !added_deletes.is_empty() || !removed_data.is_empty() || !removed_deletes.is_empty();
+    if let (Some(parent), true) = (parent, removes) {
         let at_parent = caches.manifests.snapshot_files(metadata, parent)?;
         let parent_deletes = DeleteIndex::load(&caches.deletes, &schema, &with_sequence(&at_parent.deletes))?;
         let live: HashMap<&str, (i64, &DataFile)> =
             at_parent.data.iter().map(|e| (e.file().file_path(), (e.sequence_number, e.file()))).collect();
+        let removed: HashSet<&str> = removed_data.iter().map(|f| f.file_path()).collect();
+        // A removed delete file un-deletes its rows, unless their files are gone as well.
+        for f in &removed_deletes {
+            let harmless = f.content_type() == DataContentType::PositionDeletes
+                && caches
+                    .deletes
+                    .positions(f)?
+                    .by_path
+                    .keys()
+                    .all(|p| removed.contains(p.as_str()) || !live.contains_key(p.as_str()));
+            if !harmless {
+                return Ok(Decoded::Undecodable(format!(
+                    "snapshot {id} of table {table} removes the delete file {} while rows it deleted remain",
+                    f.file_path()
+                )));
+            }
+        }
+        let mut files = vec![];
+        // Removed data files: all their rows live at the parent.
+        for path in &removed {
+            if let Some((file_seq, file)) = live.get(path) {
+                files.push((path.to_string(), file.record_count(), parent_deletes.for_file(path, *file_seq)));
+            }
+        }
         // Position deletes: the named rows of files live at the parent, unless already deleted.
         let mut by_file: HashMap<&str, Vec<u64>> = HashMap::new();
         let mut position_files = vec![];
@@ -183,12 +330,11 @@ fn snapshot_changes(
         }
         for p in &position_files {
             for (path, positions) in &p.by_path {
-                if let Some((path, _)) = live.get_key_value(path.as_str()) {
+                if let Some((path, _)) = live.get_key_value(path.as_str()).filter(|(p, _)| !removed.contains(**p)) {
                     by_file.entry(path).or_default().extend(positions);
                 }
             }
         }
-        let mut files = vec![];
         for (path, mut positions) in by_file {
             let (file_seq, file) = live[path];
             positions.sort_unstable();
@@ -209,7 +355,8 @@ fn snapshot_changes(
         }
         deleted.extend(read_all(only(ScanPlan::for_files(schema.clone(), caches.clone(), files)?))?);
 
-        // Equality deletes: the parent's live rows whose key is in the delete file.
+        // Equality deletes: the parent's live rows whose key is in the delete file (rows of
+        // removed files are already counted).
         for f in added_deletes.iter().filter(|f| f.content_type() == DataContentType::EqualityDeletes) {
             let set = caches.deletes.equality(f, &schema)?;
             let Some(range) = &set.range else {
@@ -226,11 +373,11 @@ fn snapshot_changes(
                 staged_deletes: &[],
                 row_ids: None,
             };
+            let plan = ScanPlan::plan(metadata, caches.clone(), request)?.without_files(&removed);
             let plan = match read {
                 // the delete's key columns are read too: rows are matched on them
-                Some(columns) => ScanPlan::plan(metadata, caches.clone(), request)?
-                    .read_only(&columns.iter().chain(&set_key.indexes).copied().collect::<Vec<_>>()),
-                None => ScanPlan::plan(metadata, caches.clone(), request)?,
+                Some(columns) => plan.read_only(&columns.iter().chain(&set_key.indexes).copied().collect::<Vec<_>>()),
+                None => plan,
             };
             let converter = set_key.converter()?;
             for batch in read_all(plan)? {
@@ -246,7 +393,16 @@ fn snapshot_changes(
             }
         }
     }
-    Ok(SnapshotChanges { inserted, deleted })
+    let changes = SnapshotChanges { inserted, deleted };
+    if removed_data.is_empty() {
+        return Ok(Decoded::Changes(changes));
+    }
+    Ok(match changes.without_carry_overs()? {
+        Some(changes) => Decoded::Changes(changes),
+        None => Decoded::Undecodable(format!(
+            "snapshot {id} of table {table} rewrites files and its rows' types cannot be compared"
+        )),
+    })
 }
 
 fn read_all(plan: ScanPlan) -> Result<Vec<RecordBatch>> {
@@ -298,12 +454,72 @@ impl SnapshotChanges {
         let parts = self.deleted.iter().zip(deleted_tags).chain(self.inserted.iter().zip(inserted_tags));
         parts
             .filter(|(b, _)| b.num_rows() > 0)
-            .map(|(batch, tags)| {
-                let mut columns = batch.columns().to_vec();
-                columns.push(Arc::new(StringArray::from(tags)));
-                columns.push(Arc::new(Int64Array::from(vec![snapshot_id; batch.num_rows()])));
-                Ok(RecordBatch::try_new(schema.clone(), columns)?)
-            })
+            .map(|(batch, tags)| with_tags(schema, batch, StringArray::from(tags), snapshot_id, false))
             .collect()
+    }
+
+    /// The same changes without the rows removed and added back unchanged (a multiset
+    /// difference of whole rows). None: the rows' types cannot be compared.
+    fn without_carry_overs(self) -> Result<Option<SnapshotChanges>> {
+        let Some(first) = self.deleted.first().filter(|_| !self.inserted.is_empty()) else {
+            return Ok(Some(self));
+        };
+        let types = first.schema().fields().iter().map(|f| SortField::new(comparable_type(f.data_type()))).collect();
+        let Ok(converter) = RowConverter::new(types) else {
+            return Ok(None);
+        };
+        let encode = |batches: &[RecordBatch]| -> Result<Vec<Rows>> {
+            batches
+                .iter()
+                .map(|b| Ok(converter.convert_columns(&b.columns().iter().map(comparable).collect::<Vec<_>>())?))
+                .collect()
+        };
+        let (old, new) = (encode(&self.deleted)?, encode(&self.inserted)?);
+        let mut removed: HashMap<&[u8], usize> = HashMap::new();
+        for row in old.iter().flat_map(|rows| rows.iter()) {
+            *removed.entry(row.data()).or_default() += 1;
+        }
+        let mut carried: HashMap<&[u8], usize> = HashMap::new();
+        let keep_new: Vec<Vec<bool>> = new
+            .iter()
+            .map(|rows| {
+                rows.iter()
+                    .map(|row| match removed.get_mut(row.data()).filter(|n| **n > 0) {
+                        Some(n) => {
+                            *n -= 1;
+                            *carried.entry(row.data()).or_default() += 1;
+                            false
+                        }
+                        None => true,
+                    })
+                    .collect()
+            })
+            .collect();
+        let keep_old: Vec<Vec<bool>> = old
+            .iter()
+            .map(|rows| {
+                rows.iter()
+                    .map(|row| match carried.get_mut(row.data()).filter(|n| **n > 0) {
+                        Some(n) => {
+                            *n -= 1;
+                            false
+                        }
+                        None => true,
+                    })
+                    .collect()
+            })
+            .collect();
+        let filter = |batches: &[RecordBatch], keep: Vec<Vec<bool>>| -> Result<Vec<RecordBatch>> {
+            batches
+                .iter()
+                .zip(keep)
+                .map(|(b, k)| Ok(filter_record_batch(b, &BooleanArray::from(k))?))
+                .filter(|b| b.as_ref().map_or(true, |b| b.num_rows() > 0))
+                .collect()
+        };
+        Ok(Some(SnapshotChanges {
+            deleted: filter(&self.deleted, keep_old)?,
+            inserted: filter(&self.inserted, keep_new)?,
+        }))
     }
 }

@@ -36,7 +36,7 @@ pub fn collapse(
     if batches.is_empty() {
         return Ok(vec![]);
     }
-    let columns = schema.fields().len() - 2; // the table's columns; then _change_type, _commit_snapshot_id
+    let columns = schema.fields().len() - 3; // the table's columns; then _change_type, _commit_snapshot_id, _full_reload
     let full = RowConverter::new(
         schema.fields()[..columns].iter().map(|f| SortField::new(comparable_type(f.data_type()))).collect(),
     )
@@ -178,7 +178,7 @@ pub fn collapse(
         };
         let mut arrays: Vec<ArrayRef> = rows.columns()[..columns].to_vec();
         arrays.push(Arc::new(StringArray::from_iter_values(tags.into_iter().flatten())));
-        arrays.push(rows.column(columns + 1).clone());
+        arrays.extend(rows.columns()[columns + 1..].iter().cloned());
         result.push(RecordBatch::try_new(schema.clone(), arrays)?);
     }
     Ok(result)
@@ -186,14 +186,14 @@ pub fn collapse(
 
 /// The type a column is compared as: Arrow's row format has no MAP, so a map compares as the
 /// list of its entries (its physical layout; entry order as stored).
-fn comparable_type(t: &DataType) -> DataType {
+pub(super) fn comparable_type(t: &DataType) -> DataType {
     match t {
         DataType::Map(entries, _) => DataType::List(entries.clone()),
         other => other.clone(),
     }
 }
 
-fn comparable(array: &ArrayRef) -> ArrayRef {
+pub(super) fn comparable(array: &ArrayRef) -> ArrayRef {
     match array.as_map_opt() {
         Some(map) => Arc::new(ListArray::new(
             match map.data_type() {

@@ -219,13 +219,27 @@ impl ScanPlan {
     }
 
     /// Reads only the output columns `columns` (indexes into the plan's columns); the others keep
-    /// their place and type but are NULL, never read.
+    /// their place and type but are NULL (hence nullable), never read.
     pub fn read_only(mut self, columns: &[usize]) -> ScanPlan {
         for (i, id) in self.field_ids.iter_mut().enumerate() {
             if !columns.contains(&i) {
                 *id = NOT_READ;
             }
         }
+        let fields: Vec<arrow::datatypes::Field> = self
+            .schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| f.as_ref().clone().with_nullable(f.is_nullable() || !columns.contains(&i)))
+            .collect();
+        self.schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, self.schema.metadata().clone()));
+        self
+    }
+
+    /// The same plan without the tasks of `paths`.
+    pub fn without_files(mut self, paths: &std::collections::HashSet<&str>) -> ScanPlan {
+        self.tasks.retain(|t| !paths.contains(t.path.as_str()));
         self
     }
 

@@ -4,19 +4,19 @@
 //! iceberg 0.10 cannot commit delete files or let a catalog batch commits, so skade assembles
 //! snapshots from the crate's writers itself (docs/design/commit.md).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataFile, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
-    SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata, TableMetadataBuilder,
-    MAIN_BRANCH,
+    DataContentType, DataFile, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation,
+    Snapshot, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
+    TableMetadataBuilder, MAIN_BRANCH,
 };
 use uuid::Uuid;
 
-use super::manifests::ManifestCache;
+use super::manifests::{FileEntry, ManifestCache};
 use super::metadata;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// New files staged for one table in one transaction, with the snapshot id they will commit as.
 pub struct StagedSnapshot {
@@ -30,6 +30,9 @@ pub struct StagedSnapshot {
     /// On a table with a primary key: the appended files, whose keys were checked against the
     /// table at `checked_on`; a rebase over other appends is safe only if their keys cannot overlap.
     pub key_check: Option<KeyCheck>,
+    /// Paths of live data and delete files the snapshot removes (a rewrite). They must still be
+    /// live in the head it lands on.
+    pub removed: Vec<String>,
 }
 
 pub struct KeyCheck {
@@ -38,22 +41,33 @@ pub struct KeyCheck {
     pub checked_on: String,
 }
 
+/// A table's changes in one transaction.
+pub struct TableDelta {
+    pub data: Vec<DataFile>,
+    pub deletes: Vec<DataFile>,
+    /// Live files removed (see [`StagedSnapshot::removed`]).
+    pub removed: Vec<String>,
+    /// Iceberg's operation when the caller knows better than the files tell (a compaction is a
+    /// `replace`: same rows).
+    pub operation: Option<Operation>,
+    pub delete_base: Option<String>,
+}
+
 /// Writes the manifests of a transaction's changes to one table: one for new data files, one for
-/// new delete files. The operation is Iceberg's: append, delete, or overwrite (both).
+/// new delete files. The operation is Iceberg's: append, delete, or overwrite (both, or removals).
 pub async fn stage_snapshot(
     file_io: &FileIO,
     table: &TableMetadata,
     snapshot_id: i64,
-    data: Vec<DataFile>,
-    deletes: Vec<DataFile>,
-    delete_base: Option<String>,
+    delta: TableDelta,
     written: &mut Vec<String>,
 ) -> Result<StagedSnapshot> {
-    let operation = match (data.is_empty(), deletes.is_empty()) {
-        (false, true) => Operation::Append,
-        (true, false) => Operation::Delete,
+    let TableDelta { data, deletes, removed, operation, delete_base } = delta;
+    let operation = operation.unwrap_or(match (data.is_empty(), deletes.is_empty(), removed.is_empty()) {
+        (false, true, true) => Operation::Append,
+        (true, false, true) => Operation::Delete,
         _ => Operation::Overwrite,
-    };
+    });
     let mut collector = SnapshotSummaryCollector::default();
     let schema = table.current_schema().clone();
     let spec = table.default_partition_spec().clone();
@@ -81,7 +95,15 @@ pub async fn stage_snapshot(
         }
         manifests.push(writer.write_manifest_file().await?);
     }
-    Ok(StagedSnapshot { snapshot_id, operation, manifests, summary: collector.build(), delete_base, key_check: None })
+    Ok(StagedSnapshot {
+        snapshot_id,
+        operation,
+        manifests,
+        summary: collector.build(),
+        delete_base,
+        key_check: None,
+        removed,
+    })
 }
 
 /// Writes the manifest list and the next metadata.json for `staged` on top of `base`; returns
@@ -96,9 +118,27 @@ pub async fn produce(
 ) -> Result<(TableMetadata, String)> {
     let parent = base.current_snapshot().cloned();
     let mut manifests: Vec<ManifestFile> = staged.manifests.clone();
+    let mut summary = staged.summary.clone();
     if let Some(parent) = &parent {
-        let inherited = caches.manifest_list(base, parent)?;
+        // Manifests holding only removed entries (of an earlier rewrite) are not carried on.
+        let mut inherited: Vec<ManifestFile> = caches
+            .manifest_list(base, parent)?
+            .iter()
+            .filter(|m| m.added_files_count.unwrap_or(1) + m.existing_files_count.unwrap_or(1) > 0)
+            .cloned()
+            .collect();
+        if !staged.removed.is_empty() {
+            let (kept, removals) =
+                remove_files(file_io, caches, base, staged.snapshot_id, inherited, &staged.removed, written).await?;
+            inherited = kept;
+            for (file, _) in &removals.1 {
+                add_removed(&mut summary, file);
+            }
+            manifests.extend(removals.0);
+        }
         manifests.extend(merge_small_manifests(file_io, caches, base, staged.snapshot_id, &inherited, written).await?);
+    } else if let Some(path) = staged.removed.first() {
+        return Err(Error::conflict(format!("{path} is no longer part of the table: a concurrent commit removed it")));
     }
     let sequence_number = base.next_sequence_number();
     let list_path = format!("{}/metadata/snap-{}-{}.avro", base.location(), staged.snapshot_id, Uuid::new_v4());
@@ -114,7 +154,7 @@ pub async fn produce(
 
     let summary = Summary {
         operation: staged.operation.clone(),
-        additional_properties: with_totals(&staged.summary, parent.as_ref().map(|p| p.summary())),
+        additional_properties: with_totals(&summary, parent.as_ref().map(|p| p.summary())),
     };
     let timestamp_ms = chrono::Utc::now().timestamp_millis().max(base.last_updated_ms());
     let snapshot = Snapshot::builder()
@@ -135,6 +175,115 @@ pub async fn produce(
     written.push(location.clone());
     metadata::write(&location, &metadata)?;
     Ok((metadata, location))
+}
+
+/// Removed entries written by [`remove_files`]: the manifests holding them, and each file with
+/// its data sequence number.
+type Removals = (Vec<ManifestFile>, Vec<(DataFile, i64)>);
+
+/// Takes the files `removed` out of the `inherited` manifests: each manifest holding one is
+/// rewritten with its other live entries (EXISTING, ids and sequence numbers kept); the removed
+/// entries go to new manifests as DELETED. Every removed file must be live in `inherited`, else
+/// a concurrent commit removed it first (a conflict).
+async fn remove_files(
+    file_io: &FileIO,
+    caches: &ManifestCache,
+    base: &TableMetadata,
+    snapshot_id: i64,
+    inherited: Vec<ManifestFile>,
+    removed: &[String],
+    written: &mut Vec<String>,
+) -> Result<(Vec<ManifestFile>, Removals)> {
+    let wanted: HashSet<&str> = removed.iter().map(String::as_str).collect();
+    let schema = base.current_schema().clone();
+    let spec = base.default_partition_spec().as_ref().clone();
+    let mut kept = vec![];
+    let mut gone: HashMap<ManifestContentType, Vec<FileEntry>> = HashMap::new();
+    let mut found = 0;
+    for m in inherited {
+        let entries = caches.manifest(&m)?;
+        if !entries.iter().any(|e| e.is_live() && wanted.contains(e.file().file_path())) {
+            kept.push(m);
+            continue;
+        }
+        let path = format!("{}/metadata/{}-m0.avro", base.location(), Uuid::new_v4());
+        written.push(path.clone());
+        let builder =
+            ManifestWriterBuilder::new(file_io.new_output(&path)?, Some(snapshot_id), schema.clone(), spec.clone());
+        let mut writer = match m.content {
+            ManifestContentType::Data => builder.build_v2_data(),
+            ManifestContentType::Deletes => builder.build_v2_deletes(),
+        };
+        let mut rest = 0;
+        for e in entries.iter().filter(|e| e.is_live()) {
+            if wanted.contains(e.file().file_path()) {
+                found += 1;
+                gone.entry(m.content).or_default().push(e.clone());
+            } else {
+                rest += 1;
+                writer.add_existing_file(
+                    e.file().clone(),
+                    e.snapshot_id,
+                    e.sequence_number,
+                    Some(e.file_sequence_number),
+                )?;
+            }
+        }
+        if rest > 0 {
+            kept.push(writer.write_manifest_file().await?);
+        } else {
+            written.pop(); // nothing left to write
+        }
+    }
+    if found < wanted.len() {
+        return Err(Error::conflict(
+            "a file this commit removes is no longer part of the table: a concurrent commit removed it",
+        ));
+    }
+    let mut manifests = vec![];
+    let mut files = vec![];
+    for content in [ManifestContentType::Data, ManifestContentType::Deletes] {
+        let Some(entries) = gone.remove(&content) else {
+            continue;
+        };
+        let path = format!("{}/metadata/{}-m0.avro", base.location(), Uuid::new_v4());
+        written.push(path.clone());
+        let builder =
+            ManifestWriterBuilder::new(file_io.new_output(&path)?, Some(snapshot_id), schema.clone(), spec.clone());
+        let mut writer = match content {
+            ManifestContentType::Data => builder.build_v2_data(),
+            ManifestContentType::Deletes => builder.build_v2_deletes(),
+        };
+        for e in entries {
+            writer.add_delete_file(e.file().clone(), e.sequence_number, Some(e.file_sequence_number))?;
+            files.push((e.file().clone(), e.sequence_number));
+        }
+        manifests.push(writer.write_manifest_file().await?);
+    }
+    Ok((kept, (manifests, files)))
+}
+
+/// Counts a removed file in a snapshot summary's `deleted-*`/`removed-*` properties.
+fn add_removed(summary: &mut HashMap<String, String>, file: &DataFile) {
+    let mut add = |key: &str, n: u64| {
+        let v = summary.get(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + n;
+        summary.insert(key.to_string(), v.to_string());
+    };
+    match file.content_type() {
+        DataContentType::Data => {
+            add("deleted-data-files", 1);
+            add("deleted-records", file.record_count());
+        }
+        DataContentType::PositionDeletes => {
+            add("removed-delete-files", 1);
+            add("removed-position-deletes", file.record_count());
+        }
+        DataContentType::EqualityDeletes => {
+            add("removed-delete-files", 1);
+            add("removed-equality-deletes", file.record_count());
+        }
+    }
+    add("removed-files-size", file.file_size_in_bytes());
 }
 
 /// A snapshot carries at most this many small manifests of each content (data, deletes) from

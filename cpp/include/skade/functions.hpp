@@ -30,6 +30,9 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 	bool projection = false;
 	//! The columns bound (name and Arrow format); the stream's columns are checked against them.
 	vector<pair<string, string>> bound_columns;
+	//! How many of the stream's last columns are virtual columns (like read_parquet's `filename`):
+	//! not in SELECT *, there when named. Set before SkadeArrowFunctionBind.
+	idx_t virtual_columns = 0;
 
 	//! Whether a prepared statement keeps this binding. By default it re-binds at every
 	//! execution: the function names its table by a string DuckDB does not track, so a table
@@ -50,8 +53,10 @@ unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, const st
 unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSchemaWrapper &schema,
                                                 unique_ptr<SkadeArrowFunctionData> data,
                                                 vector<LogicalType> &return_types, vector<string> &names);
-//! A table function over a core Arrow stream.
+//! A table function over a core Arrow stream. For one with virtual columns, set
+//! `get_virtual_columns = SkadeArrowVirtualColumns`.
 TableFunction SkadeArrowFunction(const string &name, vector<LogicalType> arguments, table_function_bind_t bind);
+virtual_column_map_t SkadeArrowVirtualColumns(ClientContext &context, optional_ptr<FunctionData> bind_data);
 
 //! Refuses NULL arguments with a message naming the function.
 void SkadeRequireArguments(TableFunctionBindInput &input, const string &function_name);
@@ -65,6 +70,7 @@ TableFunction SkadeTablesFunction();
 TableFunction SkadeSnapshotsFunction();
 TableFunction SkadeCommitsSinceFunction();
 TableFunction SkadeExpireSnapshotsFunction();
+TableFunction SkadeCompactFunction();
 TableFunctionSet SkadeChangelogFunctions();
 TableFunction SkadeLookupFunction();
 TableFunction SkadeLookupStatsFunction();
