@@ -681,11 +681,12 @@ fn changes(catalog: &Catalog, uuid: &str, from: i64, collapse: bool) -> Vec<(i64
     let mut out = vec![];
     for b in rows(&txn, &table, Some(Bound::Snapshot(from)), None, collapse, &[]).unwrap() {
         let b = b.unwrap();
+        let change = arrow::compute::cast(b.column(2), &DataType::Utf8).unwrap();
         for i in 0..b.num_rows() {
             out.push((
                 b.column(0).as_primitive::<Int64Type>().value(i),
                 b.column(1).as_string::<i32>().value(i).to_string(),
-                b.column(2).as_string::<i32>().value(i).to_string(),
+                change.as_string::<i32>().value(i).to_string(),
                 b.column(4).as_boolean().value(i),
             ));
         }

@@ -10,7 +10,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
+use arrow::array::{
+    ArrayRef, AsArray, BooleanArray, DictionaryArray, Int64Array, Int8Array, RecordBatch, StringArray,
+};
+use arrow::datatypes::Int8Type;
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
@@ -27,10 +30,25 @@ use crate::error::{Error, Result};
 
 pub const CHANGE_TYPE: &str = "_change_type";
 pub const COMMIT_SNAPSHOT_ID: &str = "_commit_snapshot_id";
-pub const INSERT: &str = "INSERT";
-pub const DELETE: &str = "DELETE";
-pub const UPDATE_BEFORE: &str = "UPDATE_BEFORE";
-pub const UPDATE_AFTER: &str = "UPDATE_AFTER";
+/// `_change_type` is dictionary-encoded: these are its keys, into [`CHANGE_TYPES`] (one byte a
+/// row to build and compare; DuckDB reads it as a VARCHAR).
+pub const INSERT: i8 = 0;
+pub const DELETE: i8 = 1;
+pub const UPDATE_BEFORE: i8 = 2;
+pub const UPDATE_AFTER: i8 = 3;
+/// Iceberg's vocabulary, byte for byte.
+pub const CHANGE_TYPES: [&str; 4] = ["INSERT", "DELETE", "UPDATE_BEFORE", "UPDATE_AFTER"];
+
+/// A `_change_type` column of the given keys.
+pub fn change_column(keys: Vec<i8>) -> ArrayRef {
+    let values: ArrayRef = Arc::new(StringArray::from(CHANGE_TYPES.to_vec()));
+    Arc::new(DictionaryArray::<Int8Type>::new(Int8Array::from(keys), values))
+}
+
+/// The keys of a `_change_type` column (see [`change_column`]).
+pub fn change_keys(column: &ArrayRef) -> &[i8] {
+    column.as_dictionary::<Int8Type>().keys().values()
+}
 /// A virtual column: true on the rows of a full reload (see [`full_reload`]).
 pub const FULL_RELOAD: &str = "_full_reload";
 
@@ -38,7 +56,8 @@ pub const FULL_RELOAD: &str = "_full_reload";
 /// snapshot that made the change, and whether the row is part of a full reload.
 pub fn changelog_schema(table: &ArrowSchema) -> ArrowSchemaRef {
     let mut fields: Vec<Field> = table.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
-    fields.push(Field::new(CHANGE_TYPE, DataType::Utf8, false));
+    let change_type = DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8));
+    fields.push(Field::new(CHANGE_TYPE, change_type, false));
     fields.push(Field::new(COMMIT_SNAPSHOT_ID, DataType::Int64, false));
     fields.push(Field::new(FULL_RELOAD, DataType::Boolean, false));
     Arc::new(ArrowSchema::new(fields))
@@ -202,13 +221,13 @@ fn rows_at(
 fn tag(
     schema: &ArrowSchemaRef,
     batches: Vec<RecordBatch>,
-    change: &'static str,
+    change: i8,
     snapshot_id: i64,
     reload: bool,
 ) -> Result<Vec<RecordBatch>> {
     batches
         .iter()
-        .map(|b| with_tags(schema, b, StringArray::from(vec![change; b.num_rows()]), snapshot_id, reload))
+        .map(|b| with_tags(schema, b, change_column(vec![change; b.num_rows()]), snapshot_id, reload))
         .collect()
 }
 
@@ -216,12 +235,12 @@ fn tag(
 fn with_tags(
     schema: &ArrowSchemaRef,
     batch: &RecordBatch,
-    tags: StringArray,
+    tags: ArrayRef,
     snapshot_id: i64,
     reload: bool,
 ) -> Result<RecordBatch> {
     let mut columns = batch.columns().to_vec();
-    columns.push(Arc::new(tags));
+    columns.push(tags);
     columns.push(Arc::new(Int64Array::from(vec![snapshot_id; batch.num_rows()])));
     columns.push(Arc::new(BooleanArray::from(vec![reload; batch.num_rows()])));
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
@@ -425,9 +444,9 @@ impl SnapshotChanges {
         snapshot_id: i64,
         key: Option<&KeyColumns>,
     ) -> Result<Vec<RecordBatch>> {
-        let mut deleted_tags: Vec<Vec<&'static str>> =
+        let mut deleted_tags: Vec<Vec<i8>> =
             self.deleted.iter().map(|b| vec![DELETE; b.num_rows()]).collect();
-        let mut inserted_tags: Vec<Vec<&'static str>> =
+        let mut inserted_tags: Vec<Vec<i8>> =
             self.inserted.iter().map(|b| vec![INSERT; b.num_rows()]).collect();
         if let (Some(key), false, false) = (key, self.deleted.is_empty(), self.inserted.is_empty()) {
             let converter = key.converter()?;
@@ -454,7 +473,7 @@ impl SnapshotChanges {
         let parts = self.deleted.iter().zip(deleted_tags).chain(self.inserted.iter().zip(inserted_tags));
         parts
             .filter(|(b, _)| b.num_rows() > 0)
-            .map(|(batch, tags)| with_tags(schema, batch, StringArray::from(tags), snapshot_id, false))
+            .map(|(batch, tags)| with_tags(schema, batch, change_column(tags), snapshot_id, false))
             .collect()
     }
 

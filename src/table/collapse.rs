@@ -9,14 +9,14 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::{DataType, SchemaRef as ArrowSchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 
 use rayon::prelude::*;
 
-use super::changelog::{DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
+use super::changelog::{change_column, change_keys, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
 use super::keys::{encode_rows, KeyColumns, KeySet};
 use crate::error::{Error, Result};
 
@@ -43,8 +43,22 @@ pub fn collapse(
     .map_err(|_| {
         Error::not_implemented("skade_changelog(collapse := true) cannot compare rows of this table's types")
     })?;
-    let tags: Vec<&StringArray> = batches.iter().map(|b| b.column(columns).as_string::<i32>()).collect();
-    let removes = |b: usize, r: usize| matches!(tags[b].value(r), DELETE | UPDATE_BEFORE);
+    match key {
+        Some(key) => net_keys(schema, batches, columns, &full, key),
+        None => net_values(schema, batches, columns, &full),
+    }
+}
+
+/// Per key of a table with a primary key (see the module's documentation).
+fn net_keys(
+    schema: &ArrowSchemaRef,
+    batches: &[RecordBatch],
+    columns: usize,
+    full: &RowConverter,
+    key: &KeyColumns,
+) -> Result<Vec<RecordBatch>> {
+    let tags: Vec<&[i8]> = batches.iter().map(|b| change_keys(b.column(columns))).collect();
+    let removes = |b: usize, r: usize| matches!(tags[b][r], DELETE | UPDATE_BEFORE);
     // Per batch, the rows that remove an image and those that add one (usually far fewer
     // removals: only they, and what matches them, need hashing state).
     let split: Vec<(Vec<u32>, Vec<u32>)> =
@@ -54,116 +68,49 @@ pub fn collapse(
     };
     let all_columns = |batch: &RecordBatch| batch.columns()[..columns].iter().map(comparable).collect();
     // What to emit, per batch and row (None: nothing): rows keep their batch and order.
-    let mut emit: Vec<Vec<Option<&'static str>>> = batches.iter().map(|b| vec![None; b.num_rows()]).collect();
-    let mut out = |r: Ref, tag: &'static str| emit[r.0][r.1] = Some(tag);
-    match key {
-        Some(key) => {
-            let converter = key.converter()?;
-            let key_columns = |batch: &RecordBatch| key.indexes.iter().map(|&i| batch.column(i).clone()).collect();
-            let removed: Vec<Rows> = split
-                .iter()
-                .enumerate()
-                .map(|(b, (rm, _))| encode(&converter, &key_columns, b, rm))
-                .collect::<Result<_>>()?;
-            let added: Vec<Rows> = split
-                .iter()
-                .enumerate()
-                .map(|(b, (_, add))| encode(&converter, &key_columns, b, add))
-                .collect::<Result<_>>()?;
-            let touched: KeySet<&[u8]> = removed.iter().flat_map(|rows| rows.iter().map(|r| r.data())).collect();
-            // A key never removed in the window was inserted once (keys are unique): an INSERT.
-            // The others: key -> (image before the window, image after it), in chronological order.
-            let mut state: Ordered<&[u8], (Option<Ref>, Option<Ref>)> = Ordered::default();
-            for b in 0..batches.len() {
-                // within a snapshot, its removals come before its additions
-                let (rm, add) = &split[b];
-                for (j, &r) in rm.iter().enumerate() {
-                    let entry = state.entry(removed[b].row(j).data()).or_insert((Some((b, r as usize)), None));
-                    entry.1 = None;
-                }
-                for (j, &r) in add.iter().enumerate() {
-                    let k = added[b].row(j).data();
-                    if touched.contains(k) {
-                        state.entry(k).or_insert((None, None)).1 = Some((b, r as usize));
-                    } else {
-                        out((b, r as usize), INSERT);
-                    }
-                }
-            }
-            let image = |r: Ref| encode(&full, &all_columns, r.0, &[r.1 as u32]);
-            for (before, after) in state.into_values() {
-                match (before, after) {
-                    (None, Some(a)) => out(a, INSERT),
-                    (Some(b), None) => out(b, DELETE),
-                    (Some(b), Some(a)) => {
-                        if image(b)?.row(0) != image(a)?.row(0) {
-                            out(b, UPDATE_BEFORE);
-                            out(a, UPDATE_AFTER);
-                        }
-                    }
-                    (None, None) => {}
-                }
+    let mut emit: Vec<Vec<Option<i8>>> = batches.iter().map(|b| vec![None; b.num_rows()]).collect();
+    let mut out = |r: Ref, tag: i8| emit[r.0][r.1] = Some(tag);
+    let converter = key.converter()?;
+    let key_columns = |batch: &RecordBatch| key.indexes.iter().map(|&i| batch.column(i).clone()).collect();
+    let removed: Vec<Rows> =
+        split.iter().enumerate().map(|(b, (rm, _))| encode(&converter, &key_columns, b, rm)).collect::<Result<_>>()?;
+    let added: Vec<Rows> = split
+        .iter()
+        .enumerate()
+        .map(|(b, (_, add))| encode(&converter, &key_columns, b, add))
+        .collect::<Result<_>>()?;
+    let touched: KeySet<&[u8]> = removed.iter().flat_map(|rows| rows.iter().map(|r| r.data())).collect();
+    // A key never removed in the window was inserted once (keys are unique): an INSERT.
+    // The others: key -> (image before the window, image after it), in chronological order.
+    let mut state: Ordered<&[u8], (Option<Ref>, Option<Ref>)> = Ordered::default();
+    for b in 0..batches.len() {
+        // within a snapshot, its removals come before its additions
+        let (rm, add) = &split[b];
+        for (j, &r) in rm.iter().enumerate() {
+            let entry = state.entry(removed[b].row(j).data()).or_insert((Some((b, r as usize)), None));
+            entry.1 = None;
+        }
+        for (j, &r) in add.iter().enumerate() {
+            let k = added[b].row(j).data();
+            if touched.contains(k) {
+                state.entry(k).or_insert((None, None)).1 = Some((b, r as usize));
+            } else {
+                out((b, r as usize), INSERT);
             }
         }
-        None => {
-            // Multiset difference: hash the removed values, then let each added row cancel one.
-            let removed: Vec<Rows> = split
-                .iter()
-                .enumerate()
-                .map(|(b, (rm, _))| encode(&full, &all_columns, b, rm))
-                .collect::<Result<_>>()?;
-            let mut pending: Ordered<&[u8], (usize, Vec<Ref>)> = Ordered::default();
-            for (b, rows) in removed.iter().enumerate() {
-                for (j, &r) in split[b].0.iter().enumerate() {
-                    let entry = pending.entry(rows.row(j).data()).or_insert((0, vec![]));
-                    entry.0 += 1;
-                    entry.1.push((b, r as usize));
+    }
+    let image = |r: Ref| encode(&full, &all_columns, r.0, &[r.1 as u32]);
+    for (before, after) in state.into_values() {
+        match (before, after) {
+            (None, Some(a)) => out(a, INSERT),
+            (Some(b), None) => out(b, DELETE),
+            (Some(b), Some(a)) => {
+                if image(b)?.row(0) != image(a)?.row(0) {
+                    out(b, UPDATE_BEFORE);
+                    out(a, UPDATE_AFTER);
                 }
             }
-            // Only added rows whose first column matches some removed row's can cancel one: they
-            // alone are encoded whole.
-            let first = RowConverter::new(vec![SortField::new(comparable_type(schema.field(0).data_type()))])?;
-            let first_column = |batch: &RecordBatch| vec![comparable(batch.column(0))];
-            let removed_first: Vec<Rows> = split
-                .iter()
-                .enumerate()
-                .map(|(b, (rm, _))| encode(&first, &first_column, b, rm))
-                .collect::<Result<_>>()?;
-            let candidates: KeySet<&[u8]> =
-                removed_first.iter().flat_map(|rows| rows.iter().map(|r| r.data())).collect();
-            // The per-batch encoding runs in parallel; only the cancelling is sequential.
-            let encoded: Vec<(Vec<u32>, Rows)> = split
-                .par_iter()
-                .enumerate()
-                .map(|(b, (_, add))| {
-                    let firsts = encode(&first, &first_column, b, add)?;
-                    let maybe: Vec<u32> = add
-                        .iter()
-                        .enumerate()
-                        .filter(|(j, _)| candidates.contains(firsts.row(*j).data()))
-                        .map(|(_, &r)| r)
-                        .collect();
-                    let rows = encode(&full, &all_columns, b, &maybe)?;
-                    Ok((maybe, rows))
-                })
-                .collect::<Result<_>>()?;
-            for (b, ((_, add), (maybe, rows))) in split.iter().zip(&encoded).enumerate() {
-                let mut cancelled = KeySet::default();
-                for (j, &r) in maybe.iter().enumerate() {
-                    if let Some(entry) = pending.get_mut(rows.row(j).data()).filter(|e| e.0 > 0) {
-                        entry.0 -= 1; // a carry-over, or inserted then deleted
-                        cancelled.insert(r);
-                    }
-                }
-                for &r in add.iter().filter(|r| !cancelled.contains(*r)) {
-                    out((b, r as usize), INSERT);
-                }
-            }
-            for (left, refs) in pending.into_values() {
-                for r in refs.into_iter().take(left) {
-                    out(r, DELETE);
-                }
-            }
+            (None, None) => {}
         }
     }
     let mut result = vec![];
@@ -177,11 +124,224 @@ pub fn collapse(
             filter_record_batch(batch, &BooleanArray::from_iter(tags.iter().map(|t| Some(t.is_some()))))?
         };
         let mut arrays: Vec<ArrayRef> = rows.columns()[..columns].to_vec();
-        arrays.push(Arc::new(StringArray::from_iter_values(tags.into_iter().flatten())));
+        arrays.push(change_column(tags.into_iter().flatten().collect()));
         arrays.extend(rows.columns()[columns + 1..].iter().cloned());
         result.push(RecordBatch::try_new(schema.clone(), arrays)?);
     }
     Ok(result)
+}
+
+/// The multiset difference of a window on a table without a key (its changelog holds only
+/// INSERT and DELETE rows): each added row identical to a removed one cancels it. Removed rows are
+/// few (deletes, update images) and are encoded whole; an added row is encoded only when its first
+/// column's value is one of theirs (checked on the raw values for fixed-width columns). Batches
+/// with nothing removed or cancelled are kept as they are, without a copy.
+fn net_values(
+    schema: &ArrowSchemaRef,
+    batches: &[RecordBatch],
+    columns: usize,
+    full: &RowConverter,
+) -> Result<Vec<RecordBatch>> {
+    let removals: Vec<Vec<u32>> = batches
+        .iter()
+        .map(|b| {
+            let tags = change_keys(b.column(columns));
+            (0..tags.len() as u32).filter(|&r| tags[r as usize] == DELETE).collect()
+        })
+        .collect();
+    let all_columns =
+        |batch: &RecordBatch| -> Vec<ArrayRef> { batch.columns()[..columns].iter().map(comparable).collect() };
+    let removed: Vec<Rows> =
+        batches.iter().zip(&removals).map(|(b, rm)| encode_rows(full, &all_columns(b), rm)).collect::<Result<_>>()?;
+    // Each distinct removed value has a slot: how many of its removals no addition matched yet.
+    let mut slot_of: std::collections::HashMap<&[u8], usize, ahash::RandomState> = Default::default();
+    let mut unmatched: Vec<usize> = vec![];
+    let mut slots: Vec<Vec<usize>> = Vec::with_capacity(batches.len());
+    for rows in &removed {
+        let mut batch_slots = Vec::with_capacity(rows.num_rows());
+        for row in rows.iter() {
+            let next = unmatched.len();
+            let slot = *slot_of.entry(row.data()).or_insert(next);
+            if slot == next {
+                unmatched.push(0);
+            }
+            unmatched[slot] += 1;
+            batch_slots.push(slot);
+        }
+        slots.push(batch_slots);
+    }
+    let first = FirstColumn::of(batches, &removals)?;
+    // Per batch, in parallel: the added rows that may cancel a removal, encoded whole.
+    let candidates: Vec<(Vec<u32>, Rows)> = batches
+        .par_iter()
+        .zip(&removals)
+        .map(|(batch, rm)| {
+            let maybe = first.candidates(batch.column(0), rm)?;
+            let rows = encode_rows(full, &all_columns(batch), &maybe)?;
+            Ok((maybe, rows))
+        })
+        .collect::<Result<_>>()?;
+    // Each candidate cancels one unmatched identical removal (a carry-over, or inserted then
+    // deleted).
+    let mut cancelled: Vec<Vec<u32>> = vec![vec![]; batches.len()];
+    for (b, (maybe, rows)) in candidates.iter().enumerate() {
+        for (j, &r) in maybe.iter().enumerate() {
+            if let Some(&slot) = slot_of.get(rows.row(j).data()) {
+                if unmatched[slot] > 0 {
+                    unmatched[slot] -= 1;
+                    cancelled[b].push(r);
+                }
+            }
+        }
+    }
+    // Removals left unmatched are DELETEs: the first ones of each value, in window order.
+    let mut deletes: Vec<Vec<u32>> = vec![vec![]; batches.len()];
+    for (b, batch_slots) in slots.iter().enumerate() {
+        for (j, &slot) in batch_slots.iter().enumerate() {
+            if unmatched[slot] > 0 {
+                unmatched[slot] -= 1;
+                deletes[b].push(removals[b][j]);
+            }
+        }
+    }
+    let mut out = vec![];
+    for (b, batch) in batches.iter().enumerate() {
+        if removals[b].is_empty() && cancelled[b].is_empty() {
+            out.push(batch.clone()); // only additions, none cancelled: kept whole
+            continue;
+        }
+        let mut keep = vec![true; batch.num_rows()];
+        for &r in removals[b].iter().chain(&cancelled[b]) {
+            keep[r as usize] = false;
+        }
+        for &r in &deletes[b] {
+            keep[r as usize] = true;
+        }
+        let kept = filter_record_batch(batch, &BooleanArray::from(keep))?;
+        if kept.num_rows() > 0 {
+            out.push(RecordBatch::try_new(schema.clone(), kept.columns().to_vec())?);
+        }
+    }
+    Ok(out)
+}
+
+/// Finds the added rows whose first column holds a value some removed row has: a necessary
+/// condition for identical rows, far cheaper than encoding every row.
+enum FirstColumn {
+    /// Fixed-width values up to 8 bytes, compared as their bits (as the row format does);
+    /// `sketch` is a bitmap of their hashes, checked before the set.
+    Bits { width: usize, values: KeySet<u64>, sketch: Vec<u64>, null: bool },
+    /// Other types: the row format of the first column.
+    Rows { converter: RowConverter, values: KeySet<Box<[u8]>> },
+}
+
+impl FirstColumn {
+    fn of(batches: &[RecordBatch], removals: &[Vec<u32>]) -> Result<FirstColumn> {
+        let data_type = batches[0].schema().field(0).data_type().clone();
+        if let Some(width) = data_type.primitive_width().filter(|w| *w <= 8) {
+            let mut values = KeySet::default();
+            let mut null = false;
+            for (batch, rm) in batches.iter().zip(removals) {
+                let raw = RawValues::of(batch.column(0), width);
+                for &r in rm {
+                    match raw.get(r as usize) {
+                        Some(v) => {
+                            values.insert(v);
+                        }
+                        None => null = true,
+                    }
+                }
+            }
+            let mut sketch = vec![0u64; SKETCH_BITS / 64];
+            for v in &values {
+                let h = sketch_bit(*v);
+                sketch[h / 64] |= 1 << (h % 64);
+            }
+            return Ok(FirstColumn::Bits { width, values, sketch, null });
+        }
+        let converter = RowConverter::new(vec![SortField::new(comparable_type(&data_type))])?;
+        let mut values = KeySet::default();
+        for (batch, rm) in batches.iter().zip(removals) {
+            let rows = encode_rows(&converter, &[comparable(batch.column(0))], rm)?;
+            values.extend(rows.iter().map(|r| Box::<[u8]>::from(r.data())));
+        }
+        Ok(FirstColumn::Rows { converter, values })
+    }
+
+    /// The rows of `column` not in `removals` whose value some removed row has.
+    fn candidates(&self, column: &ArrayRef, removals: &[u32]) -> Result<Vec<u32>> {
+        let mut removed = vec![false; column.len()];
+        for &r in removals {
+            removed[r as usize] = true;
+        }
+        let added = (0..column.len() as u32).filter(|&r| !removed[r as usize]);
+        Ok(match self {
+            FirstColumn::Bits { values, null: false, .. } if values.is_empty() => vec![],
+            FirstColumn::Bits { width, values, sketch, null } => {
+                let raw = RawValues::of(column, *width);
+                added
+                    .filter(|&r| match raw.get(r as usize) {
+                        Some(v) => {
+                            let h = sketch_bit(v);
+                            sketch[h / 64] & (1 << (h % 64)) != 0 && values.contains(&v)
+                        }
+                        None => *null,
+                    })
+                    .collect()
+            }
+            FirstColumn::Rows { values, .. } if values.is_empty() => vec![],
+            FirstColumn::Rows { converter, values } => {
+                let rows: Vec<u32> = added.collect();
+                let encoded = encode_rows(converter, &[comparable(column)], &rows)?;
+                rows.iter()
+                    .enumerate()
+                    .filter(|(j, _)| values.contains(encoded.row(*j).data()))
+                    .map(|(_, &r)| r)
+                    .collect()
+            }
+        })
+    }
+}
+
+/// Bits of [`FirstColumn::Bits`]'s sketch (128 KB): with the few thousand values a window
+/// typically removes, nearly every other value is rejected there, without a hash lookup.
+const SKETCH_BITS: usize = 1 << 20;
+
+fn sketch_bit(v: u64) -> usize {
+    (v.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 20)) as usize
+}
+
+/// The values of a fixed-width column as raw bits.
+struct RawValues {
+    data: arrow::array::ArrayData,
+    width: usize,
+}
+
+impl RawValues {
+    fn of(column: &ArrayRef, width: usize) -> RawValues {
+        RawValues { data: column.to_data(), width }
+    }
+
+    /// The bits of value `row` (None: null).
+    fn get(&self, row: usize) -> Option<u64> {
+        if self.data.is_null(row) {
+            return None;
+        }
+        let bytes = self.data.buffers()[0].as_slice();
+        let start = (self.data.offset() + row) * self.width;
+        Some(match self.width {
+            8 => read::<8>(bytes, start),
+            4 => read::<4>(bytes, start),
+            2 => read::<2>(bytes, start),
+            _ => read::<1>(bytes, start),
+        })
+    }
+}
+
+fn read<const W: usize>(bytes: &[u8], start: usize) -> u64 {
+    let mut value = [0u8; 8];
+    value[..W].copy_from_slice(&bytes[start..start + W]);
+    u64::from_le_bytes(value)
 }
 
 /// The type a column is compared as: Arrow's row format has no MAP, so a map compares as the
