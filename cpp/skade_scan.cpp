@@ -3,6 +3,7 @@
 // and convert batches with DuckDB's own Arrow reader. DuckDB's filters are then applied to the
 // rows here, so the core's pruning only ever needs to be conservative.
 #include "skade/scan.hpp"
+#include "skade/filters.hpp"
 
 #include "duckdb/common/serializer/deserializer.hpp"
 #include "duckdb/common/serializer/serializer.hpp"
@@ -10,106 +11,15 @@
 #include "skade/table_entry.hpp"
 #include "skade/transaction.hpp"
 
-#include "duckdb/common/arrow/arrow_converter.hpp"
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
 #include "duckdb/execution/expression_executor.hpp"
 #include "duckdb/function/table/arrow.hpp"
-#include "duckdb/planner/expression/bound_conjunction_expression.hpp"
-#include "duckdb/planner/expression/bound_reference_expression.hpp"
-#include "duckdb/planner/filter/conjunction_filter.hpp"
-#include "duckdb/planner/filter/constant_filter.hpp"
-#include "duckdb/planner/filter/in_filter.hpp"
-#include "duckdb/planner/filter/optional_filter.hpp"
-#include "duckdb/planner/table_filter.hpp"
 
 namespace duckdb {
 
 namespace {
 
-// ---- filters -> the core's pruning description ------------------------------------------------
-
 constexpr idx_t ROW_ID_INDEX = DConstants::INVALID_INDEX - 1;
-
-//! IN lists longer than this do not take part in pruning.
-constexpr idx_t MAX_PRUNING_IN_VALUES = 1024;
-
-const char *ComparisonOp(ExpressionType type) {
-	switch (type) {
-	case ExpressionType::COMPARE_EQUAL:
-		return "eq";
-	case ExpressionType::COMPARE_NOTEQUAL:
-		return "ne";
-	case ExpressionType::COMPARE_LESSTHAN:
-		return "lt";
-	case ExpressionType::COMPARE_LESSTHANOREQUALTO:
-		return "le";
-	case ExpressionType::COMPARE_GREATERTHAN:
-		return "gt";
-	case ExpressionType::COMPARE_GREATERTHANOREQUALTO:
-		return "ge";
-	default:
-		return nullptr;
-	}
-}
-
-//! JSON for one filter on table column `col`, or "" when it has no pruning form. Constants are
-//! appended to `constants` and referenced by position.
-string DescribeFilter(const TableFilter &filter, idx_t col, vector<Value> &constants) {
-	auto column = "\"col\":" + to_string(col);
-	switch (filter.filter_type) {
-	case TableFilterType::CONSTANT_COMPARISON: {
-		auto &f = filter.Cast<ConstantFilter>();
-		auto op = ComparisonOp(f.comparison_type);
-		if (!op || f.constant.IsNull()) {
-			return "";
-		}
-		constants.push_back(f.constant);
-		return StringUtil::Format("{\"op\":\"%s\",%s,\"const\":%d}", op, column, constants.size() - 1);
-	}
-	case TableFilterType::IS_NULL:
-		return "{\"op\":\"is_null\"," + column + "}";
-	case TableFilterType::IS_NOT_NULL:
-		return "{\"op\":\"is_not_null\"," + column + "}";
-	case TableFilterType::IN_FILTER: {
-		auto &f = filter.Cast<InFilter>();
-		if (f.values.size() > MAX_PRUNING_IN_VALUES) {
-			return ""; // pruning is optional; DuckDB still applies the whole list
-		}
-		string list;
-		for (auto &v : f.values) {
-			if (v.IsNull()) {
-				continue;
-			}
-			constants.push_back(v);
-			list += (list.empty() ? "" : ",") + to_string(constants.size() - 1);
-		}
-		return "{\"op\":\"in\"," + column + ",\"consts\":[" + list + "]}";
-	}
-	case TableFilterType::CONJUNCTION_AND:
-	case TableFilterType::CONJUNCTION_OR: {
-		auto is_and = filter.filter_type == TableFilterType::CONJUNCTION_AND;
-		auto &children = is_and ? filter.Cast<ConjunctionAndFilter>().child_filters
-		                        : filter.Cast<ConjunctionOrFilter>().child_filters;
-		string args;
-		for (auto &child : children) {
-			auto c = DescribeFilter(*child, col, constants);
-			if (c.empty()) {
-				if (is_and) {
-					continue; // a conjunction still prunes with its other parts
-				}
-				return ""; // a disjunction with an unknown arm prunes nothing
-			}
-			args += (args.empty() ? "" : ",") + c;
-		}
-		return StringUtil::Format("{\"op\":\"%s\",\"args\":[%s]}", is_and ? "and" : "or", args);
-	}
-	case TableFilterType::OPTIONAL_FILTER:
-		// Implied by the query, so it may prune even though DuckDB need not evaluate it.
-		return DescribeFilter(*filter.Cast<OptionalFilter>().child_filter, col, constants);
-	default:
-		return "";
-	}
-}
 
 // ---- states ----------------------------------------------------------------------------------
 
@@ -191,55 +101,15 @@ unique_ptr<GlobalTableFunctionState> ScanInitGlobal(ClientContext &context, Tabl
 	}
 	result->projection_ids = input.projection_ids;
 
-	// Filters: JSON plus constants for the core's pruning; one expression for exact evaluation.
-	string json;
-	vector<Value> constants;
-	vector<unique_ptr<Expression>> exprs;
+	// Filters: described for the core's pruning, and one expression for exact evaluation.
+	SkadeFilterDescription filters;
 	if (input.filters) {
-		for (auto &entry : input.filters->filters) {
-			auto col = input.column_ids[entry.first];
-			if (!IsVirtualColumn(col)) {
-				auto d = DescribeFilter(*entry.second, col, constants);
-				if (!d.empty()) {
-					json += (json.empty() ? "" : ",") + d;
-				}
-			}
-			BoundReferenceExpression ref(result->scanned_types[entry.first], entry.first);
-			exprs.push_back(entry.second->ToExpression(ref));
-		}
+		SkadeDescribeFilters(context, *input.filters, input.column_ids, filters);
+		result->filter = SkadeFilterExpression(*input.filters, result->scanned_types);
 	}
-	if (!exprs.empty()) {
-		auto conj = make_uniq<BoundConjunctionExpression>(ExpressionType::CONJUNCTION_AND);
-		for (auto &e : exprs) {
-			conj->children.push_back(std::move(e));
-		}
-		result->filter = exprs.size() == 1 ? std::move(conj->children[0]) : unique_ptr<Expression>(std::move(conj));
-	}
-	ArrowArrayWrapper constants_array;
-	ArrowSchemaWrapper constants_schema;
-	if (!constants.empty()) {
-		vector<LogicalType> ctypes;
-		vector<string> cnames;
-		for (auto &v : constants) {
-			ctypes.push_back(v.type());
-			cnames.push_back("c" + to_string(cnames.size()));
-		}
-		DataChunk chunk;
-		chunk.Initialize(Allocator::Get(context), ctypes, 1);
-		for (idx_t i = 0; i < constants.size(); i++) {
-			chunk.SetValue(i, 0, constants[i]);
-		}
-		chunk.SetCardinality(1);
-		auto props = SkadeArrowProperties(context);
-		ArrowConverter::ToArrowSchema(&constants_schema.arrow_schema, ctypes, cnames, props);
-		unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;
-		ArrowConverter::ToArrowArray(chunk, &constants_array.arrow_array, props, no_extensions);
-	}
-	json = json.empty() ? "" : "[" + json + "]";
 	auto status = skade_scan_open(txn.Handle(), bind.Version(), columns.data(), columns.size(), result->row_ids,
-	                              json.c_str(),
-	                              constants.empty() ? nullptr : &constants_array.arrow_array,
-	                              constants.empty() ? nullptr : &constants_schema.arrow_schema, result->scan.out());
+	                              filters.json.c_str(), filters.Constants(), filters.ConstantsSchema(),
+	                              result->scan.out());
 	SkadeCheck(status);
 	result->task_count = skade_scan_task_count(result->scan.get());
 	result->total_rows = skade_scan_estimated_rows(result->scan.get());

@@ -675,11 +675,12 @@ fn scans_whose_filters_pin_the_key_are_lookups() {
 
 /// (id, name, _change_type, _full_reload) of `uuid`'s changelog after snapshot `from`, sorted.
 fn changes(catalog: &Catalog, uuid: &str, from: i64, collapse: bool) -> Vec<(i64, String, String, bool)> {
-    use skade::functions::changelog::{rows, Bound};
+    use skade::functions::changelog::{rows, Bound, Request};
     let txn = catalog.begin();
     let table = txn.table_by_uuid(uuid).unwrap();
     let mut out = vec![];
-    for b in rows(&txn, &table, Some(Bound::Snapshot(from)), None, collapse, &[]).unwrap() {
+    for b in rows(&txn, &table, Request { from: Some(Bound::Snapshot(from)), collapse, ..Default::default() }).unwrap()
+    {
         let b = b.unwrap();
         let change = arrow::compute::cast(b.column(2), &DataType::Utf8).unwrap();
         for i in 0..b.num_rows() {

@@ -7,6 +7,7 @@
 
 #include "duckdb/catalog/catalog_entry/table_catalog_entry.hpp"
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
+#include "duckdb/execution/expression_executor.hpp"
 #include "duckdb/function/table/arrow.hpp"
 #include "duckdb/main/attached_database.hpp"
 #include "duckdb/main/database_manager.hpp"
@@ -22,6 +23,8 @@ struct ArrowFunctionGlobal : public GlobalTableFunctionState {
 	//! The stream's column of each output column (functions with projection pushdown get only
 	//! the columns the query uses converted); COLUMN_IDENTIFIER_ROW_ID for none (count(*)).
 	vector<column_t> column_ids;
+	//! The pushed-down filters, applied to each converted chunk (null: none).
+	unique_ptr<Expression> filter;
 	//! Threads take whole batches from the stream under this lock and convert them on their own.
 	mutex lock;
 	idx_t max_threads = 1;
@@ -32,11 +35,17 @@ struct ArrowFunctionGlobal : public GlobalTableFunctionState {
 };
 
 struct ArrowFunctionLocal : public LocalTableFunctionState {
-	ArrowFunctionLocal(ClientContext &context, const vector<column_t> &column_ids)
+	ArrowFunctionLocal(ClientContext &context, const ArrowFunctionGlobal &global)
 	    : arrow(make_uniq<ArrowArrayWrapper>(), context) {
-		arrow.column_ids = column_ids;
+		arrow.column_ids = global.column_ids;
+		if (global.filter) {
+			executor = make_uniq<ExpressionExecutor>(context, *global.filter);
+			selection.Initialize(STANDARD_VECTOR_SIZE);
+		}
 	}
 	ArrowScanLocalState arrow;
+	unique_ptr<ExpressionExecutor> executor;
+	SelectionVector selection;
 };
 
 //! The stream must have the columns the statement was bound with.
@@ -56,13 +65,33 @@ void CheckColumns(const SkadeArrowFunctionData &data, ArrowArrayStream &stream) 
 	}
 }
 
+//! The type of a column id the function was asked for (a column, a virtual column, or none).
+LogicalType ColumnType(const SkadeArrowFunctionData &data, column_t col) {
+	if (col < data.types.size()) {
+		return data.types[col];
+	}
+	if (col >= VIRTUAL_COLUMN_START && col - VIRTUAL_COLUMN_START < data.virtual_columns) {
+		return data.virtual_types[col - VIRTUAL_COLUMN_START];
+	}
+	return LogicalType::BOOLEAN; // the empty column (count(*))
+}
+
 unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFunctionInitInput &input) {
 	auto &data = input.bind_data->Cast<SkadeArrowFunctionData>();
 	auto result = make_uniq<ArrowFunctionGlobal>();
 	result->stream = make_uniq<ArrowArrayStreamWrapper>();
 	result->stream->number_of_rows = -1;
 	if (data.open_columns) {
-		data.open_columns(context, input.column_ids, result->stream->arrow_array_stream);
+		SkadeFilterDescription filters;
+		if (input.filters) {
+			SkadeDescribeFilters(context, *input.filters, input.column_ids, filters);
+			vector<LogicalType> types;
+			for (auto col : input.column_ids) {
+				types.push_back(ColumnType(data, col));
+			}
+			result->filter = SkadeFilterExpression(*input.filters, types);
+		}
+		data.open_columns(context, input.column_ids, filters, result->stream->arrow_array_stream);
 	} else {
 		data.open(context, result->stream->arrow_array_stream);
 	}
@@ -86,36 +115,53 @@ unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFun
 
 unique_ptr<LocalTableFunctionState> InitLocal(ExecutionContext &context, TableFunctionInitInput &input,
                                               GlobalTableFunctionState *global) {
-	return make_uniq<ArrowFunctionLocal>(context.client, global->Cast<ArrowFunctionGlobal>().column_ids);
+	return make_uniq<ArrowFunctionLocal>(context.client, global->Cast<ArrowFunctionGlobal>());
 }
 
 void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) {
 	auto &data = input.bind_data->Cast<SkadeArrowFunctionData>();
 	auto &global = input.global_state->Cast<ArrowFunctionGlobal>();
 	auto &local = input.local_state->Cast<ArrowFunctionLocal>();
-	auto &chunk = local.arrow.chunk;
-	while (!chunk || !chunk->arrow_array.release || local.arrow.chunk_offset >= idx_t(chunk->arrow_array.length)) {
-		shared_ptr<ArrowArrayWrapper> next;
-		{
-			lock_guard<mutex> guard(global.lock);
-			next = global.stream->GetNextChunk();
+	// Until a chunk keeps some row (an empty output ends the scan).
+	while (true) {
+		auto &chunk = local.arrow.chunk;
+		while (!chunk || !chunk->arrow_array.release ||
+		       local.arrow.chunk_offset >= idx_t(chunk->arrow_array.length)) {
+			shared_ptr<ArrowArrayWrapper> next;
+			{
+				lock_guard<mutex> guard(global.lock);
+				next = global.stream->GetNextChunk();
+			}
+			if (!next->arrow_array.release) {
+				output.SetCardinality(0); // the end (a chunk filtered out entirely may precede it)
+				return;
+			}
+			local.arrow.Reset();
+			local.arrow.chunk = std::move(next);
 		}
-		if (!next->arrow_array.release) {
+		auto count = MinValue<idx_t>(STANDARD_VECTOR_SIZE, idx_t(chunk->arrow_array.length) - local.arrow.chunk_offset);
+		output.Reset();
+		output.SetCardinality(count);
+		// With projection pushdown the stream still has every column; only the output's are converted.
+		ArrowTableFunction::ArrowToDuckDB(local.arrow, data.arrow_table.GetColumns(), output, !data.projection);
+		for (idx_t i = 0; i < global.column_ids.size(); i++) {
+			if (global.column_ids[i] == COLUMN_IDENTIFIER_ROW_ID) {
+				output.data[i].Reference(Value(output.data[i].GetType())); // no column wanted (count(*))
+			}
+		}
+		local.arrow.chunk_offset += count;
+		if (!local.executor) {
 			return;
 		}
-		local.arrow.Reset();
-		local.arrow.chunk = std::move(next);
-	}
-	auto count = MinValue<idx_t>(STANDARD_VECTOR_SIZE, idx_t(chunk->arrow_array.length) - local.arrow.chunk_offset);
-	output.SetCardinality(count);
-	// With projection pushdown the stream still has every column; only the output's are converted.
-	ArrowTableFunction::ArrowToDuckDB(local.arrow, data.arrow_table.GetColumns(), output, !data.projection);
-	for (idx_t i = 0; i < global.column_ids.size(); i++) {
-		if (global.column_ids[i] == COLUMN_IDENTIFIER_ROW_ID) {
-			output.data[i].Reference(Value(output.data[i].GetType())); // no column wanted (count(*))
+		auto kept = local.executor->SelectExpression(output, local.selection);
+		if (kept == count) {
+			return;
+		}
+		if (kept > 0) {
+			output.Slice(local.selection, kept);
+			return;
 		}
 	}
-	local.arrow.chunk_offset += count;
 }
 
 } // namespace
@@ -140,8 +186,11 @@ unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSch
 	if (data->virtual_columns > names.size()) {
 		throw InternalException("skade: a function declares more virtual columns than it has");
 	}
-	names.resize(names.size() - data->virtual_columns);
-	return_types.resize(return_types.size() - data->virtual_columns);
+	auto columns = names.size() - data->virtual_columns;
+	data->virtual_names.assign(names.begin() + columns, names.end());
+	data->virtual_types.assign(return_types.begin() + columns, return_types.end());
+	names.resize(columns);
+	return_types.resize(columns);
 	data->types = return_types;
 	return std::move(data);
 }
@@ -153,11 +202,8 @@ virtual_column_map_t SkadeArrowVirtualColumns(ClientContext &context, optional_p
 		return result;
 	}
 	auto &data = bind_data->Cast<SkadeArrowFunctionData>();
-	auto names = data.arrow_table.GetNames();
-	auto types = data.arrow_table.GetTypes();
 	for (idx_t i = 0; i < data.virtual_columns; i++) {
-		auto column = data.types.size() + i;
-		result.insert(make_pair(VIRTUAL_COLUMN_START + i, TableColumn(names[column], types[column])));
+		result.insert(make_pair(VIRTUAL_COLUMN_START + i, TableColumn(data.virtual_names[i], data.virtual_types[i])));
 	}
 	return result;
 }

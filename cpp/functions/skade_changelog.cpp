@@ -41,11 +41,13 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	data->parallel = true; // changelog rows have no order (ORDER BY _commit_snapshot_id for one)
 	data->projection = true;
 	data->virtual_columns = 1; // _full_reload: true on the rows of a full reload (an undecodable window)
-	data->open_columns = [=](ClientContext &context, const vector<column_t> &column_ids, ArrowArrayStream &out) {
+	data->open_columns = [=](ClientContext &context, const vector<column_t> &column_ids,
+	                         SkadeFilterDescription &filters, ArrowArrayStream &out) {
 		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		vector<uint64_t> columns(column_ids.begin(), column_ids.end());
 		SkadeCheck(skade_fn_changelog(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), from, has_from,
-		                              to, has_to, times, collapse, columns.data(), columns.size(), &out));
+		                              to, has_to, times, collapse, columns.data(), columns.size(),
+		                              filters.json.c_str(), filters.Constants(), filters.ConstantsSchema(), &out));
 	};
 	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
 }
@@ -59,6 +61,7 @@ TableFunctionSet SkadeChangelogFunctions() {
 			function.named_parameters["collapse"] = LogicalType::BOOLEAN;
 			function.projection_pushdown = true; // columns a query does not use are not converted
 			function.get_virtual_columns = SkadeArrowVirtualColumns;
+			function.filter_pushdown = true; // filters prune files and snapshots, then apply exactly
 			set.AddFunction(function);
 		}
 	}

@@ -128,10 +128,13 @@ skade_status *skade_fn_snapshots(const skade_txn *txn, const char *uuid, struct 
 // the window's effect if `collapse`. With `times`, the bounds are microseconds since the epoch.
 skade_status *skade_fn_changelog_schema(const skade_txn *txn, const char *uuid, struct ArrowSchema *result);
 // `columns` (n_columns of them) are the output columns the query uses: the core may leave the
-// others NULL (it reads only those plus what pairing needs).
+// others NULL (it reads only those plus what pairing needs). `filter_json` and `constants`
+// describe the query's filters (as for skade_scan_open): the core skips files, row groups and
+// snapshots that cannot match; the caller still applies them.
 skade_status *skade_fn_changelog(const skade_txn *txn, const char *uuid, int64_t from, bool has_from, int64_t to,
                                  bool has_to, bool times, bool collapse, const uint64_t *columns, size_t n_columns,
-                                 struct ArrowArrayStream *result);
+                                 const char *filter_json, struct ArrowArray *constants,
+                                 const struct ArrowSchema *constants_schema, struct ArrowArrayStream *result);
 // The columns of table `uuid` as the transaction sees it.
 skade_status *skade_fn_table_schema(const skade_txn *txn, const char *uuid, struct ArrowSchema *result);
 // The live rows of table `uuid` whose primary key is one of `keys` (a struct array: one field

@@ -13,6 +13,7 @@ use super::transaction::SkadeTxn;
 use super::{arg, guard, handle, out, SkadeStatus};
 use crate::error::Error;
 use crate::functions::{changelog, commits_since, compact, expire_snapshots, lookup_stats, snapshots, tables};
+use crate::table::changelog::Filters;
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut FFI_ArrowSchema) -> *mut SkadeStatus {
@@ -121,7 +122,8 @@ pub unsafe extern "C" fn skade_fn_changelog_schema(
 
 /// The changelog of table `uuid` over the snapshots after `from` (if `has_from`) up to `to` (if
 /// `has_to`, else the current one), netted if `collapse`; with `times`, bounds are microseconds
-/// since the epoch. `columns`: the output columns the query uses (the others may be NULL).
+/// since the epoch. `columns`: the output columns the query uses (the others may be NULL);
+/// `filter_json` and `constants`: the query's filters on them, for pruning (as for scans).
 #[no_mangle]
 pub unsafe extern "C" fn skade_fn_changelog(
     txn: *const SkadeTxn,
@@ -134,11 +136,21 @@ pub unsafe extern "C" fn skade_fn_changelog(
     collapse: bool,
     columns: *const u64,
     n_columns: usize,
+    filter_json: *const c_char,
+    constants: *mut FFI_ArrowArray,
+    constants_schema: *const FFI_ArrowSchema,
     result: *mut FFI_ArrowArrayStream,
 ) -> *mut SkadeStatus {
     guard(|| {
         let txn = &handle(txn, "transaction")?.0;
         let table = txn.table_by_uuid(arg(uuid, "table id")?)?;
+        let constants = if constants.is_null() || constants_schema.is_null() {
+            None
+        } else {
+            let array = unsafe { std::ptr::replace(constants, FFI_ArrowArray::empty()) };
+            Some(super::struct_array(unsafe { from_ffi(array, &*constants_schema) }?, "filter constants")?)
+        };
+        let json = if filter_json.is_null() { "" } else { arg(filter_json, "filter")? };
         let bound = |b: i64| if times { changelog::Bound::Time(b) } else { changelog::Bound::Snapshot(b) };
         let used: Vec<usize> = if columns.is_null() || n_columns == 0 {
             vec![]
@@ -146,7 +158,9 @@ pub unsafe extern "C" fn skade_fn_changelog(
             unsafe { std::slice::from_raw_parts(columns, n_columns) }.iter().map(|&c| c as usize).collect()
         };
         let (from, to) = (has_from.then(|| bound(from)), has_to.then(|| bound(to)));
-        let reader = changelog::rows(txn, &table, from, to, collapse, &used)?;
+        let filters = Filters::parse(json, constants.as_ref(), table.metadata.current_schema(), collapse)?;
+        let request = changelog::Request { from, to, collapse, used: &used, filters };
+        let reader = changelog::rows(txn, &table, request)?;
         out(result, super::export_stream(reader))
     })
 }

@@ -7,7 +7,7 @@ use arrow::datatypes::SchemaRef;
 
 use crate::catalog::{TableInfo, Transaction};
 use crate::error::Result;
-use crate::table::changelog::{changelog, changelog_schema, full_reload, snapshot_difference, window, Feed};
+use crate::table::changelog::{changelog, changelog_schema, full_reload, snapshot_difference, window, Feed, Filters};
 use crate::table::collapse;
 use crate::table::keys::KeyColumns;
 use crate::table::schema::arrow_schema;
@@ -25,14 +25,25 @@ pub enum Bound {
     Time(i64),
 }
 
+/// What a query asks of the changelog.
+#[derive(Default)]
+pub struct Request<'a> {
+    pub from: Option<Bound>,
+    /// None: up to the current snapshot.
+    pub to: Option<Bound>,
+    pub collapse: bool,
+    /// The output columns the query uses (empty: all); the others may be NULL.
+    pub used: &'a [usize],
+    /// Its filters, for pruning (see `Filters::parse`).
+    pub filters: Filters,
+}
+
 pub fn rows(
     txn: &Transaction,
     table: &TableInfo,
-    from: Option<Bound>,
-    to: Option<Bound>,
-    collapse: bool,
-    used: &[usize],
+    request: Request<'_>,
 ) -> Result<RecordBatchIterator<std::vec::IntoIter<std::result::Result<RecordBatch, arrow::error::ArrowError>>>> {
+    let Request { from, to, collapse, used, filters } = request;
     let name = table.record.qualified_name();
     let resolve = |b: Bound| -> Result<Option<i64>> {
         match b {
@@ -67,17 +78,17 @@ pub fn rows(
     };
     let key = KeyColumns::of(table.metadata.current_schema())?;
     let to_snapshot = snapshots.last().map(|s| s.as_ref());
-    let batches = match changelog(&table.metadata, &caches, &name, &snapshots, read.as_deref())? {
+    let batches = match changelog(&table.metadata, &caches, &name, &snapshots, read.as_deref(), &filters)? {
         Feed::Rows(batches) if collapse => collapse::collapse(&schema(table)?, &batches, key.as_ref())?,
         Feed::Rows(batches) => batches,
         // Netted, the window is exactly the difference between its two ends: no guess needed.
         Feed::Undecodable(_) if collapse => collapse::collapse(
             &schema(table)?,
-            &snapshot_difference(&table.metadata, &caches, from_id, to_snapshot)?,
+            &snapshot_difference(&table.metadata, &caches, from_id, to_snapshot, &filters)?,
             key.as_ref(),
         )?,
         // The seed's rule, flagged on every row (DuckDB has no notices to send).
-        Feed::Undecodable(_) => full_reload(&table.metadata, &caches, to_snapshot, read.as_deref())?,
+        Feed::Undecodable(_) => full_reload(&table.metadata, &caches, to_snapshot, read.as_deref(), &filters)?,
     };
     let batches: Vec<_> = batches.into_iter().map(Ok).collect();
     Ok(RecordBatchIterator::new(batches.into_iter(), schema(table)?))

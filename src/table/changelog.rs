@@ -10,18 +10,21 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::{
-    ArrayRef, AsArray, BooleanArray, DictionaryArray, Int64Array, Int8Array, RecordBatch, StringArray,
-};
-use arrow::datatypes::Int8Type;
+use arrow::array::StructArray;
+use arrow::array::{ArrayRef, AsArray, BooleanArray, DictionaryArray, Int64Array, Int8Array, RecordBatch, StringArray};
 use arrow::compute::filter_record_batch;
+use arrow::datatypes::Int8Type;
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
-use iceberg::spec::{DataContentType, DataFile, ManifestStatus, Operation, Snapshot, TableMetadata};
+use iceberg::spec::{
+    DataContentType, DataFile, Datum, ManifestStatus, NestedField, NestedFieldRef, Operation, PrimitiveType, Schema,
+    Snapshot, TableMetadata, Type,
+};
 use rayon::prelude::*;
 
 use super::collapse::{comparable, comparable_type};
 use super::deletes::{with_sequence, DeleteIndex, FileDeletes};
+use super::filter::{ColumnStats, Prune};
 use super::keys::{probe, KeyColumns, KeySet};
 use super::scan::{ReadCaches, ScanPlan, ScanRequest};
 use super::schema::arrow_schema;
@@ -110,6 +113,72 @@ pub fn window(metadata: &TableMetadata, table: &str, from: Option<i64>, to: Opti
     }
 }
 
+/// A query's filters on the changelog, as pruning predicates (DuckDB still applies every filter
+/// exactly to the rows; these only skip what cannot match).
+#[derive(Default)]
+pub struct Filters {
+    /// On the table's columns: files and row groups whose bounds exclude them are not read. On a
+    /// table with a primary key only the key columns' part: both images of an update share the
+    /// key, while a filter on another column could drop the one that pairs it.
+    pub rows: Option<Prune>,
+    /// On `_commit_snapshot_id`: the window's snapshots that cannot match are not decoded (plain
+    /// feeds only: netting needs every snapshot).
+    pub snapshots: Option<Prune>,
+}
+
+/// The field id `_commit_snapshot_id` has in [`Filters::parse`]'s predicates (no table's).
+const COMMIT_FIELD_ID: i32 = i32::MAX;
+
+impl Filters {
+    /// From the shim's description of the filters on the changelog's columns (the table's, then
+    /// `_change_type`, `_commit_snapshot_id`).
+    pub fn parse(json: &str, constants: Option<&StructArray>, table: &Schema, collapse: bool) -> Result<Filters> {
+        let mut fields: Vec<NestedFieldRef> = table.as_struct().fields().to_vec();
+        let id = table.highest_field_id();
+        let change = NestedField::optional(id + 1, CHANGE_TYPE, Type::Primitive(PrimitiveType::String));
+        fields.push(Arc::new(change));
+        let commit = NestedField::optional(COMMIT_FIELD_ID, COMMIT_SNAPSHOT_ID, Type::Primitive(PrimitiveType::Long));
+        fields.push(Arc::new(commit));
+        let extended = Schema::builder().with_fields(fields).build()?;
+        let Some(prune) = Prune::parse(json, constants, &extended)? else {
+            return Ok(Filters::default());
+        };
+        let key: Option<HashSet<i32>> = KeyColumns::of(table)?.map(|k| k.field_ids.into_iter().collect());
+        let rows = prune.restrict(&|f| match &key {
+            Some(key) => key.contains(&f),
+            None => f <= id,
+        });
+        let snapshots = if collapse { None } else { prune.restrict(&|f| f == COMMIT_FIELD_ID) };
+        Ok(Filters { rows, snapshots })
+    }
+
+    fn may_match(&self, file: &DataFile) -> bool {
+        self.rows.as_ref().is_none_or(|p| p.may_match(file))
+    }
+
+    fn may_match_snapshot(&self, snapshot: &Snapshot) -> bool {
+        self.snapshots.as_ref().is_none_or(|p| p.may_match_stats(&SnapshotId(Datum::long(snapshot.snapshot_id()))))
+    }
+}
+
+/// A snapshot's id as the statistics of `_commit_snapshot_id`.
+struct SnapshotId(Datum);
+
+impl ColumnStats for SnapshotId {
+    fn lower(&self, field_id: i32) -> Option<&Datum> {
+        (field_id == COMMIT_FIELD_ID).then_some(&self.0)
+    }
+    fn upper(&self, field_id: i32) -> Option<&Datum> {
+        self.lower(field_id)
+    }
+    fn null_count(&self, field_id: i32) -> Option<u64> {
+        (field_id == COMMIT_FIELD_ID).then_some(0)
+    }
+    fn row_count(&self) -> u64 {
+        1
+    }
+}
+
 /// A window's changes, or why it cannot be told row by row.
 pub enum Feed {
     Rows(Vec<RecordBatch>),
@@ -133,6 +202,7 @@ pub fn changelog(
     table: &str,
     window: &[Arc<Snapshot>],
     used: Option<&[usize]>,
+    filters: &Filters,
 ) -> Result<Feed> {
     if let Some(p) = window.first().and_then(|s| s.parent_snapshot_id()) {
         if metadata.snapshot_by_id(p).is_none() {
@@ -146,10 +216,11 @@ pub fn changelog(
     let key = KeyColumns::of(&schema)?;
     let out_schema = changelog_schema(arrow_schema(&schema)?.as_ref());
     let read: Option<Vec<usize>> = used.map(|u| u.iter().chain(key.iter().flat_map(|k| &k.indexes)).copied().collect());
+    let decode: Vec<&Arc<Snapshot>> = window.iter().filter(|s| filters.may_match_snapshot(s)).collect();
     let decoded: Vec<Result<Decoded>> =
-        window.par_iter().map(|s| snapshot_changes(metadata, caches, table, s, read.as_deref())).collect();
+        decode.par_iter().map(|s| snapshot_changes(metadata, caches, table, s, read.as_deref(), filters)).collect();
     let mut out = vec![];
-    for (s, d) in window.iter().zip(decoded) {
+    for (s, d) in decode.iter().zip(decoded) {
         match d? {
             Decoded::Changes(changes) => {
                 out.extend(changes.into_batches(&out_schema, s.snapshot_id(), key.as_ref())?)
@@ -168,12 +239,13 @@ pub fn full_reload(
     caches: &Arc<ReadCaches>,
     to: Option<&Snapshot>,
     used: Option<&[usize]>,
+    filters: &Filters,
 ) -> Result<Vec<RecordBatch>> {
-    let Some(to) = to else {
+    let Some(to) = to.filter(|to| filters.may_match_snapshot(to)) else {
         return Ok(vec![]);
     };
     let out_schema = changelog_schema(arrow_schema(metadata.current_schema())?.as_ref());
-    let rows = rows_at(metadata, caches, to.snapshot_id(), used)?;
+    let rows = rows_at(metadata, caches, to.snapshot_id(), used, filters)?;
     tag(&out_schema, rows, INSERT, to.snapshot_id(), true)
 }
 
@@ -184,16 +256,18 @@ pub fn snapshot_difference(
     caches: &Arc<ReadCaches>,
     from: Option<i64>,
     to: Option<&Snapshot>,
+    filters: &Filters,
 ) -> Result<Vec<RecordBatch>> {
     let Some(to) = to else {
         return Ok(vec![]);
     };
     let out_schema = changelog_schema(arrow_schema(metadata.current_schema())?.as_ref());
+    let at = |id: i64| rows_at(metadata, caches, id, None, filters);
     let mut out = match from {
-        Some(from) => tag(&out_schema, rows_at(metadata, caches, from, None)?, DELETE, to.snapshot_id(), false)?,
+        Some(from) => tag(&out_schema, at(from)?, DELETE, to.snapshot_id(), false)?,
         None => vec![],
     };
-    out.extend(tag(&out_schema, rows_at(metadata, caches, to.snapshot_id(), None)?, INSERT, to.snapshot_id(), false)?);
+    out.extend(tag(&out_schema, at(to.snapshot_id())?, INSERT, to.snapshot_id(), false)?);
     Ok(out)
 }
 
@@ -202,11 +276,12 @@ fn rows_at(
     caches: &Arc<ReadCaches>,
     snapshot_id: i64,
     used: Option<&[usize]>,
+    filters: &Filters,
 ) -> Result<Vec<RecordBatch>> {
     let request = ScanRequest {
         version: Version::Snapshot(snapshot_id),
         columns: (0..metadata.current_schema().as_struct().fields().len()).collect(),
-        prune: None,
+        prune: filters.rows.clone(),
         staged: &[],
         staged_deletes: &[],
         row_ids: None,
@@ -264,6 +339,7 @@ fn snapshot_changes(
     table: &str,
     snapshot: &Snapshot,
     read: Option<&[usize]>,
+    filters: &Filters,
 ) -> Result<Decoded> {
     if snapshot.summary().operation == Operation::Replace {
         return Ok(Decoded::Changes(SnapshotChanges::default())); // by Iceberg's definition: same rows
@@ -295,15 +371,20 @@ fn snapshot_changes(
     }
     // Whether a rewrite keeps rows unchanged is told by comparing whole rows: read them all.
     let read = if removed_data.is_empty() { read } else { None };
-    let only = |plan: ScanPlan| match read {
-        Some(columns) => plan.read_only(columns),
-        None => plan,
+    // Files and row groups the filters exclude are not read.
+    let only = |plan: ScanPlan| {
+        let plan = plan.with_prune(filters.rows.clone());
+        match read {
+            Some(columns) => plan.read_only(columns),
+            None => plan,
+        }
     };
 
     // Inserted: the added files, minus this snapshot's own deletes of their rows.
     let own = DeleteIndex::load(&caches.deletes, &schema, &added_deletes.iter().map(|f| (seq, f)).collect::<Vec<_>>())?;
     let files = added_data
         .iter()
+        .filter(|f| filters.may_match(f))
         .map(|f| (f.file_path().to_string(), f.record_count(), own.for_file(f.file_path(), seq)))
         .collect();
     let inserted = read_all(only(ScanPlan::for_files(schema.clone(), caches.clone(), files)?))?;
@@ -337,7 +418,7 @@ fn snapshot_changes(
         let mut files = vec![];
         // Removed data files: all their rows live at the parent.
         for path in &removed {
-            if let Some((file_seq, file)) = live.get(path) {
+            if let Some((file_seq, file)) = live.get(path).filter(|(_, f)| filters.may_match(f)) {
                 files.push((path.to_string(), file.record_count(), parent_deletes.for_file(path, *file_seq)));
             }
         }
@@ -349,7 +430,8 @@ fn snapshot_changes(
         }
         for p in &position_files {
             for (path, positions) in &p.by_path {
-                if let Some((path, _)) = live.get_key_value(path.as_str()).filter(|(p, _)| !removed.contains(**p)) {
+                let wanted = |(p, (_, f)): &(&&str, &(i64, &DataFile))| !removed.contains(**p) && filters.may_match(f);
+                if let Some((path, _)) = live.get_key_value(path.as_str()).filter(wanted) {
                     by_file.entry(path).or_default().extend(positions);
                 }
             }
@@ -387,7 +469,7 @@ fn snapshot_changes(
             let request = ScanRequest {
                 version: Version::Snapshot(parent.snapshot_id()),
                 columns: (0..schema.as_struct().fields().len()).collect(),
-                prune: set_key.overlap_prune(std::slice::from_ref(f)),
+                prune: Prune::and(set_key.overlap_prune(std::slice::from_ref(f)), filters.rows.clone()),
                 staged: &[],
                 staged_deletes: &[],
                 row_ids: None,
@@ -444,10 +526,8 @@ impl SnapshotChanges {
         snapshot_id: i64,
         key: Option<&KeyColumns>,
     ) -> Result<Vec<RecordBatch>> {
-        let mut deleted_tags: Vec<Vec<i8>> =
-            self.deleted.iter().map(|b| vec![DELETE; b.num_rows()]).collect();
-        let mut inserted_tags: Vec<Vec<i8>> =
-            self.inserted.iter().map(|b| vec![INSERT; b.num_rows()]).collect();
+        let mut deleted_tags: Vec<Vec<i8>> = self.deleted.iter().map(|b| vec![DELETE; b.num_rows()]).collect();
+        let mut inserted_tags: Vec<Vec<i8>> = self.inserted.iter().map(|b| vec![INSERT; b.num_rows()]).collect();
         if let (Some(key), false, false) = (key, self.deleted.is_empty(), self.inserted.is_empty()) {
             let converter = key.converter()?;
             let old: Vec<Rows> = self.deleted.iter().map(|b| key.encode(&converter, b)).collect::<Result<_>>()?;

@@ -99,7 +99,7 @@ fn net_keys(
             }
         }
     }
-    let image = |r: Ref| encode(&full, &all_columns, r.0, &[r.1 as u32]);
+    let image = |r: Ref| encode(full, &all_columns, r.0, &[r.1 as u32]);
     for (before, after) in state.into_values() {
         match (before, after) {
             (None, Some(a)) => out(a, INSERT),

@@ -81,6 +81,25 @@ impl Prune {
         out
     }
 
+    /// The part of the predicate on the fields `keep` accepts: a weaker predicate (a conjunct on
+    /// other fields is dropped; a disjunction with an arm on them is dropped whole), so still
+    /// conservative. None: nothing is left.
+    pub fn restrict(&self, keep: &dyn Fn(i32) -> bool) -> Option<Prune> {
+        match self {
+            Prune::And(parts) => and_all(parts.iter().filter_map(|p| p.restrict(keep)).collect()),
+            Prune::Or(parts) => parts.iter().map(|p| p.restrict(keep)).collect::<Option<Vec<_>>>().map(Prune::Or),
+            Prune::Compare { field_id: id, .. }
+            | Prune::In { field_id: id, .. }
+            | Prune::IsNull(id)
+            | Prune::IsNotNull(id) => keep(*id).then(|| self.clone()),
+        }
+    }
+
+    /// Both predicates (either may be absent).
+    pub fn and(a: Option<Prune>, b: Option<Prune>) -> Option<Prune> {
+        and_all(a.into_iter().chain(b).collect())
+    }
+
     /// False only when no row of `file` can satisfy the predicate.
     pub fn may_match(&self, file: &DataFile) -> bool {
         self.may_match_stats(file)

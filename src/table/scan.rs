@@ -237,6 +237,12 @@ impl ScanPlan {
         self
     }
 
+    /// The same plan, its row groups also pruned with `prune` (for plans built from files).
+    pub fn with_prune(mut self, prune: Option<Prune>) -> ScanPlan {
+        self.prune = Prune::and(self.prune.take(), prune);
+        self
+    }
+
     /// The same plan without the tasks of `paths`.
     pub fn without_files(mut self, paths: &std::collections::HashSet<&str>) -> ScanPlan {
         self.tasks.retain(|t| !paths.contains(t.path.as_str()));

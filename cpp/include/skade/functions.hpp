@@ -2,6 +2,7 @@
 #pragma once
 
 #include "skade/common.hpp"
+#include "skade/filters.hpp"
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
 #include "duckdb/function/function_set.hpp"
 #include "duckdb/function/table_function.hpp"
@@ -18,9 +19,12 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 	//! Opens the stream at init, in the executing transaction (resolving the catalog by name
 	//! again: it may have been detached since the bind).
 	std::function<void(ClientContext &, ArrowArrayStream &)> open;
-	//! Instead of `open`, for a function with projection pushdown: also told the columns the
-	//! query uses (indexes into its columns), so the core may read only those.
-	std::function<void(ClientContext &, const vector<column_t> &, ArrowArrayStream &)> open_columns;
+	//! Instead of `open`, for a function with projection (and filter) pushdown: also told the
+	//! columns the query uses (indexes into its columns, virtual ones from VIRTUAL_COLUMN_START)
+	//! and its filters described for pruning, so the core may read only what they need. The
+	//! filters are applied exactly to the rows afterwards.
+	std::function<void(ClientContext &, const vector<column_t> &, SkadeFilterDescription &, ArrowArrayStream &)>
+	    open_columns;
 	ArrowTableSchema arrow_table;
 	vector<LogicalType> types;
 	//! Whether the rows have no order to keep, so that several threads may convert them.
@@ -33,6 +37,9 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 	//! How many of the stream's last columns are virtual columns (like read_parquet's `filename`):
 	//! not in SELECT *, there when named. Set before SkadeArrowFunctionBind.
 	idx_t virtual_columns = 0;
+	//! Their names and types (filled by the bind).
+	vector<string> virtual_names;
+	vector<LogicalType> virtual_types;
 
 	//! Whether a prepared statement keeps this binding. By default it re-binds at every
 	//! execution: the function names its table by a string DuckDB does not track, so a table
