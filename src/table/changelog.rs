@@ -217,15 +217,19 @@ pub fn changelog(
     let out_schema = changelog_schema(arrow_schema(&schema)?.as_ref());
     let read: Option<Vec<usize>> = used.map(|u| u.iter().chain(key.iter().flat_map(|k| &k.indexes)).copied().collect());
     let decode: Vec<&Arc<Snapshot>> = window.iter().filter(|s| filters.may_match_snapshot(s)).collect();
-    let decoded: Vec<Result<Decoded>> =
-        decode.par_iter().map(|s| snapshot_changes(metadata, caches, table, s, read.as_deref(), filters)).collect();
+    // Decoding, pairing and tagging run per snapshot, in parallel; the batches keep window order.
+    let decoded: Vec<Result<std::result::Result<Vec<RecordBatch>, String>>> = decode
+        .par_iter()
+        .map(|s| match snapshot_changes(metadata, caches, table, s, read.as_deref(), filters)? {
+            Decoded::Changes(changes) => Ok(Ok(changes.into_batches(&out_schema, s.snapshot_id(), key.as_ref())?)),
+            Decoded::Undecodable(reason) => Ok(Err(reason)),
+        })
+        .collect();
     let mut out = vec![];
-    for (s, d) in decode.iter().zip(decoded) {
+    for d in decoded {
         match d? {
-            Decoded::Changes(changes) => {
-                out.extend(changes.into_batches(&out_schema, s.snapshot_id(), key.as_ref())?)
-            }
-            Decoded::Undecodable(reason) => return Ok(Feed::Undecodable(reason)),
+            Ok(batches) => out.extend(batches),
+            Err(reason) => return Ok(Feed::Undecodable(reason)),
         }
     }
     Ok(Feed::Rows(out))
