@@ -12,5 +12,6 @@ SELECT * FROM lake.orders AT (VERSION => 1) ORDER BY id;
 SELECT id, amount, _change_type, _commit_snapshot_id FROM skade_changelog('lake.orders', 2) ORDER BY ALL;
 SELECT * FROM skade_lookup('lake.orders', [2, 3, 500]);
 SELECT lookups, keys, rows_found, reads FROM skade_lookup_stats();
+SELECT * FROM skade_compact('lake.orders');
 SELECT schema_name, table_name, kind, current_snapshot_id FROM skade_tables('lake');
 SELECT commit_seq, table_name, snapshot_id, operation FROM skade_commits_since('lake', 0);

@@ -23,9 +23,6 @@ use crate::error::{Error, Result};
 /// (batch, row) of a changelog row.
 type Ref = (usize, usize);
 
-/// Keeps keys in the order they first appeared: the output follows the changelog's order.
-type Ordered<K, V> = indexmap::IndexMap<K, V, ahash::RandomState>;
-
 /// Nets `batches` (a window's changelog, oldest snapshot first, deletes before inserts within a
 /// snapshot) into the schema they share.
 pub fn collapse(
@@ -66,51 +63,58 @@ fn net_keys(
     let encode = |converter: &RowConverter, cols: &dyn Fn(&RecordBatch) -> Vec<ArrayRef>, b: usize, rows: &[u32]| {
         encode_rows(converter, &cols(&batches[b]), rows)
     };
-    let all_columns = |batch: &RecordBatch| batch.columns()[..columns].iter().map(comparable).collect();
     // What to emit, per batch and row (None: nothing): rows keep their batch and order.
     let mut emit: Vec<Vec<Option<i8>>> = batches.iter().map(|b| vec![None; b.num_rows()]).collect();
     let mut out = |r: Ref, tag: i8| emit[r.0][r.1] = Some(tag);
-    let converter = key.converter()?;
-    let key_columns = |batch: &RecordBatch| key.indexes.iter().map(|&i| batch.column(i).clone()).collect();
-    let removed: Vec<Rows> =
-        split.iter().enumerate().map(|(b, (rm, _))| encode(&converter, &key_columns, b, rm)).collect::<Result<_>>()?;
-    let added: Vec<Rows> = split
-        .iter()
-        .enumerate()
-        .map(|(b, (_, add))| encode(&converter, &key_columns, b, add))
-        .collect::<Result<_>>()?;
-    let touched: KeySet<&[u8]> = removed.iter().flat_map(|rows| rows.iter().map(|r| r.data())).collect();
-    // A key never removed in the window was inserted once (keys are unique): an INSERT.
-    // The others: key -> (image before the window, image after it), in chronological order.
-    let mut state: Ordered<&[u8], (Option<Ref>, Option<Ref>)> = Ordered::default();
-    for b in 0..batches.len() {
-        // within a snapshot, its removals come before its additions
-        let (rm, add) = &split[b];
-        for (j, &r) in rm.iter().enumerate() {
-            let entry = state.entry(removed[b].row(j).data()).or_insert((Some((b, r as usize)), None));
-            entry.1 = None;
+    // Keys as u64 bits when the key is one fixed-width column (no pointer to chase per probe),
+    // else in Arrow's row format.
+    let raw_width = match key.indexes.as_slice() {
+        // (a key is never NULL; were one, the row format tells it apart)
+        [i] if batches.iter().all(|b| b.column(*i).null_count() == 0) => {
+            batches[0].schema().field(*i).data_type().primitive_width().filter(|w| *w <= 8)
         }
-        for (j, &r) in add.iter().enumerate() {
-            let k = added[b].row(j).data();
-            if touched.contains(k) {
-                state.entry(k).or_insert((None, None)).1 = Some((b, r as usize));
-            } else {
-                out((b, r as usize), INSERT);
-            }
+        _ => None,
+    };
+    let states = match raw_width {
+        Some(width) => {
+            let bits = |b: usize, rows: &[u32]| -> Vec<u64> {
+                let raw = RawValues::of(batches[b].column(key.indexes[0]), width);
+                rows.iter().map(|&r| raw.get(r as usize).unwrap_or_default()).collect()
+            };
+            let removed: Vec<Vec<u64>> = split.iter().enumerate().map(|(b, (rm, _))| bits(b, rm)).collect();
+            let added: Vec<Vec<u64>> = split.iter().enumerate().map(|(b, (_, add))| bits(b, add)).collect();
+            track(&split, &removed, &added, &mut out)
         }
-    }
-    let image = |r: Ref| encode(full, &all_columns, r.0, &[r.1 as u32]);
-    for (before, after) in state.into_values() {
+        None => {
+            let converter = key.converter()?;
+            let key_columns = |batch: &RecordBatch| key.indexes.iter().map(|&i| batch.column(i).clone()).collect();
+            let removed: Vec<Rows> = split
+                .iter()
+                .enumerate()
+                .map(|(b, s)| encode(&converter, &key_columns, b, &s.0))
+                .collect::<Result<_>>()?;
+            let added: Vec<Rows> = split
+                .iter()
+                .enumerate()
+                .map(|(b, s)| encode(&converter, &key_columns, b, &s.1))
+                .collect::<Result<_>>()?;
+            track(&split, &slices(&removed), &slices(&added), &mut out)
+        }
+    };
+    // Keys present before and after changed only if their images differ.
+    let mut pairs = vec![];
+    for Images { before, after, .. } in states {
         match (before, after) {
             (None, Some(a)) => out(a, INSERT),
             (Some(b), None) => out(b, DELETE),
-            (Some(b), Some(a)) => {
-                if image(b)?.row(0) != image(a)?.row(0) {
-                    out(b, UPDATE_BEFORE);
-                    out(a, UPDATE_AFTER);
-                }
-            }
+            (Some(b), Some(a)) => pairs.push((b, a)),
             (None, None) => {}
+        }
+    }
+    for ((b, a), same) in pairs.iter().zip(same_images(batches, columns, full, &pairs)?) {
+        if !same {
+            out(*b, UPDATE_BEFORE);
+            out(*a, UPDATE_AFTER);
         }
     }
     let mut result = vec![];
@@ -129,6 +133,126 @@ fn net_keys(
         result.push(RecordBatch::try_new(schema.clone(), arrays)?);
     }
     Ok(result)
+}
+
+/// A removed key's images: before the window and after it (found in window order).
+#[derive(Default, Clone, Copy)]
+struct Images {
+    before: Option<Ref>,
+    after: Option<Ref>,
+    /// Whether the window touched the key yet (an addition first: it was absent before).
+    seen: bool,
+}
+
+/// Follows the keys the window removed through its batches (`removed[b][j]` is the key of row
+/// `split[b].0[j]`, `added` likewise); an added key never removed is an INSERT right away.
+fn track<K: std::hash::Hash + Eq + Copy>(
+    split: &[(Vec<u32>, Vec<u32>)],
+    removed: &[Vec<K>],
+    added: &[Vec<K>],
+    out: &mut dyn FnMut(Ref, i8),
+) -> Vec<Images> {
+    let removals: usize = removed.iter().map(Vec::len).sum();
+    let mut state: std::collections::HashMap<K, Images, ahash::RandomState> =
+        std::collections::HashMap::with_capacity_and_hasher(removals, Default::default());
+    for k in removed.iter().flatten() {
+        state.entry(*k).or_default();
+    }
+    for (b, (rm, add)) in split.iter().enumerate() {
+        // within a snapshot, its removals come before its additions
+        for (k, &r) in removed[b].iter().zip(rm) {
+            if let Some(e) = state.get_mut(k) {
+                if !e.seen {
+                    e.before = Some((b, r as usize));
+                    e.seen = true;
+                }
+                e.after = None;
+            }
+        }
+        for (k, &r) in added[b].iter().zip(add) {
+            match state.get_mut(k) {
+                Some(e) => {
+                    e.seen = true;
+                    e.after = Some((b, r as usize));
+                }
+                None => out((b, r as usize), INSERT),
+            }
+        }
+    }
+    state.into_values().collect()
+}
+
+fn slices(rows: &[Rows]) -> Vec<Vec<&[u8]>> {
+    rows.iter().map(|r| r.iter().map(|row| row.data()).collect()).collect()
+}
+
+/// Whether each (before, after) pair of rows has the same image: compared column by column with
+/// Arrow's comparators (one per pair of batches), or, for types they cannot compare, encoded in
+/// Arrow's row format in one call per batch.
+fn same_images(
+    batches: &[RecordBatch],
+    columns: usize,
+    full: &RowConverter,
+    pairs: &[(Ref, Ref)],
+) -> Result<Vec<bool>> {
+    let mut comparators: std::collections::HashMap<(usize, usize), Vec<arrow::array::DynComparator>> =
+        Default::default();
+    let mut out = Vec::with_capacity(pairs.len());
+    for &(b, a) in pairs {
+        let cmps = match comparators.entry((b.0, a.0)) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let built: std::result::Result<Vec<_>, _> = (0..columns)
+                    .map(|c| {
+                        arrow::array::make_comparator(
+                            batches[b.0].column(c).as_ref(),
+                            batches[a.0].column(c).as_ref(),
+                            Default::default(),
+                        )
+                    })
+                    .collect();
+                match built {
+                    Ok(cmps) => e.insert(cmps),
+                    Err(_) => return same_encoded(batches, columns, full, pairs),
+                }
+            }
+        };
+        out.push(cmps.iter().all(|cmp| cmp(b.1, a.1).is_eq()));
+    }
+    Ok(out)
+}
+
+/// [`same_images`] through the row format.
+fn same_encoded(
+    batches: &[RecordBatch],
+    columns: usize,
+    full: &RowConverter,
+    pairs: &[(Ref, Ref)],
+) -> Result<Vec<bool>> {
+    let mut wanted: Vec<Vec<u32>> = vec![vec![]; batches.len()];
+    for (b, a) in pairs {
+        wanted[b.0].push(b.1 as u32);
+        wanted[a.0].push(a.1 as u32);
+    }
+    for rows in &mut wanted {
+        rows.sort_unstable();
+        rows.dedup();
+    }
+    let images: Vec<Rows> = wanted
+        .par_iter()
+        .enumerate()
+        .map(|(b, rows)| {
+            let cols: Vec<ArrayRef> = batches[b].columns()[..columns].iter().map(comparable).collect();
+            encode_rows(full, &cols, rows)
+        })
+        .collect::<Result<_>>()?;
+    let image = |r: Ref| -> Result<&[u8]> {
+        let i = wanted[r.0]
+            .binary_search(&(r.1 as u32))
+            .map_err(|_| Error::internal("skade_changelog(collapse): an image was not encoded"))?;
+        Ok(images[r.0].row(i).data())
+    };
+    pairs.iter().map(|&(b, a)| Ok(image(b)? == image(a)?)).collect()
 }
 
 /// The multiset difference of a window on a table without a key (its changelog holds only
