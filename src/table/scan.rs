@@ -14,7 +14,8 @@ use arrow::error::ArrowError;
 use arrow::row::RowConverter;
 use iceberg::spec::{DataFile, Schema, SchemaRef, TableMetadata};
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
 };
 use parquet::arrow::ProjectionMask;
 use parquet::file::reader::ChunkReader;
@@ -326,6 +327,18 @@ impl ScanPlan {
             }
             start += rows;
         }
+        // When position deletes remove most of the rows (the changelog reading what a delete
+        // removed), only the survivors are selected: the reader skips the rest, whole pages
+        // where the offset index allows, instead of decoding rows only to drop them.
+        let mut selection = None;
+        if !task.deletes.positions.is_empty() {
+            let (kept, selectors) = survivors(&runs, &task.deletes.positions);
+            let total: u64 = runs.iter().map(|r| r.1).sum();
+            if kept.iter().map(|r| r.1).sum::<u64>() * 2 <= total {
+                runs = kept;
+                selection = Some(RowSelection::from(selectors));
+            }
+        }
         // The column chunks to read, read ahead in a few large reads when they are not too big.
         let descr = footer.metadata().file_metadata().schema_descr();
         let leaves: Vec<usize> =
@@ -335,9 +348,9 @@ impl ScanPlan {
         let (first, end) = ranges.iter().fold((u64::MAX, 0), |(a, b), &(s, n)| (a.min(s), b.max(s + n)));
         let reader = if end.saturating_sub(first) <= READ_AHEAD_MAX_BYTES {
             let ranges = FileRanges::read(&file, end, ranges, READ_AHEAD_MAX_GAP, &task.path, |_| {})?;
-            build_reader(ranges, footer, mask, selected, &task.path)?
+            build_reader(ranges, footer, mask, selected, selection, &task.path)?
         } else {
-            build_reader(file, footer, mask, selected, &task.path)?
+            build_reader(file, footer, mask, selected, selection, &task.path)?
         };
         Ok(TaskReader { source: Source::File { reader, columns, keys, path: task.path.clone() }, runs, ..base })
     }
@@ -380,14 +393,47 @@ fn build_reader<T: ChunkReader + 'static>(
     footer: ArrowReaderMetadata,
     mask: ProjectionMask,
     row_groups: Vec<usize>,
+    selection: Option<RowSelection>,
     path: &str,
 ) -> Result<ParquetRecordBatchReader> {
-    ParquetRecordBatchReaderBuilder::new_with_metadata(input, footer)
+    let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(input, footer)
         .with_projection(mask)
         .with_row_groups(row_groups)
-        .with_batch_size(BATCH_ROWS)
-        .build()
-        .map_err(|e| Error::corrupt(format!("data file {path} is not readable: {e}")))
+        .with_batch_size(BATCH_ROWS);
+    if let Some(selection) = selection {
+        builder = builder.with_row_selection(selection);
+    }
+    builder.build().map_err(|e| Error::corrupt(format!("data file {path} is not readable: {e}")))
+}
+
+/// The file positions of `runs` (in order) without the `deleted` ones (sorted), and the row
+/// selection that reads exactly them out of the rows of `runs`.
+fn survivors(runs: &VecDeque<(u64, u64)>, deleted: &[u64]) -> (VecDeque<(u64, u64)>, Vec<RowSelector>) {
+    let mut kept = VecDeque::new();
+    let mut selectors = vec![];
+    let mut cursor = deleted.partition_point(|&p| p < runs.front().map_or(0, |r| r.0));
+    for &(start, len) in runs {
+        let end = start + len;
+        let mut at = start;
+        while cursor < deleted.len() && deleted[cursor] < end {
+            let d = deleted[cursor];
+            cursor += 1;
+            if d < at {
+                continue; // (duplicates, or before this run)
+            }
+            if d > at {
+                kept.push_back((at, d - at));
+                selectors.push(RowSelector::select((d - at) as usize));
+            }
+            selectors.push(RowSelector::skip(1));
+            at = d + 1;
+        }
+        if end > at {
+            kept.push_back((at, end - at));
+            selectors.push(RowSelector::select((end - at) as usize));
+        }
+    }
+    (kept, selectors)
 }
 
 enum Source {
@@ -546,5 +592,36 @@ impl Iterator for TaskReader {
 impl RecordBatchReader for TaskReader {
     fn schema(&self) -> ArrowSchemaRef {
         self.schema.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn survivors_select_exactly_the_rows_not_deleted() {
+        // two selected row groups (0..10 and 20..30; 10..20 was pruned), deletes everywhere
+        let runs = VecDeque::from([(0, 10), (20, 10)]);
+        let deleted = [0, 1, 5, 9, 12, 15, 20, 21, 22, 29];
+        let (kept, selectors) = survivors(&runs, &deleted);
+        assert_eq!(Vec::from(kept.clone()), vec![(2, 3), (6, 3), (23, 6)]);
+        // the selection covers every row of the runs, in order, and selects the kept ones
+        let mut at = 0usize;
+        let mut selected = vec![];
+        for s in &selectors {
+            if !s.skip {
+                selected.extend(at..at + s.row_count);
+            }
+            at += s.row_count;
+        }
+        assert_eq!(at, 20);
+        let positions: Vec<u64> = runs.iter().flat_map(|&(s, n)| s..s + n).collect();
+        let picked: Vec<u64> = selected.iter().map(|&i| positions[i]).collect();
+        let expected: Vec<u64> = kept.iter().flat_map(|&(s, n)| s..s + n).collect();
+        assert_eq!(picked, expected);
+        // nothing deleted in the runs: one selector per run
+        let (kept, selectors) = survivors(&VecDeque::from([(100, 5)]), &[3, 200]);
+        assert_eq!((Vec::from(kept), selectors.len()), (vec![(100, 5)], 1));
     }
 }
