@@ -103,6 +103,9 @@ impl Catalog {
     /// time travel until their snapshots expire. Nothing to gain (at most one data file and no
     /// deletes): no commit.
     pub fn compact(&self, schema: &str, name: &str) -> Result<CompactReport> {
+        if self.read_only() {
+            return Err(Error::permission(format!("skade catalog {} is attached read-only", self.path().display())));
+        }
         let txn = self.begin();
         let table = txn
             .table(schema, name)?

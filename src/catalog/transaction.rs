@@ -777,8 +777,8 @@ impl Transaction {
                         .any(|s| s.sequence_number() > at_read && s.summary().operation != Operation::Append);
                     if deleted_meanwhile {
                         return Err(Error::conflict(format!(
-                            "transaction conflict on table \"{}\": a concurrent transaction deleted or updated rows \
-                             of it first; nothing was committed, retry the transaction",
+                            "transaction conflict on table \"{}\": a concurrent transaction deleted, updated or \
+                             compacted rows of it first; nothing was committed, retry the transaction",
                             record.qualified_name()
                         )));
                     }
