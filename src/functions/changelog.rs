@@ -70,15 +70,21 @@ pub fn rows(
         None => window(&table.metadata, &name, from_id, None)?,
     };
     let caches = txn.catalog().read_caches();
-    // Columns the query does not use stay NULL and unread (netting compares whole rows: it reads all).
+    // Columns the query does not use stay NULL and unread (netting compares whole rows: see below).
     let columns = table.metadata.current_schema().as_struct().fields().len();
     let read: Option<Vec<usize>> = match (collapse, used.is_empty()) {
         (false, false) => Some(used.iter().copied().filter(|&c| c < columns).collect()),
         _ => None,
     };
     let key = KeyColumns::of(table.metadata.current_schema())?;
+    // Netting without a key reads whole only the added files that may hold a removed row.
+    let netting: Option<Vec<usize>> = match (collapse, &key, used.is_empty()) {
+        (true, None, false) => Some(used.iter().copied().filter(|&c| c < columns).collect()),
+        _ => None,
+    };
     let to_snapshot = snapshots.last().map(|s| s.as_ref());
-    let batches = match changelog(&table.metadata, &caches, &name, &snapshots, read.as_deref(), &filters)? {
+    let feed = changelog(&table.metadata, &caches, &name, &snapshots, read.as_deref(), &filters, netting.as_deref())?;
+    let batches = match feed {
         Feed::Rows(batches) if collapse => collapse::collapse(&schema(table)?, &batches, key.as_ref())?,
         Feed::Rows(batches) => batches,
         // Netted, the window is exactly the difference between its two ends: no guess needed.

@@ -30,6 +30,7 @@ use super::scan::{ReadCaches, ScanPlan, ScanRequest};
 use super::schema::arrow_schema;
 use super::time_travel::Version;
 use crate::error::{Error, Result};
+use crate::lookup::probe_keys::ColumnEncoders;
 
 pub const CHANGE_TYPE: &str = "_change_type";
 pub const COMMIT_SNAPSHOT_ID: &str = "_commit_snapshot_id";
@@ -203,6 +204,7 @@ pub fn changelog(
     window: &[Arc<Snapshot>],
     used: Option<&[usize]>,
     filters: &Filters,
+    netting: Option<&[usize]>,
 ) -> Result<Feed> {
     if let Some(p) = window.first().and_then(|s| s.parent_snapshot_id()) {
         if metadata.snapshot_by_id(p).is_none() {
@@ -218,12 +220,25 @@ pub fn changelog(
     let read: Option<Vec<usize>> = used.map(|u| u.iter().chain(key.iter().flat_map(|k| &k.indexes)).copied().collect());
     let decode: Vec<&Arc<Snapshot>> = window.iter().filter(|s| filters.may_match_snapshot(s)).collect();
     // Decoding, pairing and tagging run per snapshot, in parallel; the batches keep window order.
-    let decoded: Vec<Result<std::result::Result<Vec<RecordBatch>, String>>> = decode
+    let netting = netting.map(|used| Netting { used });
+    let decoded: Vec<Result<Decoded>> = decode
         .par_iter()
-        .map(|s| match snapshot_changes(metadata, caches, table, s, read.as_deref(), filters)? {
-            Decoded::Changes(changes) => Ok(Ok(changes.into_batches(&out_schema, s.snapshot_id(), key.as_ref())?)),
-            Decoded::Undecodable(reason) => Ok(Err(reason)),
-        })
+        .map(|s| snapshot_changes(metadata, caches, table, s, read.as_deref(), filters, netting.as_ref()))
+        .collect();
+    let mut changes = vec![];
+    for d in decoded {
+        match d? {
+            Decoded::Changes(c) => changes.push(c),
+            Decoded::Undecodable(reason) => return Ok(Feed::Undecodable(reason)),
+        }
+    }
+    if let Some(netting) = &netting {
+        read_deferred(metadata, caches, &mut changes, netting, filters)?;
+    }
+    let decoded: Vec<Result<std::result::Result<Vec<RecordBatch>, String>>> = changes
+        .into_par_iter()
+        .zip(decode.par_iter())
+        .map(|(c, s)| Ok(Ok(c.into_batches(&out_schema, s.snapshot_id(), key.as_ref())?)))
         .collect();
     let mut out = vec![];
     for d in decoded {
@@ -330,6 +345,66 @@ fn with_tags(
 struct SnapshotChanges {
     inserted: Vec<RecordBatch>,
     deleted: Vec<RecordBatch>,
+    /// The inserted side, when it is read later (see [`Netting`]): each added file with the
+    /// snapshot's own deletes of it.
+    deferred: Vec<(DataFile, FileDeletes)>,
+}
+
+/// Netting a window of a table without a key compares whole rows, but only an added row equal
+/// to a removed one can cancel it. So the removed rows are read first (every column), and an
+/// added file is read whole only if its first column's bounds hold a removed row's first value;
+/// of the others only `used` is read (the columns the query uses, and the first one).
+struct Netting<'a> {
+    used: &'a [usize],
+}
+
+/// The removed rows' first-column values, sorted, in the row format (which orders like the
+/// values, so they compare with a file's bounds converted the same way).
+struct RemovedFirst {
+    encoders: ColumnEncoders,
+    field_id: i32,
+    values: Vec<Box<[u8]>>,
+    null: bool,
+}
+
+impl RemovedFirst {
+    /// None: files cannot be told apart (a float column: NaN is outside every bound).
+    fn of(schema: &Schema, removed: &[&RecordBatch]) -> Result<Option<RemovedFirst>> {
+        let Some(first) = schema.as_struct().fields().first() else {
+            return Ok(None);
+        };
+        let Some(column) = KeyColumns::for_fields(schema, &[first.id])? else {
+            return Ok(None);
+        };
+        if matches!(column.types[0], DataType::Float16 | DataType::Float32 | DataType::Float64) {
+            return Ok(None);
+        }
+        let encoders = ColumnEncoders::new(&column)?;
+        let mut values = vec![];
+        let mut null = false;
+        for batch in removed {
+            null |= batch.column(0).null_count() > 0;
+            values.extend(encoders.column(0, batch.column(0))?);
+        }
+        values.sort_unstable();
+        values.dedup();
+        Ok(Some(RemovedFirst { encoders, field_id: first.id, values, null }))
+    }
+
+    /// Whether `file` may hold a row whose first column equals a removed row's.
+    fn may_hold(&self, file: &DataFile) -> bool {
+        if self.null && file.null_value_counts().get(&self.field_id).is_none_or(|n| *n > 0) {
+            return true;
+        }
+        let lower = self.encoders.bound(0, file.lower_bounds().get(&self.field_id));
+        let upper = self.encoders.bound(0, file.upper_bounds().get(&self.field_id));
+        let start = lower.map_or(0, |lower| self.values.partition_point(|v| *v < lower));
+        match (self.values.get(start), upper) {
+            (None, _) => false,
+            (Some(v), Some(upper)) => *v <= upper,
+            (Some(_), None) => true,
+        }
+    }
 }
 
 enum Decoded {
@@ -344,6 +419,7 @@ fn snapshot_changes(
     snapshot: &Snapshot,
     read: Option<&[usize]>,
     filters: &Filters,
+    netting: Option<&Netting>,
 ) -> Result<Decoded> {
     if snapshot.summary().operation == Operation::Replace {
         return Ok(Decoded::Changes(SnapshotChanges::default())); // by Iceberg's definition: same rows
@@ -386,12 +462,21 @@ fn snapshot_changes(
 
     // Inserted: the added files, minus this snapshot's own deletes of their rows.
     let own = DeleteIndex::load(&caches.deletes, &schema, &added_deletes.iter().map(|f| (seq, f)).collect::<Vec<_>>())?;
-    let files = added_data
-        .iter()
-        .filter(|f| filters.may_match(f))
-        .map(|f| (f.file_path().to_string(), f.record_count(), own.for_file(f.file_path(), seq)))
-        .collect();
-    let inserted = read_all(only(ScanPlan::for_files(schema.clone(), caches.clone(), files)?))?;
+    let wanted: Vec<&DataFile> = added_data.iter().filter(|f| filters.may_match(f)).collect();
+    // Netting (rewrites aside, which compare their own rows): read once the removed rows are known.
+    let defer = netting.is_some() && removed_data.is_empty();
+    let deferred: Vec<(DataFile, FileDeletes)> = match defer {
+        true => wanted.iter().map(|f| ((*f).clone(), own.for_file(f.file_path(), seq))).collect(),
+        false => vec![],
+    };
+    let inserted = match defer {
+        true => vec![],
+        false => {
+            let files =
+                wanted.iter().map(|f| (f.file_path().to_string(), f.record_count(), own.for_file(f.file_path(), seq)));
+            read_all(only(ScanPlan::for_files(schema.clone(), caches.clone(), files.collect())?))?
+        }
+    };
 
     // Deleted: rows live at the parent that this snapshot's delete files or removals remove.
     let mut deleted = vec![];
@@ -498,7 +583,7 @@ fn snapshot_changes(
             }
         }
     }
-    let changes = SnapshotChanges { inserted, deleted };
+    let changes = SnapshotChanges { inserted, deleted, deferred };
     if removed_data.is_empty() {
         return Ok(Decoded::Changes(changes));
     }
@@ -507,6 +592,40 @@ fn snapshot_changes(
         None => Decoded::Undecodable(format!(
             "snapshot {id} of table {table} rewrites files and its rows' types cannot be compared"
         )),
+    })
+}
+
+/// Reads the deferred inserted sides of a netted window (see [`Netting`]): whole where a file
+/// may hold a row equal to a removed one, else only the used columns and the first.
+fn read_deferred(
+    metadata: &TableMetadata,
+    caches: &Arc<ReadCaches>,
+    changes: &mut [SnapshotChanges],
+    netting: &Netting,
+    filters: &Filters,
+) -> Result<()> {
+    let schema = metadata.current_schema().clone();
+    let removed: Vec<&RecordBatch> = changes.iter().flat_map(|c| &c.deleted).collect();
+    let first = RemovedFirst::of(&schema, &removed)?;
+    let mut used: Vec<usize> = netting.used.iter().copied().chain([0]).collect();
+    used.sort_unstable();
+    used.dedup();
+    changes.par_iter_mut().try_for_each(|c| -> Result<()> {
+        let (whole, part): (Vec<_>, Vec<_>) = std::mem::take(&mut c.deferred)
+            .into_iter()
+            .partition(|(f, _)| first.as_ref().is_none_or(|first| first.may_hold(f)));
+        for (files, columns) in [(whole, None), (part, Some(&used))] {
+            if files.is_empty() {
+                continue;
+            }
+            let files = files.into_iter().map(|(f, d)| (f.file_path().to_string(), f.record_count(), d)).collect();
+            let plan = ScanPlan::for_files(schema.clone(), caches.clone(), files)?.with_prune(filters.rows.clone());
+            c.inserted.extend(read_all(match columns {
+                Some(columns) => plan.read_only(columns),
+                None => plan,
+            })?);
+        }
+        Ok(())
     })
 }
 
@@ -623,6 +742,7 @@ impl SnapshotChanges {
         Ok(Some(SnapshotChanges {
             deleted: filter(&self.deleted, keep_old)?,
             inserted: filter(&self.inserted, keep_new)?,
+            deferred: vec![],
         }))
     }
 }
