@@ -368,7 +368,8 @@ struct RemovedFirst {
 }
 
 impl RemovedFirst {
-    /// None: files cannot be told apart (a float column: NaN is outside every bound).
+    /// None: files cannot be told apart by it (a float column: NaN is outside every bound; a
+    /// nested one has no bounds).
     fn of(schema: &Schema, removed: &[&RecordBatch]) -> Result<Option<RemovedFirst>> {
         let Some(first) = schema.as_struct().fields().first() else {
             return Ok(None);
@@ -376,10 +377,13 @@ impl RemovedFirst {
         let Some(column) = KeyColumns::for_fields(schema, &[first.id])? else {
             return Ok(None);
         };
-        if matches!(column.types[0], DataType::Float16 | DataType::Float32 | DataType::Float64) {
-            return Ok(None);
+        let ty = &column.types[0];
+        if ty.is_nested() || matches!(ty, DataType::Float16 | DataType::Float32 | DataType::Float64) {
+            return Ok(None); // (nested values have no bounds)
         }
-        let encoders = ColumnEncoders::new(&column)?;
+        let Ok(encoders) = ColumnEncoders::new(&column) else {
+            return Ok(None);
+        };
         let mut values = vec![];
         let mut null = false;
         for batch in removed {
