@@ -144,13 +144,7 @@ pub unsafe extern "C" fn skade_fn_changelog(
     guard(|| {
         let txn = &handle(txn, "transaction")?.0;
         let table = txn.table_by_uuid(arg(uuid, "table id")?)?;
-        let constants = if constants.is_null() || constants_schema.is_null() {
-            None
-        } else {
-            let array = unsafe { std::ptr::replace(constants, FFI_ArrowArray::empty()) };
-            Some(super::struct_array(unsafe { from_ffi(array, &*constants_schema) }?, "filter constants")?)
-        };
-        let json = if filter_json.is_null() { "" } else { arg(filter_json, "filter")? };
+        let (json, constants) = unsafe { super::filters(filter_json, constants, constants_schema) }?;
         let bound = |b: i64| if times { changelog::Bound::Time(b) } else { changelog::Bound::Snapshot(b) };
         let used: Vec<usize> = if columns.is_null() || n_columns == 0 {
             vec![]

@@ -161,6 +161,23 @@ pub(crate) fn struct_array(data: ArrayData, what: &str) -> Result<StructArray> {
     Ok(StructArray::from(data))
 }
 
+/// A query's filters from the shim: their JSON description ("" for none) and the constants it
+/// refers to (moved out of `constants`).
+pub(crate) unsafe fn filters<'a>(
+    json: *const c_char,
+    constants: *mut arrow::ffi::FFI_ArrowArray,
+    constants_schema: *const arrow::ffi::FFI_ArrowSchema,
+) -> Result<(&'a str, Option<StructArray>)> {
+    let constants = if constants.is_null() || constants_schema.is_null() {
+        None
+    } else {
+        let array = unsafe { std::ptr::replace(constants, arrow::ffi::FFI_ArrowArray::empty()) };
+        Some(struct_array(unsafe { arrow::ffi::from_ffi(array, &*constants_schema) }?, "filter constants")?)
+    };
+    let json = if json.is_null() { "" } else { arg(json, "filter")? };
+    Ok((json, constants))
+}
+
 /// Borrows a NUL-terminated UTF-8 argument.
 pub(crate) fn arg<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
     if p.is_null() {

@@ -2,12 +2,12 @@
 
 use std::ffi::c_char;
 
-use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 
 use super::table::SkadeTable;
 use super::transaction::SkadeTxn;
-use super::{arg, free, guard, guard_value, handle, out, SkadeStatus};
+use super::{free, guard, guard_value, handle, out, SkadeStatus};
 use crate::table::filter::Prune;
 use crate::table::scan::ScanPlan;
 
@@ -38,13 +38,7 @@ pub unsafe extern "C" fn skade_scan_open(
             unsafe { std::slice::from_raw_parts(columns, n_columns) }.iter().map(|&c| c as usize).collect()
         };
         let table = &handle(table, "table")?.info;
-        let constants = if constants.is_null() || constants_schema.is_null() {
-            None
-        } else {
-            let array = unsafe { std::ptr::replace(constants, FFI_ArrowArray::empty()) };
-            Some(super::struct_array(unsafe { from_ffi(array, &*constants_schema) }?, "filter constants")?)
-        };
-        let json = if filter_json.is_null() { "" } else { arg(filter_json, "filter")? };
+        let (json, constants) = unsafe { super::filters(filter_json, constants, constants_schema) }?;
         let prune = Prune::parse(json, constants.as_ref(), table.metadata.current_schema())?;
         let plan = txn.scan(table, columns, prune, row_ids)?;
         out(result, Box::into_raw(Box::new(SkadeScan(plan))))

@@ -8,9 +8,9 @@ use std::collections::{HashMap, HashSet};
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation,
-    Snapshot, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
-    TableMetadataBuilder, MAIN_BRANCH,
+    DataContentType, DataFile, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriter,
+    ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector,
+    Summary, TableMetadata, TableMetadataBuilder, MAIN_BRANCH,
 };
 use uuid::Uuid;
 
@@ -79,15 +79,8 @@ pub async fn stage_snapshot(
         if files.is_empty() {
             continue;
         }
-        let path = format!("{}/metadata/{}-m0.avro", table.location(), Uuid::new_v4());
-        written.push(path.clone());
-        let builder = ManifestWriterBuilder::new(
-            file_io.new_output(&path)?,
-            Some(snapshot_id),
-            schema.clone(),
-            spec.as_ref().clone(),
-        );
-        let mut writer = if is_delete { builder.build_v2_deletes() } else { builder.build_v2_data() };
+        let content = if is_delete { ManifestContentType::Deletes } else { ManifestContentType::Data };
+        let mut writer = manifest_writer(file_io, table, snapshot_id, content, written)?;
         for f in files {
             // A negative sequence number leaves it unassigned: it is inherited from the manifest
             // list at commit, so the manifest stays valid whichever head the commit lands on.
@@ -177,6 +170,29 @@ pub async fn produce(
     Ok((metadata, location))
 }
 
+/// A writer of a new manifest of `content` for snapshot `snapshot_id` of `table` (its path is
+/// added to `written` first).
+fn manifest_writer(
+    file_io: &FileIO,
+    table: &TableMetadata,
+    snapshot_id: i64,
+    content: ManifestContentType,
+    written: &mut Vec<String>,
+) -> Result<ManifestWriter> {
+    let path = format!("{}/metadata/{}-m0.avro", table.location(), Uuid::new_v4());
+    written.push(path.clone());
+    let builder = ManifestWriterBuilder::new(
+        file_io.new_output(&path)?,
+        Some(snapshot_id),
+        table.current_schema().clone(),
+        table.default_partition_spec().as_ref().clone(),
+    );
+    Ok(match content {
+        ManifestContentType::Data => builder.build_v2_data(),
+        ManifestContentType::Deletes => builder.build_v2_deletes(),
+    })
+}
+
 /// Removed entries written by [`remove_files`]: the manifests holding them, and each file with
 /// its data sequence number.
 type Removals = (Vec<ManifestFile>, Vec<(DataFile, i64)>);
@@ -195,8 +211,6 @@ async fn remove_files(
     written: &mut Vec<String>,
 ) -> Result<(Vec<ManifestFile>, Removals)> {
     let wanted: HashSet<&str> = removed.iter().map(String::as_str).collect();
-    let schema = base.current_schema().clone();
-    let spec = base.default_partition_spec().as_ref().clone();
     let mut kept = vec![];
     let mut gone: HashMap<ManifestContentType, Vec<FileEntry>> = HashMap::new();
     let mut found = 0;
@@ -206,14 +220,7 @@ async fn remove_files(
             kept.push(m);
             continue;
         }
-        let path = format!("{}/metadata/{}-m0.avro", base.location(), Uuid::new_v4());
-        written.push(path.clone());
-        let builder =
-            ManifestWriterBuilder::new(file_io.new_output(&path)?, Some(snapshot_id), schema.clone(), spec.clone());
-        let mut writer = match m.content {
-            ManifestContentType::Data => builder.build_v2_data(),
-            ManifestContentType::Deletes => builder.build_v2_deletes(),
-        };
+        let mut writer = manifest_writer(file_io, base, snapshot_id, m.content, written)?;
         let mut rest = 0;
         for e in entries.iter().filter(|e| e.is_live()) {
             if wanted.contains(e.file().file_path()) {
@@ -246,14 +253,7 @@ async fn remove_files(
         let Some(entries) = gone.remove(&content) else {
             continue;
         };
-        let path = format!("{}/metadata/{}-m0.avro", base.location(), Uuid::new_v4());
-        written.push(path.clone());
-        let builder =
-            ManifestWriterBuilder::new(file_io.new_output(&path)?, Some(snapshot_id), schema.clone(), spec.clone());
-        let mut writer = match content {
-            ManifestContentType::Data => builder.build_v2_data(),
-            ManifestContentType::Deletes => builder.build_v2_deletes(),
-        };
+        let mut writer = manifest_writer(file_io, base, snapshot_id, content, written)?;
         for e in entries {
             writer.add_delete_file(e.file().clone(), e.sequence_number, Some(e.file_sequence_number))?;
             files.push((e.file().clone(), e.sequence_number));
@@ -313,15 +313,7 @@ async fn merge_small_manifests(
             out.extend(small.into_iter().cloned());
             continue;
         }
-        let schema = base.current_schema().clone();
-        let spec = base.default_partition_spec().as_ref().clone();
-        let path = format!("{}/metadata/{}-m0.avro", base.location(), Uuid::new_v4());
-        written.push(path.clone());
-        let builder = ManifestWriterBuilder::new(file_io.new_output(&path)?, Some(snapshot_id), schema, spec);
-        let mut writer = match content {
-            ManifestContentType::Data => builder.build_v2_data(),
-            ManifestContentType::Deletes => builder.build_v2_deletes(),
-        };
+        let mut writer = manifest_writer(file_io, base, snapshot_id, content, written)?;
         for m in small {
             for e in caches.manifest(m)?.iter().filter(|e| e.is_live()) {
                 writer.add_existing_file(
