@@ -189,7 +189,8 @@ pub enum Feed {
 
 /// The changes of the snapshots of `window` (see [`window`]), in window order, in the schema of
 /// [`changelog_schema`]. Snapshots are decoded in parallel. With `used`, only those table columns
-/// (and the key columns, for pairing) are read; the others are NULL.
+/// (and the key columns, for pairing) are read; the others are NULL. `netting`: the columns a
+/// netted feed of a table without a key uses (see [`read_deferred`]).
 ///
 /// A `replace` snapshot (files rewritten, rows unchanged: a compaction) changes nothing. A
 /// snapshot that removes data files deleted their rows live at its parent; rows it removed and
@@ -220,10 +221,9 @@ pub fn changelog(
     let read: Option<Vec<usize>> = used.map(|u| u.iter().chain(key.iter().flat_map(|k| &k.indexes)).copied().collect());
     let decode: Vec<&Arc<Snapshot>> = window.iter().filter(|s| filters.may_match_snapshot(s)).collect();
     // Decoding, pairing and tagging run per snapshot, in parallel; the batches keep window order.
-    let netting = netting.map(|used| Netting { used });
     let decoded: Vec<Result<Decoded>> = decode
         .par_iter()
-        .map(|s| snapshot_changes(metadata, caches, table, s, read.as_deref(), filters, netting.as_ref()))
+        .map(|s| snapshot_changes(metadata, caches, table, s, read.as_deref(), filters, netting.is_some()))
         .collect();
     let mut changes = vec![];
     for d in decoded {
@@ -232,22 +232,15 @@ pub fn changelog(
             Decoded::Undecodable(reason) => return Ok(Feed::Undecodable(reason)),
         }
     }
-    if let Some(netting) = &netting {
-        read_deferred(metadata, caches, &mut changes, netting, filters)?;
+    if let Some(used) = netting {
+        read_deferred(metadata, caches, &mut changes, used, filters)?;
     }
-    let decoded: Vec<Result<std::result::Result<Vec<RecordBatch>, String>>> = changes
+    let tagged: Vec<Vec<RecordBatch>> = changes
         .into_par_iter()
         .zip(decode.par_iter())
-        .map(|(c, s)| Ok(Ok(c.into_batches(&out_schema, s.snapshot_id(), key.as_ref())?)))
-        .collect();
-    let mut out = vec![];
-    for d in decoded {
-        match d? {
-            Ok(batches) => out.extend(batches),
-            Err(reason) => return Ok(Feed::Undecodable(reason)),
-        }
-    }
-    Ok(Feed::Rows(out))
+        .map(|(c, s)| c.into_batches(&out_schema, s.snapshot_id(), key.as_ref()))
+        .collect::<Result<_>>()?;
+    Ok(Feed::Rows(tagged.into_iter().flatten().collect()))
 }
 
 /// The seed's full-reload rule for a window that cannot be decoded: every row live at `to` (None:
@@ -306,10 +299,7 @@ fn rows_at(
         row_ids: None,
     };
     let plan = ScanPlan::plan(metadata, caches.clone(), request)?;
-    read_all(match used {
-        Some(columns) => plan.read_only(columns),
-        None => plan,
-    })
+    read_all(plan.read_only(used))
 }
 
 fn tag(
@@ -345,17 +335,9 @@ fn with_tags(
 struct SnapshotChanges {
     inserted: Vec<RecordBatch>,
     deleted: Vec<RecordBatch>,
-    /// The inserted side, when it is read later (see [`Netting`]): each added file with the
-    /// snapshot's own deletes of it.
+    /// The inserted side, when it is read later (see [`read_deferred`]): each added file with
+    /// the snapshot's own deletes of it.
     deferred: Vec<(DataFile, FileDeletes)>,
-}
-
-/// Netting a window of a table without a key compares whole rows, but only an added row equal
-/// to a removed one can cancel it. So the removed rows are read first (every column), and an
-/// added file is read whole only if its first column's bounds hold a removed row's first value;
-/// of the others only `used` is read (the columns the query uses, and the first one).
-struct Netting<'a> {
-    used: &'a [usize],
 }
 
 /// The removed rows' first-column values, sorted, in the row format (which orders like the
@@ -423,7 +405,7 @@ fn snapshot_changes(
     snapshot: &Snapshot,
     read: Option<&[usize]>,
     filters: &Filters,
-    netting: Option<&Netting>,
+    netting: bool,
 ) -> Result<Decoded> {
     if snapshot.summary().operation == Operation::Replace {
         return Ok(Decoded::Changes(SnapshotChanges::default())); // by Iceberg's definition: same rows
@@ -456,19 +438,13 @@ fn snapshot_changes(
     // Whether a rewrite keeps rows unchanged is told by comparing whole rows: read them all.
     let read = if removed_data.is_empty() { read } else { None };
     // Files and row groups the filters exclude are not read.
-    let only = |plan: ScanPlan| {
-        let plan = plan.with_prune(filters.rows.clone());
-        match read {
-            Some(columns) => plan.read_only(columns),
-            None => plan,
-        }
-    };
+    let only = |plan: ScanPlan| plan.with_prune(filters.rows.clone()).read_only(read);
 
     // Inserted: the added files, minus this snapshot's own deletes of their rows.
     let own = DeleteIndex::load(&caches.deletes, &schema, &added_deletes.iter().map(|f| (seq, f)).collect::<Vec<_>>())?;
     let wanted: Vec<&DataFile> = added_data.iter().filter(|f| filters.may_match(f)).collect();
     // Netting (rewrites aside, which compare their own rows): read once the removed rows are known.
-    let defer = netting.is_some() && removed_data.is_empty();
+    let defer = netting && removed_data.is_empty();
     let deferred: Vec<(DataFile, FileDeletes)> = match defer {
         true => wanted.iter().map(|f| ((*f).clone(), own.for_file(f.file_path(), seq))).collect(),
         false => vec![],
@@ -567,12 +543,11 @@ fn snapshot_changes(
                 staged_deletes: &[],
                 row_ids: None,
             };
-            let plan = ScanPlan::plan(metadata, caches.clone(), request)?.without_files(&removed);
-            let plan = match read {
-                // the delete's key columns are read too: rows are matched on them
-                Some(columns) => plan.read_only(&columns.iter().chain(&set_key.indexes).copied().collect::<Vec<_>>()),
-                None => plan,
-            };
+            // the delete's key columns are read too: rows are matched on them
+            let with_keys: Option<Vec<usize>> = read.map(|c| c.iter().chain(&set_key.indexes).copied().collect());
+            let plan = ScanPlan::plan(metadata, caches.clone(), request)?
+                .without_files(&removed)
+                .read_only(with_keys.as_deref());
             let converter = set_key.converter()?;
             for batch in read_all(plan)? {
                 let columns: Vec<ArrayRef> = set_key.indexes.iter().map(|&i| batch.column(i).clone()).collect();
@@ -599,35 +574,34 @@ fn snapshot_changes(
     })
 }
 
-/// Reads the deferred inserted sides of a netted window (see [`Netting`]): whole where a file
-/// may hold a row equal to a removed one, else only the used columns and the first.
+/// Netting a window of a table without a key compares whole rows, but only an added row equal
+/// to a removed one can cancel it. So the removed rows are read first (every column), and then
+/// the deferred inserted sides: an added file whole only if its first column's bounds hold a
+/// removed row's first value, the others only the columns the query uses (`used`) and the first.
 fn read_deferred(
     metadata: &TableMetadata,
     caches: &Arc<ReadCaches>,
     changes: &mut [SnapshotChanges],
-    netting: &Netting,
+    used: &[usize],
     filters: &Filters,
 ) -> Result<()> {
     let schema = metadata.current_schema().clone();
     let removed: Vec<&RecordBatch> = changes.iter().flat_map(|c| &c.deleted).collect();
     let first = RemovedFirst::of(&schema, &removed)?;
-    let mut used: Vec<usize> = netting.used.iter().copied().chain([0]).collect();
+    let mut used: Vec<usize> = used.iter().copied().chain([0]).collect();
     used.sort_unstable();
     used.dedup();
     changes.par_iter_mut().try_for_each(|c| -> Result<()> {
         let (whole, part): (Vec<_>, Vec<_>) = std::mem::take(&mut c.deferred)
             .into_iter()
             .partition(|(f, _)| first.as_ref().is_none_or(|first| first.may_hold(f)));
-        for (files, columns) in [(whole, None), (part, Some(&used))] {
+        for (files, columns) in [(whole, None), (part, Some(used.as_slice()))] {
             if files.is_empty() {
                 continue;
             }
             let files = files.into_iter().map(|(f, d)| (f.file_path().to_string(), f.record_count(), d)).collect();
             let plan = ScanPlan::for_files(schema.clone(), caches.clone(), files)?.with_prune(filters.rows.clone());
-            c.inserted.extend(read_all(match columns {
-                Some(columns) => plan.read_only(columns),
-                None => plan,
-            })?);
+            c.inserted.extend(read_all(plan.read_only(columns))?);
         }
         Ok(())
     })

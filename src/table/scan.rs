@@ -219,9 +219,12 @@ impl ScanPlan {
         self.schema.clone()
     }
 
-    /// Reads only the output columns `columns` (indexes into the plan's columns); the others keep
-    /// their place and type but are NULL (hence nullable), never read.
-    pub fn read_only(mut self, columns: &[usize]) -> ScanPlan {
+    /// Reads only the output columns `columns` (indexes into the plan's columns; None: all of
+    /// them); the others keep their place and type but are NULL (hence nullable), never read.
+    pub fn read_only(mut self, columns: Option<&[usize]>) -> ScanPlan {
+        let Some(columns) = columns else {
+            return self;
+        };
         for (i, id) in self.field_ids.iter_mut().enumerate() {
             if !columns.contains(&i) {
                 *id = NOT_READ;

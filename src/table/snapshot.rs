@@ -124,7 +124,7 @@ pub async fn produce(
             let (kept, removals) =
                 remove_files(file_io, caches, base, staged.snapshot_id, inherited, &staged.removed, written).await?;
             inherited = kept;
-            for (file, _) in &removals.1 {
+            for file in &removals.1 {
                 add_removed(&mut summary, file);
             }
             manifests.extend(removals.0);
@@ -193,9 +193,8 @@ fn manifest_writer(
     })
 }
 
-/// Removed entries written by [`remove_files`]: the manifests holding them, and each file with
-/// its data sequence number.
-type Removals = (Vec<ManifestFile>, Vec<(DataFile, i64)>);
+/// Removed entries written by [`remove_files`]: the manifests holding them, and the files.
+type Removals = (Vec<ManifestFile>, Vec<DataFile>);
 
 /// Takes the files `removed` out of the `inherited` manifests: each manifest holding one is
 /// rewritten with its other live entries (EXISTING, ids and sequence numbers kept); the removed
@@ -256,7 +255,7 @@ async fn remove_files(
         let mut writer = manifest_writer(file_io, base, snapshot_id, content, written)?;
         for e in entries {
             writer.add_delete_file(e.file().clone(), e.sequence_number, Some(e.file_sequence_number))?;
-            files.push((e.file().clone(), e.sequence_number));
+            files.push(e.file().clone());
         }
         manifests.push(writer.write_manifest_file().await?);
     }
