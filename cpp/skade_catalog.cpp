@@ -129,4 +129,22 @@ DatabaseSize SkadeCatalog::GetDatabaseSize(ClientContext &context) {
 	return DatabaseSize();
 }
 
+shared_ptr<SkadeTableShape> SkadeCatalog::TableShape(ClientContext &context, skade_table *table) {
+	auto key = SkadeString(skade_table_uuid(table)) + "/" + to_string(skade_table_schema_id(table));
+	{
+		lock_guard<mutex> guard(shapes_lock);
+		auto it = shapes.find(key);
+		if (it != shapes.end()) {
+			return it->second;
+		}
+	}
+	auto shape = SkadeTableShape::Build(context, table);
+	lock_guard<mutex> guard(shapes_lock);
+	// Dropped tables leave their shapes behind: a bound keeps the cache small.
+	if (shapes.size() >= 4096) {
+		shapes.clear();
+	}
+	return shapes.emplace(key, std::move(shape)).first->second;
+}
+
 } // namespace duckdb

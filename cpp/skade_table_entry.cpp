@@ -1,6 +1,7 @@
 // Table entries: DuckDB's view of a skade table (columns, NOT NULL, PRIMARY KEY, scan function).
 #include "skade/table_entry.hpp"
 
+#include "skade/catalog.hpp"
 #include "skade/scan.hpp"
 
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
@@ -18,34 +19,43 @@
 namespace duckdb {
 
 SkadeTableEntry::SkadeTableEntry(Catalog &catalog, SchemaCatalogEntry &schema, CreateTableInfo &info,
-                                 SkadeTableHandle table_p, ArrowTableSchema arrow_table_p)
+                                 SkadeTableHandle table_p, shared_ptr<SkadeTableShape> shape_p)
     : TableCatalogEntry(catalog, schema, info), table(std::move(table_p)), uuid(SkadeString(skade_table_uuid(table.get()))),
-      arrow_table(std::move(arrow_table_p)) {
+      shape(std::move(shape_p)) {
+}
+
+shared_ptr<SkadeTableShape> SkadeTableShape::Build(ClientContext &context, skade_table *table) {
+	ArrowSchemaWrapper arrow;
+	SkadeCheck(skade_table_arrow_schema(table, &arrow.arrow_schema));
+	auto shape = make_shared_ptr<SkadeTableShape>();
+	ArrowTableFunction::PopulateArrowTableSchema(context, shape->arrow_table, arrow.arrow_schema);
+	for (int64_t i = 0; i < arrow.arrow_schema.n_children; i++) {
+		auto &child = *arrow.arrow_schema.children[i];
+		shape->columns.emplace_back(child.name, child.format);
+		shape->not_null.push_back(!(child.flags & ARROW_FLAG_NULLABLE));
+	}
+	skade_strings *key = nullptr;
+	SkadeCheck(skade_table_primary_key(table, &key));
+	shape->primary_key = SkadeTakeStrings(key);
+	return shape;
 }
 
 unique_ptr<SkadeTableEntry> SkadeTableEntry::Create(ClientContext &context, SchemaCatalogEntry &schema,
                                                     SkadeTableHandle table) {
-	ArrowSchemaWrapper arrow;
-	SkadeCheck(skade_table_arrow_schema(table.get(), &arrow.arrow_schema));
-	ArrowTableSchema arrow_table;
-	ArrowTableFunction::PopulateArrowTableSchema(context, arrow_table, arrow.arrow_schema);
-
+	auto shape = schema.ParentCatalog().Cast<SkadeCatalog>().TableShape(context, table.get());
 	CreateTableInfo info(schema, SkadeString(skade_table_name(table.get())));
-	auto &names = arrow_table.GetNames();
-	auto &types = arrow_table.GetTypes();
+	auto &names = shape->arrow_table.GetNames();
+	auto &types = shape->arrow_table.GetTypes();
 	for (idx_t i = 0; i < names.size(); i++) {
 		info.columns.AddColumn(ColumnDefinition(names[i], types[i]));
-		if (!(arrow.arrow_schema.children[i]->flags & ARROW_FLAG_NULLABLE)) {
+		if (shape->not_null[i]) {
 			info.constraints.push_back(make_uniq<NotNullConstraint>(LogicalIndex(i)));
 		}
 	}
-	skade_strings *key = nullptr;
-	SkadeCheck(skade_table_primary_key(table.get(), &key));
-	auto key_columns = SkadeTakeStrings(key);
-	if (!key_columns.empty()) {
-		info.constraints.push_back(make_uniq<UniqueConstraint>(std::move(key_columns), true));
+	if (!shape->primary_key.empty()) {
+		info.constraints.push_back(make_uniq<UniqueConstraint>(shape->primary_key, true));
 	}
-	return make_uniq<SkadeTableEntry>(schema.ParentCatalog(), schema, info, std::move(table), std::move(arrow_table));
+	return make_uniq<SkadeTableEntry>(schema.ParentCatalog(), schema, info, std::move(table), std::move(shape));
 }
 
 unique_ptr<BaseStatistics> SkadeTableEntry::GetStatistics(ClientContext &context, column_t column_id) {

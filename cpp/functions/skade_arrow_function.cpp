@@ -174,13 +174,11 @@ unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, const st
 	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
 }
 
-unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSchemaWrapper &schema,
-                                                unique_ptr<SkadeArrowFunctionData> data,
-                                                vector<LogicalType> &return_types, vector<string> &names) {
-	ArrowTableFunction::PopulateArrowTableSchema(context, data->arrow_table, schema.arrow_schema);
-	for (int64_t i = 0; i < schema.arrow_schema.n_children; i++) {
-		data->bound_columns.emplace_back(schema.arrow_schema.children[i]->name, schema.arrow_schema.children[i]->format);
-	}
+namespace {
+
+//! Completes a bind whose `data` has its Arrow columns (arrow_table, bound_columns) set.
+unique_ptr<FunctionData> FinishBind(unique_ptr<SkadeArrowFunctionData> data, vector<LogicalType> &return_types,
+                                    vector<string> &names) {
 	names = data->arrow_table.GetNames();
 	return_types = data->arrow_table.GetTypes();
 	if (data->virtual_columns > names.size()) {
@@ -193,6 +191,25 @@ unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSch
 	return_types.resize(columns);
 	data->types = return_types;
 	return std::move(data);
+}
+
+} // namespace
+
+unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSchemaWrapper &schema,
+                                                unique_ptr<SkadeArrowFunctionData> data,
+                                                vector<LogicalType> &return_types, vector<string> &names) {
+	ArrowTableFunction::PopulateArrowTableSchema(context, data->arrow_table, schema.arrow_schema);
+	for (int64_t i = 0; i < schema.arrow_schema.n_children; i++) {
+		data->bound_columns.emplace_back(schema.arrow_schema.children[i]->name, schema.arrow_schema.children[i]->format);
+	}
+	return FinishBind(std::move(data), return_types, names);
+}
+
+unique_ptr<FunctionData> SkadeArrowFunctionBind(const SkadeTableShape &shape, unique_ptr<SkadeArrowFunctionData> data,
+                                                vector<LogicalType> &return_types, vector<string> &names) {
+	data->arrow_table = shape.arrow_table;
+	data->bound_columns = shape.columns;
+	return FinishBind(std::move(data), return_types, names);
 }
 
 virtual_column_map_t SkadeArrowVirtualColumns(ClientContext &context, optional_ptr<FunctionData> bind_data) {

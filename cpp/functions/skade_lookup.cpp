@@ -116,9 +116,6 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 	auto &catalog = table.ParentCatalog().Cast<SkadeCatalog>();
 	auto catalog_name = catalog.GetName();
 	auto uuid = table.Uuid();
-	ArrowSchemaWrapper schema;
-	SkadeCheck(skade_fn_table_schema(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(),
-	                                 &schema.arrow_schema));
 	auto data = make_uniq<SkadeArrowFunctionData>();
 	// Point queries are run many times: keep the binding (one bind per query, not two). The
 	// function reads the table by id; if it was dropped since, that is an error to prepare again.
@@ -142,7 +139,8 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 		SkadeCheck(skade_fn_lookup(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), qualified.c_str(),
 		                           &keys_array.arrow_array, &keys_schema.arrow_schema, as_of, has_as_of, &out));
 	};
-	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
+	// The rows have the table's columns: the entry's shape (shared, converted once) describes them.
+	return SkadeArrowFunctionBind(table.Shape(), std::move(data), return_types, names);
 }
 
 unique_ptr<FunctionData> StatsBind(ClientContext &context, TableFunctionBindInput &input,

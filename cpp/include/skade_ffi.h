@@ -95,6 +95,8 @@ skade_status *skade_table_at(const skade_table *table, const char *unit, int64_t
 const char *skade_table_name(const skade_table *table);
 const char *skade_table_schema_name(const skade_table *table);
 const char *skade_table_uuid(const skade_table *table);
+// The id of the table's current schema (immutable: the shim caches column shapes under uuid and id).
+int32_t skade_table_schema_id(const skade_table *table);
 skade_status *skade_table_arrow_schema(const skade_table *table, struct ArrowSchema *result);
 skade_status *skade_table_primary_key(const skade_table *table, skade_strings **result);
 uint64_t skade_table_estimated_rows(const skade_table *table);
@@ -135,8 +137,6 @@ skade_status *skade_fn_changelog(const skade_txn *txn, const char *uuid, int64_t
                                  bool has_to, bool times, bool collapse, const uint64_t *columns, size_t n_columns,
                                  const char *filter_json, struct ArrowArray *constants,
                                  const struct ArrowSchema *constants_schema, struct ArrowArrayStream *result);
-// The columns of table `uuid` as the transaction sees it.
-skade_status *skade_fn_table_schema(const skade_txn *txn, const char *uuid, struct ArrowSchema *result);
 // The live rows of table `uuid` whose primary key is one of `keys` (a struct array: one field
 // per key column, named like it; one row per key), at snapshot `as_of` if has_as_of.
 // `name` is the table's name as the statement gave it (for messages).

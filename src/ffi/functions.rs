@@ -167,21 +167,6 @@ pub unsafe extern "C" fn skade_fn_lookup_stats(result: *mut FFI_ArrowArrayStream
     })
 }
 
-/// The columns of table `uuid` as this transaction sees it (what `skade_lookup` returns).
-#[no_mangle]
-pub unsafe extern "C" fn skade_fn_table_schema(
-    txn: *const SkadeTxn,
-    uuid: *const c_char,
-    result: *mut FFI_ArrowSchema,
-) -> *mut SkadeStatus {
-    guard(|| {
-        let txn = &handle(txn, "transaction")?.0;
-        let table = txn.table_by_uuid(arg(uuid, "table id")?)?;
-        let schema = crate::table::schema::arrow_schema(table.metadata.current_schema())?;
-        out(result, FFI_ArrowSchema::try_from(schema.as_ref())?)
-    })
-}
-
 /// The live rows of table `uuid` (`name` in messages) whose primary key is one of `keys` (a
 /// struct array, one field per key column, named like it; one row per key), at snapshot `as_of`
 /// when `has_as_of`.

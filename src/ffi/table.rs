@@ -67,6 +67,13 @@ pub unsafe extern "C" fn skade_table_uuid(table: *const SkadeTable) -> *const c_
     guard_value(std::ptr::null(), || unsafe { table.as_ref() }.map(|t| t.uuid.as_ptr()).unwrap_or(std::ptr::null()))
 }
 
+/// The id of the table's current Iceberg schema. A (uuid, schema id) pair never changes meaning
+/// (schemas are immutable), so the shim caches what it derives from the columns under it.
+#[no_mangle]
+pub unsafe extern "C" fn skade_table_schema_id(table: *const SkadeTable) -> i32 {
+    guard_value(-1, || unsafe { table.as_ref() }.map(|t| t.info.metadata.current_schema_id()).unwrap_or(-1))
+}
+
 /// The columns, as the Arrow schema scans produce.
 #[no_mangle]
 pub unsafe extern "C" fn skade_table_arrow_schema(

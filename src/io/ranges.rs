@@ -4,7 +4,7 @@
 //! are read with positional reads (`pread`) and merged when the gap between them is small.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::os::fd::AsRawFd;
 
 use bytes::Bytes;
 use parquet::errors::ParquetError;
@@ -60,11 +60,30 @@ impl FileRanges {
     }
 }
 
-/// Reads `len` bytes at `offset` with one positional read.
+/// Reads `len` bytes at `offset` with positional reads, into a buffer that is not zeroed first
+/// (zeroing it cost a point lookup as much as the read: std's `read_exact_at` needs an
+/// initialized slice, so this calls pread itself).
 fn read_at(file: &File, offset: u64, len: usize, path: &str) -> Result<Bytes> {
-    let mut buf = vec![0; len];
-    file.read_exact_at(&mut buf, offset)
-        .map_err(|e| Error::io(format!("cannot read {len} bytes at offset {offset} of {path}: {e}")))?;
+    let fail = |e: std::io::Error| Error::io(format!("cannot read {len} bytes at offset {offset} of {path}: {e}"));
+    let mut buf: Vec<u8> = Vec::with_capacity(len);
+    while buf.len() < len {
+        let done = buf.len();
+        let at =
+            libc::off_t::try_from(offset + done as u64).map_err(|_| fail(std::io::ErrorKind::InvalidInput.into()))?;
+        // SAFETY: the kernel writes at most `len - done` bytes into the vector's spare capacity,
+        // and `set_len` covers only the bytes it reports written.
+        let n = unsafe { libc::pread(file.as_raw_fd(), buf.as_mut_ptr().add(done).cast(), len - done, at) };
+        match n {
+            n if n > 0 => unsafe { buf.set_len(done + n as usize) },
+            0 => return Err(fail(std::io::ErrorKind::UnexpectedEof.into())),
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(fail(e));
+                }
+            }
+        }
+    }
     Ok(Bytes::from(buf))
 }
 
@@ -118,6 +137,11 @@ mod tests {
         assert_eq!(&r.get_bytes(9990, 10).unwrap()[..], &data[9990..10_000]);
         assert!(r.get_bytes(100, 10).is_err(), "bytes never read are an error, not zeros");
         assert!(r.get_bytes(5090, 20).is_err(), "a slice running past its part is an error");
+        // A file shorter than its catalog says (truncated): an error naming it, never a short buffer.
+        let Err(e) = FileRanges::read(&file, 20_000, vec![(9_990, 20)], 0, "lake/data/f.parquet", |_| ()) else {
+            panic!("a read past the end of the file succeeded")
+        };
+        assert!(e.to_string().contains("cannot read 20 bytes at offset 9990 of lake/data/f.parquet"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -196,8 +196,8 @@ impl DataFileIndex {
 
     /// Decodes the columns with field ids `field_ids` (None: all) of row group `g` from its bytes
     /// `bytes`; only the rows of `rows` ((first, count) ranges in order) when given, whose pages
-    /// alone are then decompressed and decoded (the offset index locates them). Decoding the key
-    /// columns of one page first and then one row avoids decoding every row's values.
+    /// alone are then decompressed and decoded (the offset index locates them): a lookup decodes
+    /// the rows of one page of the first key column, not the whole row group.
     pub fn decode(
         &self,
         bytes: &FileRanges,

@@ -17,9 +17,8 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use arrow::array::{new_null_array, ArrayRef, BooleanArray, RecordBatch, Scalar};
-use arrow::compute::kernels::boolean::and;
-use arrow::compute::kernels::cmp::eq;
+use arrow::array::{make_comparator, new_null_array, ArrayRef, RecordBatch};
+use arrow::compute::SortOptions;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use iceberg::spec::{DataFile, Schema, TableMetadata};
 
@@ -51,6 +50,9 @@ pub struct Found {
     /// (data file path, position in the file) per row.
     pub positions: Vec<(String, u64)>,
 }
+
+/// The rows of one decoded page (every column) and their key columns.
+type PageRows = (RecordBatch, Vec<ArrayRef>);
 
 /// One distinct key to find.
 struct Probe {
@@ -105,7 +107,7 @@ pub fn lookup(caches: &ReadCaches, req: &LookupRequest<'_>, keys: &[ArrayRef]) -
 
     // Within one call (several keys): row groups read and key pages decoded, by (file, group[, page]).
     let mut bytes_read: HashMap<(usize, usize), FileRanges> = HashMap::new();
-    let mut decoded: HashMap<(usize, usize, usize), Arc<Vec<ArrayRef>>> = HashMap::new();
+    let mut decoded: HashMap<(usize, usize, usize), Arc<PageRows>> = HashMap::new();
     let mut found: Vec<(usize, RecordBatch, (String, u64))> = vec![]; // (probe row, row, position)
     for probe in &probes {
         let columns: Vec<&[u8]> = probe.columns.iter().map(|c| &**c).collect();
@@ -133,21 +135,21 @@ pub fn lookup(caches: &ReadCaches, req: &LookupRequest<'_>, keys: &[ArrayRef]) -
                     if !within(std::slice::from_ref(&page.bounds), &columns[..1]) {
                         continue;
                     }
-                    let page_keys = match decoded.get(&(f, g, p)) {
+                    let page_rows = match decoded.get(&(f, g, p)) {
                         Some(k) => k.clone(),
                         None => {
-                            let k = Arc::new(decode_keys(&index, &bytes, &file.path, g, page, key)?);
+                            let k = Arc::new(decode_page(&index, &bytes, &file.path, g, page, key)?);
                             decoded.insert((f, g, p), k.clone());
                             k
                         }
                     };
-                    for i in matching_rows(&page_keys, &keys, probe.row)? {
-                        let r = page.first_row + i;
-                        let position = group.first_row + r as u64;
+                    let (page_batch, page_keys) = &*page_rows;
+                    for i in matching_rows(page_keys, &keys, probe.row)? {
+                        let position = group.first_row + (page.first_row + i) as u64;
                         if delete_indexes.iter().any(|d| d.deletes_position(&file.path, file.seq, position)) {
                             continue;
                         }
-                        let row = index.decode(&bytes, &file.path, g, None, Some(&[(r, 1)]))?;
+                        let row = page_batch.slice(i, 1);
                         if equality_deleted(&delete_indexes, file.seq, key, &probe.key, &index, &row)? {
                             continue;
                         }
@@ -195,33 +197,34 @@ fn may_contain(blooms: &[Option<parquet::bloom_filter::Sbbf>], values: &[Option<
     })
 }
 
-/// The key columns of one page of row group `g`.
-fn decode_keys(
+/// Every column of the rows of one page (of the first key column) of row group `g`, and their
+/// key columns. One decode serves both the key match and the row returned: a second, one-row
+/// decode costs more (a reader built again, values skipped up to the row) than decoding the
+/// page's rows of the other columns.
+fn decode_page(
     index: &DataFileIndex,
     bytes: &FileRanges,
     path: &str,
     g: usize,
     page: &Page,
     key: &KeyColumns,
-) -> Result<Vec<ArrayRef>> {
-    let ids = Some(&key.field_ids[..]);
-    let batch = index.decode(bytes, path, g, ids, Some(&[(page.first_row, page.rows)]))?;
-    columns_by_id(&batch, |id| index.column_of(ids, id), &key.field_ids, &key.types)
+) -> Result<PageRows> {
+    let batch = index.decode(bytes, path, g, None, Some(&[(page.first_row, page.rows)]))?;
+    let keys = columns_by_id(&batch, |id| index.column_of(None, id), &key.field_ids, &key.types)?;
+    Ok((batch, keys))
 }
 
-/// The rows whose key columns `columns` equal the key at row `row` of `keys` (vectorized).
+/// The rows whose key columns `columns` equal the key at row `row` of `keys`. One comparator per
+/// column, called per row: a page holds about a hundred rows, for which building comparison
+/// kernels' boolean arrays cost more than the comparisons.
 fn matching_rows(columns: &[ArrayRef], keys: &[ArrayRef], row: usize) -> Result<Vec<usize>> {
-    let mut matches: Option<BooleanArray> = None;
-    for (column, key) in columns.iter().zip(keys) {
-        let equal = eq(column, &Scalar::new(key.slice(row, 1)))?;
-        matches = Some(match matches {
-            None => equal,
-            Some(m) => and(&m, &equal)?,
-        });
-    }
-    Ok(matches
-        .map(|m| m.iter().enumerate().filter(|(_, v)| *v == Some(true)).map(|(i, _)| i).collect())
-        .unwrap_or_default())
+    let comparators = columns
+        .iter()
+        .zip(keys)
+        .map(|(column, key)| make_comparator(column.as_ref(), key.as_ref(), SortOptions::default()))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let rows = columns.first().map_or(0, |c| c.len());
+    Ok((0..rows).filter(|&i| comparators.iter().all(|cmp| cmp(i, row).is_eq())).collect())
 }
 
 /// The columns with `field_ids` of a batch (`column_of` finds them), as `types` (NULL when the

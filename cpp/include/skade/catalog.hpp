@@ -6,6 +6,8 @@
 
 namespace duckdb {
 
+struct SkadeTableShape;
+
 class SkadeCatalog : public Catalog {
 public:
 	SkadeCatalog(AttachedDatabase &db, SkadeCatalogHandle handle, string path);
@@ -47,9 +49,15 @@ public:
 		return path;
 	}
 
+	//! The shape of a table's current columns, from the cache shared by all transactions
+	//! (keyed by table id and schema id, which never change meaning), built on a miss.
+	shared_ptr<SkadeTableShape> TableShape(ClientContext &context, skade_table *table);
+
 private:
 	SkadeCatalogHandle handle;
 	string path;
+	mutex shapes_lock;
+	unordered_map<string, shared_ptr<SkadeTableShape>> shapes;
 };
 
 } // namespace duckdb

@@ -12,6 +12,7 @@ namespace duckdb {
 
 class SkadeCatalog;
 class SkadeTableEntry;
+struct SkadeTableShape;
 
 //! Bind data of a table function whose rows the core produces as an Arrow stream. It holds
 //! names, never pointers to catalogs: a prepared statement may outlive a DETACH.
@@ -59,6 +60,9 @@ unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, const st
 //! The same, for a function whose columns depend on its arguments (`schema`: the columns).
 unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSchemaWrapper &schema,
                                                 unique_ptr<SkadeArrowFunctionData> data,
+                                                vector<LogicalType> &return_types, vector<string> &names);
+//! The same, for a function whose rows have a table's columns.
+unique_ptr<FunctionData> SkadeArrowFunctionBind(const SkadeTableShape &shape, unique_ptr<SkadeArrowFunctionData> data,
                                                 vector<LogicalType> &return_types, vector<string> &names);
 //! A table function over a core Arrow stream. For one with virtual columns, set
 //! `get_virtual_columns = SkadeArrowVirtualColumns`.

@@ -7,10 +7,23 @@
 
 namespace duckdb {
 
+//! What DuckDB needs of a table's columns, derived once per table and schema id and shared by
+//! the entries of every transaction (converting the Arrow schema was most of what resolving a
+//! table cost a point query). Read-only once built.
+struct SkadeTableShape {
+	ArrowTableSchema arrow_table;
+	//! Name and Arrow format per column: what a function's stream is checked against.
+	vector<pair<string, string>> columns;
+	vector<bool> not_null;
+	vector<string> primary_key;
+
+	static shared_ptr<SkadeTableShape> Build(ClientContext &context, skade_table *table);
+};
+
 class SkadeTableEntry : public TableCatalogEntry {
 public:
 	SkadeTableEntry(Catalog &catalog, SchemaCatalogEntry &schema, CreateTableInfo &info, SkadeTableHandle table,
-	                ArrowTableSchema arrow_table);
+	                shared_ptr<SkadeTableShape> shape);
 
 	//! Builds the entry for a core table handle.
 	static unique_ptr<SkadeTableEntry> Create(ClientContext &context, SchemaCatalogEntry &schema,
@@ -23,7 +36,10 @@ public:
 		return table.get();
 	}
 	ArrowTableSchema &GetArrowTable() {
-		return arrow_table;
+		return shape->arrow_table;
+	}
+	const SkadeTableShape &Shape() const {
+		return *shape;
 	}
 
 	unique_ptr<BaseStatistics> GetStatistics(ClientContext &context, column_t column_id) override;
@@ -39,7 +55,7 @@ public:
 private:
 	SkadeTableHandle table;
 	string uuid;
-	ArrowTableSchema arrow_table;
+	shared_ptr<SkadeTableShape> shape;
 };
 
 } // namespace duckdb
