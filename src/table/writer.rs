@@ -51,6 +51,21 @@ pub struct Written {
     pub keys: Option<PackedKeys>,
 }
 
+/// Whether a column of this type is written DELTA_BINARY_PACKED (Parquet's integer encoding).
+fn delta_packs(ty: &PrimitiveType) -> bool {
+    matches!(
+        ty,
+        PrimitiveType::Int
+            | PrimitiveType::Long
+            | PrimitiveType::Date
+            | PrimitiveType::Time
+            | PrimitiveType::Timestamp
+            | PrimitiveType::Timestamptz
+            | PrimitiveType::TimestampNs
+            | PrimitiveType::TimestamptzNs
+    )
+}
+
 impl TableWriter {
     pub fn new(metadata: &TableMetadata, file_io: &FileIO, table_name: &str) -> Result<Self> {
         let schema = metadata.current_schema().clone();
@@ -65,10 +80,18 @@ impl TableWriter {
             .set_statistics_truncate_length(None);
         let keyed = schema.identifier_field_ids().len() > 0;
         for field in schema.as_struct().fields() {
-            if !keyed
-                && matches!(field.field_type.as_primitive_type(), Some(PrimitiveType::String | PrimitiveType::Binary))
-            {
-                props = props.set_column_dictionary_enabled(ColumnPath::from(field.name.as_str()), true);
+            let column = ColumnPath::from(field.name.as_str());
+            match field.field_type.as_primitive_type() {
+                Some(PrimitiveType::String | PrimitiveType::Binary) if !keyed => {
+                    props = props.set_column_dictionary_enabled(column, true);
+                }
+                // Integers and instants are often ordered or narrow: their deltas pack into a few
+                // bits, which then need no block compression (Snappy was the largest cost of
+                // reading them back).
+                Some(ty) if delta_packs(ty) => {
+                    props = props.set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);
+                }
+                _ => {}
             }
         }
         let keys = KeyColumns::of(&schema)?;
@@ -81,23 +104,8 @@ impl TableWriter {
                 .set_data_page_row_count_limit(LOOKUP_PAGE_ROWS)
                 .set_write_batch_size(LOOKUP_PAGE_ROWS)
                 .set_bloom_filter_position(BloomFilterPosition::End);
-            for (name, id) in key.names.iter().zip(&key.field_ids) {
+            for name in &key.names {
                 let column = ColumnPath::from(name.as_str());
-                // Keys are often clustered (ascending ids): deltas store them in a few bits.
-                let ty = schema.field_by_id(*id).and_then(|f| f.field_type.as_primitive_type().cloned());
-                if matches!(
-                    ty,
-                    Some(
-                        PrimitiveType::Int
-                            | PrimitiveType::Long
-                            | PrimitiveType::Date
-                            | PrimitiveType::Time
-                            | PrimitiveType::Timestamp
-                            | PrimitiveType::Timestamptz
-                    )
-                ) {
-                    props = props.set_column_encoding(column.clone(), Encoding::DELTA_BINARY_PACKED);
-                }
                 props = props
                     .set_column_dictionary_enabled(column.clone(), false)
                     .set_column_bloom_filter_enabled(column.clone(), true)
