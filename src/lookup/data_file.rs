@@ -18,7 +18,6 @@ use arrow::datatypes::{DataType, TimeUnit};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
-use parquet::arrow::ProjectionMask;
 use parquet::basic::Type as PhysicalType;
 use parquet::bloom_filter::Sbbf;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
@@ -67,7 +66,7 @@ pub struct DataFileIndex {
     meta: ArrowReaderMetadata,
     len: u64,
     /// Top-level column (in the file) of each field id.
-    pub roots_by_id: HashMap<i32, usize>,
+    roots_by_id: HashMap<i32, usize>,
     /// Per key column, the physical type of its Parquet column (what bloom filters hash).
     pub key_physical: Vec<Option<PhysicalType>>,
     pub groups: Vec<RowGroup>,
@@ -194,60 +193,27 @@ impl DataFileIndex {
         FileRanges::read(file, self.len, vec![self.groups[g].range], 0, path, stats::read)
     }
 
-    /// Decodes the columns with field ids `field_ids` (None: all) of row group `g` from its bytes
-    /// `bytes`; only the rows of `rows` ((first, count) ranges in order) when given, whose pages
-    /// alone are then decompressed and decoded (the offset index locates them): a lookup decodes
-    /// the rows of one page of the first key column, not the whole row group.
-    pub fn decode(
-        &self,
-        bytes: &FileRanges,
-        path: &str,
-        g: usize,
-        field_ids: Option<&[i32]>,
-        rows: Option<&[(usize, usize)]>,
-    ) -> Result<RecordBatch> {
+    /// Decodes every column of rows `first..first + count` of row group `g` from its bytes
+    /// `bytes`: only the pages holding them are decompressed and decoded (the offset index
+    /// locates them), so a lookup decodes one page of the first key column, not the row group.
+    pub fn decode(&self, bytes: &FileRanges, path: &str, g: usize, first: usize, count: usize) -> Result<RecordBatch> {
         let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("data file {path} is not readable: {e}"));
-        let group = &self.groups[g];
-        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), self.meta.clone())
+        let selection = RowSelection::from(vec![RowSelector::skip(first), RowSelector::select(count)]);
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), self.meta.clone())
             .with_row_groups(vec![g])
-            .with_batch_size(group.rows.max(1));
-        if let Some(ids) = field_ids {
-            let roots: Vec<usize> = ids.iter().filter_map(|id| self.roots_by_id.get(id).copied()).collect();
-            builder = builder.with_projection(ProjectionMask::roots(self.meta.parquet_schema(), roots));
-        }
-        let decoded = match rows {
-            Some(ranges) => {
-                let mut selectors = vec![];
-                let mut at = 0;
-                for &(first, n) in ranges.iter() {
-                    selectors.push(RowSelector::skip(first - at));
-                    selectors.push(RowSelector::select(n));
-                    at = first + n;
-                }
-                builder = builder.with_row_selection(RowSelection::from(selectors));
-                ranges.iter().map(|r| r.1).sum()
-            }
-            None => group.rows,
-        };
-        let reader = builder.build().map_err(|e| unreadable(&e))?;
+            .with_batch_size(count.max(1))
+            .with_row_selection(selection)
+            .build()
+            .map_err(|e| unreadable(&e))?;
         let schema = reader.schema();
         let batches = reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| unreadable(&e))?;
-        stats::ROWS_DECODED.fetch_add(decoded as u64, Relaxed);
+        stats::ROWS_DECODED.fetch_add(count as u64, Relaxed);
         Ok(arrow::compute::concat_batches(&schema, &batches)?)
     }
 
-    /// Column index (in a batch decoded with `field_ids`) of each of `wanted`.
-    pub fn column_of(&self, field_ids: Option<&[i32]>, wanted: i32) -> Option<usize> {
-        let root = *self.roots_by_id.get(&wanted)?;
-        match field_ids {
-            None => Some(root),
-            Some(ids) => {
-                let mut roots: Vec<usize> = ids.iter().filter_map(|id| self.roots_by_id.get(id).copied()).collect();
-                roots.sort_unstable();
-                roots.dedup();
-                roots.binary_search(&root).ok()
-            }
-        }
+    /// The column (in a decoded batch: every column of the file) of field id `id`.
+    pub fn column_of(&self, id: i32) -> Option<usize> {
+        self.roots_by_id.get(&id).copied()
     }
 }
 

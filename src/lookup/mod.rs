@@ -209,8 +209,8 @@ fn decode_page(
     page: &Page,
     key: &KeyColumns,
 ) -> Result<PageRows> {
-    let batch = index.decode(bytes, path, g, None, Some(&[(page.first_row, page.rows)]))?;
-    let keys = columns_by_id(&batch, |id| index.column_of(None, id), &key.field_ids, &key.types)?;
+    let batch = index.decode(bytes, path, g, page.first_row, page.rows)?;
+    let keys = columns_by_id(&batch, index, &key.field_ids, &key.types)?;
     Ok((batch, keys))
 }
 
@@ -227,18 +227,18 @@ fn matching_rows(columns: &[ArrayRef], keys: &[ArrayRef], row: usize) -> Result<
     Ok((0..rows).filter(|&i| comparators.iter().all(|cmp| cmp(i, row).is_eq())).collect())
 }
 
-/// The columns with `field_ids` of a batch (`column_of` finds them), as `types` (NULL when the
-/// file does not have them).
+/// The columns with `field_ids` of a batch decoded from `index`'s file, as `types` (NULL when
+/// the file does not have them).
 fn columns_by_id(
     batch: &RecordBatch,
-    column_of: impl Fn(i32) -> Option<usize>,
+    index: &DataFileIndex,
     field_ids: &[i32],
     types: &[arrow::datatypes::DataType],
 ) -> Result<Vec<ArrayRef>> {
     field_ids
         .iter()
         .zip(types)
-        .map(|(id, t)| match column_of(*id) {
+        .map(|(id, t)| match index.column_of(*id) {
             Some(c) => conform_array(batch.column(c), t),
             None => Ok(new_null_array(t, batch.num_rows())),
         })
@@ -276,7 +276,7 @@ fn eq_deletes(
         return Ok(eq.range.as_ref().is_some_and(|range| range.contains(key_bytes)) && eq.keys.contains(key_bytes));
     }
     // Deletes on other columns (another writer's): encode this row's values of those columns.
-    let columns = columns_by_id(row, |id| index.column_of(None, id), &eq.field_ids, &eq.types)?;
+    let columns = columns_by_id(row, index, &eq.field_ids, &eq.types)?;
     let encoded = eq.converter()?.convert_columns(&columns)?;
     Ok(eq.keys.contains(encoded.row(0).data()))
 }
@@ -293,8 +293,8 @@ fn project(
         .fields()
         .iter()
         .zip(out_schema.fields())
-        .map(|(f, a)| match index.roots_by_id.get(&f.id) {
-            Some(&root) => conform_array(row.column(root), a.data_type()),
+        .map(|(f, a)| match index.column_of(f.id) {
+            Some(root) => conform_array(row.column(root), a.data_type()),
             None => Ok(new_null_array(a.data_type(), 1)),
         })
         .collect::<Result<Vec<_>>>()?;
