@@ -510,16 +510,17 @@ fn snapshot_changes(
             positions.sort_unstable();
             positions.dedup();
             let before = parent_deletes.for_file(path, file_seq);
-            // Keep exactly the newly deleted rows: everything else of the file is "deleted" here.
+            // Keep exactly the newly deleted rows: everything else of the file, and what was
+            // deleted before, is "deleted" here (built in position order: no sort).
             let rows = file.record_count() as usize;
             let mut doomed = vec![true; rows];
             for p in positions.iter().map(|p| *p as usize).filter(|p| *p < rows) {
                 doomed[p] = false;
             }
-            let mut mask: Vec<u64> = (0..file.record_count()).filter(|p| doomed[*p as usize]).collect();
-            mask.extend(before.positions.iter().copied());
-            mask.sort_unstable();
-            mask.dedup();
+            for p in before.positions.iter().map(|p| *p as usize).filter(|p| *p < rows) {
+                doomed[p] = true;
+            }
+            let mask: Vec<u64> = (0..file.record_count()).filter(|p| doomed[*p as usize]).collect();
             let deletes = FileDeletes { positions: Arc::new(mask), equality: before.equality.clone() };
             files.push((path.to_string(), file.record_count(), deletes));
         }

@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray, RecordBatch};
-use arrow::compute::filter_record_batch;
+use arrow::array::{Array, ArrayRef, AsArray, ListArray, RecordBatch};
+use arrow::buffer::{Buffer, NullBuffer};
 use arrow::datatypes::{DataType, SchemaRef as ArrowSchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 
@@ -18,6 +18,7 @@ use rayon::prelude::*;
 
 use super::changelog::{change_column, change_keys, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
 use super::keys::{encode_rows, KeyColumns, KeySet};
+use super::select::kept_rows;
 use crate::error::{Error, Result};
 
 /// (batch, row) of a changelog row.
@@ -117,22 +118,22 @@ fn net_keys(
             out(*a, UPDATE_AFTER);
         }
     }
-    let mut result = vec![];
-    for (batch, tags) in batches.iter().zip(emit) {
-        if tags.iter().all(Option::is_none) {
-            continue;
-        }
-        let rows = if tags.iter().all(Option::is_some) {
-            batch.clone() // every row stays (most batches of new rows): no copy
-        } else {
-            filter_record_batch(batch, &BooleanArray::from_iter(tags.iter().map(|t| Some(t.is_some()))))?
-        };
-        let mut arrays: Vec<ArrayRef> = rows.columns()[..columns].to_vec();
-        arrays.push(change_column(tags.into_iter().flatten().collect()));
-        arrays.extend(rows.columns()[columns + 1..].iter().cloned());
-        result.push(RecordBatch::try_new(schema.clone(), arrays)?);
-    }
-    Ok(result)
+    // Emitted rows keep their batch and order: slices of it when they form a few runs.
+    let result: Vec<Vec<RecordBatch>> = batches
+        .par_iter()
+        .zip(emit)
+        .map(|(batch, tags)| {
+            if tags.iter().all(Option::is_none) {
+                return Ok(vec![]);
+            }
+            let keep: Vec<bool> = tags.iter().map(Option::is_some).collect();
+            let mut arrays: Vec<ArrayRef> = batch.columns()[..columns].to_vec();
+            arrays.push(change_column(tags.iter().map(|t| t.unwrap_or(INSERT)).collect()));
+            arrays.extend(batch.columns()[columns + 1..].iter().cloned());
+            kept_rows(&RecordBatch::try_new(schema.clone(), arrays)?, &keep)
+        })
+        .collect::<Result<_>>()?;
+    Ok(result.into_iter().flatten().collect())
 }
 
 /// A removed key's images: before the window and after it (found in window order).
@@ -266,17 +267,19 @@ fn net_values(
     columns: usize,
     full: &RowConverter,
 ) -> Result<Vec<RecordBatch>> {
-    let removals: Vec<Vec<u32>> = batches
-        .iter()
-        .map(|b| {
-            let tags = change_keys(b.column(columns));
-            (0..tags.len() as u32).filter(|&r| tags[r as usize] == DELETE).collect()
-        })
-        .collect();
     let all_columns =
         |batch: &RecordBatch| -> Vec<ArrayRef> { batch.columns()[..columns].iter().map(comparable).collect() };
-    let removed: Vec<Rows> =
-        batches.iter().zip(&removals).map(|(b, rm)| encode_rows(full, &all_columns(b), rm)).collect::<Result<_>>()?;
+    let (removals, removed): (Vec<Vec<u32>>, Vec<Rows>) = batches
+        .par_iter()
+        .map(|b| {
+            let tags = change_keys(b.column(columns));
+            let rm: Vec<u32> = (0..tags.len() as u32).filter(|&r| tags[r as usize] == DELETE).collect();
+            let rows = encode_rows(full, &all_columns(b), &rm)?;
+            Ok((rm, rows))
+        })
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .unzip();
     // Each distinct removed value has a slot: how many of its removals no addition matched yet.
     let mut slot_of: std::collections::HashMap<&[u8], usize, ahash::RandomState> = Default::default();
     let mut unmatched: Vec<usize> = vec![];
@@ -328,33 +331,35 @@ fn net_values(
             }
         }
     }
-    let mut out = vec![];
-    for (b, batch) in batches.iter().enumerate() {
-        if removals[b].is_empty() && cancelled[b].is_empty() {
-            out.push(batch.clone()); // only additions, none cancelled: kept whole
-            continue;
-        }
-        let mut keep = vec![true; batch.num_rows()];
-        for &r in removals[b].iter().chain(&cancelled[b]) {
-            keep[r as usize] = false;
-        }
-        for &r in &deletes[b] {
-            keep[r as usize] = true;
-        }
-        let kept = filter_record_batch(batch, &BooleanArray::from(keep))?;
-        if kept.num_rows() > 0 {
-            out.push(RecordBatch::try_new(schema.clone(), kept.columns().to_vec())?);
-        }
-    }
-    Ok(out)
+    let out: Vec<Vec<RecordBatch>> = batches
+        .par_iter()
+        .enumerate()
+        .map(|(b, batch)| {
+            if removals[b].is_empty() && cancelled[b].is_empty() {
+                return Ok(vec![batch.clone()]); // only additions, none cancelled: kept whole
+            }
+            let mut keep = vec![true; batch.num_rows()];
+            for &r in removals[b].iter().chain(&cancelled[b]) {
+                keep[r as usize] = false;
+            }
+            for &r in &deletes[b] {
+                keep[r as usize] = true;
+            }
+            let kept = RecordBatch::try_new(schema.clone(), batch.columns().to_vec())?;
+            kept_rows(&kept, &keep)
+        })
+        .collect::<Result<_>>()?;
+    Ok(out.into_iter().flatten().collect())
 }
 
 /// Finds the added rows whose first column holds a value some removed row has: a necessary
 /// condition for identical rows, far cheaper than encoding every row.
 enum FirstColumn {
     /// Fixed-width values up to 8 bytes, compared as their bits (as the row format does);
-    /// `sketch` is a bitmap of their hashes, checked before the set.
-    Bits { width: usize, values: KeySet<u64>, sketch: Vec<u64>, null: bool },
+    /// `sorted` holds the same values in order, to bound a batch's candidates by its range;
+    /// `sketch` is a bitmap of their hashes (`shift` turns a hash into a bit), checked before
+    /// the set.
+    Bits { width: usize, values: KeySet<u64>, sorted: Vec<u64>, sketch: Vec<u64>, shift: u32, null: bool },
     /// Other types: the row format of the first column.
     Rows { converter: RowConverter, values: KeySet<Box<[u8]>> },
 }
@@ -376,12 +381,16 @@ impl FirstColumn {
                     }
                 }
             }
-            let mut sketch = vec![0u64; SKETCH_BITS / 64];
+            let bits = (values.len() * SKETCH_BITS_PER_VALUE).next_power_of_two().clamp(1 << 12, 1 << 20);
+            let shift = 64 - bits.trailing_zeros();
+            let mut sketch = vec![0u64; bits / 64];
             for v in &values {
-                let h = sketch_bit(*v);
+                let h = sketch_bit(*v, shift);
                 sketch[h / 64] |= 1 << (h % 64);
             }
-            return Ok(FirstColumn::Bits { width, values, sketch, null });
+            let mut sorted: Vec<u64> = values.iter().copied().collect();
+            sorted.sort_unstable();
+            return Ok(FirstColumn::Bits { width, values, sorted, sketch, shift, null });
         }
         let converter = RowConverter::new(vec![SortField::new(comparable_type(&data_type))])?;
         let mut values = KeySet::default();
@@ -401,12 +410,24 @@ impl FirstColumn {
         let added = (0..column.len() as u32).filter(|&r| !removed[r as usize]);
         Ok(match self {
             FirstColumn::Bits { values, null: false, .. } if values.is_empty() => vec![],
-            FirstColumn::Bits { width, values, sketch, null } => {
+            FirstColumn::Bits { width, values, sorted, sketch, shift, null } => {
                 let raw = RawValues::of(column, *width);
+                // Only removed values within this column's range can match: usually none
+                // (removals are clustered, as batches are), and then no row is probed.
+                let nulls = *null && column.null_count() > 0;
+                let (lo, hi) = match raw.bounds(column.len()) {
+                    Some((min, max)) => (sorted.partition_point(|v| *v < min), sorted.partition_point(|v| *v <= max)),
+                    None => (0, 0),
+                };
+                if lo == hi && !nulls {
+                    return Ok(vec![]);
+                }
+                let (lo, hi) = if lo < hi { (sorted[lo], sorted[hi - 1]) } else { (1, 0) };
                 added
                     .filter(|&r| match raw.get(r as usize) {
+                        Some(v) if v < lo || v > hi => false,
                         Some(v) => {
-                            let h = sketch_bit(v);
+                            let h = sketch_bit(v, *shift);
                             sketch[h / 64] & (1 << (h % 64)) != 0 && values.contains(&v)
                         }
                         None => *null,
@@ -427,32 +448,50 @@ impl FirstColumn {
     }
 }
 
-/// Bits of [`FirstColumn::Bits`]'s sketch (128 KB): with the few thousand values a window
-/// typically removes, nearly every other value is rejected there, without a hash lookup.
-const SKETCH_BITS: usize = 1 << 20;
+/// Bits of [`FirstColumn::Bits`]'s sketch per removed value (a power of two from 4 Kbit to
+/// 1 Mbit): one value in 16 or fewer of the others passes it. Sized to the removals, the sketch
+/// of a typical window (a few thousand values) stays in the L1 cache; probed once per added row,
+/// a sketch that does not was most of the netting's time.
+const SKETCH_BITS_PER_VALUE: usize = 16;
 
-fn sketch_bit(v: u64) -> usize {
-    (v.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 20)) as usize
+fn sketch_bit(v: u64, shift: u32) -> usize {
+    (v.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
 }
 
 /// The values of a fixed-width column as raw bits.
 struct RawValues {
-    data: arrow::array::ArrayData,
+    values: Buffer,
+    offset: usize,
+    nulls: Option<NullBuffer>,
     width: usize,
 }
 
 impl RawValues {
     fn of(column: &ArrayRef, width: usize) -> RawValues {
-        RawValues { data: column.to_data(), width }
+        let data = column.to_data();
+        RawValues { values: data.buffers()[0].clone(), offset: data.offset(), nulls: data.nulls().cloned(), width }
+    }
+
+    /// The least and greatest bits of the `len` values that are not null (None: no such value).
+    fn bounds(&self, len: usize) -> Option<(u64, u64)> {
+        if self.width == 8 && self.nulls.is_none() {
+            let bytes = &self.values.as_slice()[self.offset * 8..(self.offset + len) * 8];
+            let values = || bytes.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
+            return Some((values().min()?, values().max()?));
+        }
+        let mut bits = (0..len).filter_map(|r| self.get(r));
+        let first = bits.next()?;
+        Some(bits.fold((first, first), |(lo, hi), v| (lo.min(v), hi.max(v))))
     }
 
     /// The bits of value `row` (None: null).
+    #[inline(always)]
     fn get(&self, row: usize) -> Option<u64> {
-        if self.data.is_null(row) {
+        if self.nulls.as_ref().is_some_and(|n| n.is_null(row)) {
             return None;
         }
-        let bytes = self.data.buffers()[0].as_slice();
-        let start = (self.data.offset() + row) * self.width;
+        let bytes = self.values.as_slice();
+        let start = (self.offset + row) * self.width;
         Some(match self.width {
             8 => read::<8>(bytes, start),
             4 => read::<4>(bytes, start),

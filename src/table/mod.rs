@@ -12,6 +12,7 @@ pub mod metadata;
 pub mod row_groups;
 pub mod scan;
 pub mod schema;
+pub mod select;
 pub mod snapshot;
 pub mod time_travel;
 pub mod writer;

@@ -428,7 +428,11 @@ fn survivors(runs: &VecDeque<(u64, u64)>, deleted: &[u64]) -> (VecDeque<(u64, u6
                 kept.push_back((at, d - at));
                 selectors.push(RowSelector::select((d - at) as usize));
             }
-            selectors.push(RowSelector::skip(1));
+            // consecutive deleted positions are one skip
+            match selectors.last_mut() {
+                Some(last) if last.skip => last.row_count += 1,
+                _ => selectors.push(RowSelector::skip(1)),
+            }
             at = d + 1;
         }
         if end > at {
@@ -623,6 +627,9 @@ mod tests {
         let picked: Vec<u64> = selected.iter().map(|&i| positions[i]).collect();
         let expected: Vec<u64> = kept.iter().flat_map(|&(s, n)| s..s + n).collect();
         assert_eq!(picked, expected);
+        // consecutive deleted positions, also across runs, are one skip: 2, 1, 1 + 3, 1
+        let skips: Vec<usize> = selectors.iter().filter(|s| s.skip).map(|s| s.row_count).collect();
+        assert_eq!(skips, vec![2, 1, 4, 1]);
         // nothing deleted in the runs: one selector per run
         let (kept, selectors) = survivors(&VecDeque::from([(100, 5)]), &[3, 200]);
         assert_eq!((Vec::from(kept), selectors.len()), (vec![(100, 5)], 1));
