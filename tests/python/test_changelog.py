@@ -20,7 +20,7 @@ def changes(con, table, start, end, collapse):
     return con.execute(sql).fetchall()
 
 
-@pytest.mark.parametrize("layout", ["keyed", "log", "log_text_first"])
+@pytest.mark.parametrize("layout", ["keyed", "log", "log_text_first", "log_null_int_first"])
 def test_changelog_replays_and_collapses_exactly(tmp_path, layout):
     con = connect()
     con.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
@@ -28,16 +28,20 @@ def test_changelog_replays_and_collapses_exactly(tmp_path, layout):
     if layout == "log_text_first":
         # netting tells candidate files by the first column: here a string with NULLs
         con.execute("CREATE TABLE lake.t (v VARCHAR, id BIGINT, n INTEGER)")
+    elif layout == "log_null_int_first":
+        # ... here a fixed-width column with NULLs, compared as raw bits within each batch's range
+        con.execute("CREATE TABLE lake.t (n INTEGER, id BIGINT, v VARCHAR)")
     else:
         con.execute(f"CREATE TABLE lake.t (id BIGINT {'PRIMARY KEY' if keyed else ''}, v VARCHAR, n INTEGER)")
     v = "CASE WHEN i % 5 = 0 THEN NULL ELSE 'v' || i END" if layout == "log_text_first" else "'v' || i"
+    n = "CASE WHEN i % 4 = 0 THEN NULL ELSE i % 7 END" if layout == "log_null_int_first" else "i % 7"
     rng = random.Random(11)
     next_id = 0
     for step in range(40):
         op = rng.choice(["insert", "insert", "update", "delete", "upsert", "txn"])
         if op == "insert" or step == 0:
             k = rng.randint(1, 30)
-            con.execute(f"INSERT INTO lake.t (id, v, n) SELECT i, {v}, i % 7 FROM range({next_id}, {next_id + k}) r(i)")
+            con.execute(f"INSERT INTO lake.t (id, v, n) SELECT i, {v}, {n} FROM range({next_id}, {next_id + k}) r(i)")
             next_id += k
         elif op == "update":
             lo = rng.randrange(next_id)
