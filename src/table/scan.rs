@@ -6,9 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{
-    new_null_array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions, RecordBatchReader,
-};
+use arrow::array::{new_null_array, ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, RecordBatchReader};
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use arrow::error::ArrowError;
 use arrow::row::RowConverter;
@@ -26,6 +24,7 @@ use super::keys::probe;
 use super::manifests::ManifestCache;
 use super::row_groups::row_group_stats;
 use super::schema::{arrow_schema, conform_array};
+use super::select::kept_rows;
 use super::time_travel::Version;
 use crate::error::{Error, Result};
 use crate::io::local_path;
@@ -277,6 +276,7 @@ impl ScanPlan {
             runs: VecDeque::from([(0, task.record_count)]),
             deleted_cursor: 0,
             source: Source::Positions { remaining: task.record_count },
+            pending: VecDeque::new(),
         };
         if let Some(rows) = &task.rows {
             return Ok(TaskReader { source: Source::Rows(Some(rows.clone())), runs: VecDeque::new(), ..base });
@@ -470,6 +470,8 @@ pub struct TaskReader {
     /// Index of the first deleted position not yet passed.
     deleted_cursor: usize,
     source: Source,
+    /// Parts of a batch already read, still to be returned (see [`kept_rows`]).
+    pending: VecDeque<RecordBatch>,
 }
 
 impl TaskReader {
@@ -514,6 +516,9 @@ impl TaskReader {
     }
 
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        if let Some(part) = self.pending.pop_front() {
+            return Ok(Some(part));
+        }
         let (batch_columns, rows, mut keep) = match &mut self.source {
             Source::Rows(rows) => return Ok(rows.take()),
             Source::Positions { remaining } => {
@@ -574,10 +579,16 @@ impl TaskReader {
             arrays,
             &RecordBatchOptions::new().with_row_count(Some(rows)),
         )?;
-        Ok(Some(match keep {
-            None => batch,
-            Some(keep) => arrow::compute::filter_record_batch(&batch, &BooleanArray::from(keep))?,
-        }))
+        let Some(keep) = keep else {
+            return Ok(Some(batch));
+        };
+        // Deleted rows come in runs (a range delete): the rest is a few slices, not a copy.
+        let mut parts = kept_rows(&batch, &keep)?.into_iter();
+        let Some(first) = parts.next() else {
+            return Ok(Some(batch.slice(0, 0))); // every row deleted
+        };
+        self.pending.extend(parts);
+        Ok(Some(first))
     }
 }
 
