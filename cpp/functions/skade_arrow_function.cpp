@@ -95,7 +95,9 @@ unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFun
 	} else {
 		data.open(context, result->stream->arrow_array_stream);
 	}
-	CheckColumns(data, result->stream->arrow_array_stream);
+	if (!data.columns_checked_by_core) {
+		CheckColumns(data, result->stream->arrow_array_stream);
+	}
 	if (data.projection) {
 		for (auto col : input.column_ids) {
 			if (col < data.types.size()) {

@@ -116,7 +116,9 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 	auto &catalog = table.ParentCatalog().Cast<SkadeCatalog>();
 	auto catalog_name = catalog.GetName();
 	auto uuid = table.Uuid();
+	auto schema_id = skade_table_schema_id(table.Handle());
 	auto data = make_uniq<SkadeArrowFunctionData>();
+	data->columns_checked_by_core = true;
 	// Point queries are run many times: keep the binding (one bind per query, not two). The
 	// function reads the table by id; if it was dropped since, that is an error to prepare again.
 	data->cache_binding = true;
@@ -137,7 +139,8 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 		unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;
 		ArrowConverter::ToArrowArray(chunk, &keys_array.arrow_array, props, no_extensions);
 		SkadeCheck(skade_fn_lookup(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), qualified.c_str(),
-		                           &keys_array.arrow_array, &keys_schema.arrow_schema, as_of, has_as_of, &out));
+		                           schema_id, &keys_array.arrow_array, &keys_schema.arrow_schema, as_of, has_as_of,
+		                           &out));
 	};
 	// The rows have the table's columns: the entry's shape (shared, converted once) describes them.
 	return SkadeArrowFunctionBind(table.Shape(), std::move(data), return_types, names);

@@ -139,10 +139,11 @@ skade_status *skade_fn_changelog(const skade_txn *txn, const char *uuid, int64_t
                                  const struct ArrowSchema *constants_schema, struct ArrowArrayStream *result);
 // The live rows of table `uuid` whose primary key is one of `keys` (a struct array: one field
 // per key column, named like it; one row per key), at snapshot `as_of` if has_as_of.
-// `name` is the table's name as the statement gave it (for messages).
-skade_status *skade_fn_lookup(const skade_txn *txn, const char *uuid, const char *name, struct ArrowArray *keys,
-                              const struct ArrowSchema *keys_schema, int64_t as_of, bool has_as_of,
-                              struct ArrowArrayStream *result);
+// `name` is the table's name as the statement gave it (for messages); `schema_id` the table's
+// schema when the statement was bound: the rows have its columns, or the call fails.
+skade_status *skade_fn_lookup(const skade_txn *txn, const char *uuid, const char *name, int32_t schema_id,
+                              struct ArrowArray *keys, const struct ArrowSchema *keys_schema, int64_t as_of,
+                              bool has_as_of, struct ArrowArrayStream *result);
 // The lookup counters since load (one row).
 skade_status *skade_fn_lookup_stats(struct ArrowArrayStream *result);
 // Expires snapshots of table `uuid` as its own commit (each bound only if its has_ flag is set);

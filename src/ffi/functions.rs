@@ -169,12 +169,14 @@ pub unsafe extern "C" fn skade_fn_lookup_stats(result: *mut FFI_ArrowArrayStream
 
 /// The live rows of table `uuid` (`name` in messages) whose primary key is one of `keys` (a
 /// struct array, one field per key column, named like it; one row per key), at snapshot `as_of`
-/// when `has_as_of`.
+/// when `has_as_of`. The rows have the columns of schema `schema_id` (the statement's binding),
+/// or the call fails: the caller need not compare the stream's columns.
 #[no_mangle]
 pub unsafe extern "C" fn skade_fn_lookup(
     txn: *const SkadeTxn,
     uuid: *const c_char,
     name: *const c_char,
+    schema_id: i32,
     keys: *mut FFI_ArrowArray,
     keys_schema: *const FFI_ArrowSchema,
     as_of: i64,
@@ -189,9 +191,15 @@ pub unsafe extern "C" fn skade_fn_lookup(
         let array = unsafe { std::ptr::replace(keys, FFI_ArrowArray::empty()) };
         let keys = super::struct_array(unsafe { from_ffi(array, &*keys_schema) }?, "lookup keys")?;
         let uuid = arg(uuid, "table id")?;
-        if txn.table_by_uuid(uuid).is_err() {
+        let Ok(table) = txn.table_by_uuid(uuid) else {
             return Err(Error::catalog(format!(
                 "table {} was dropped since this statement was prepared: prepare it again",
+                arg(name, "table name")?
+            )));
+        };
+        if table.metadata.current_schema_id() != schema_id {
+            return Err(Error::invalid(format!(
+                "the columns of table {} changed since this statement was prepared: prepare it again",
                 arg(name, "table name")?
             )));
         }
@@ -200,4 +208,67 @@ pub unsafe extern "C" fn skade_fn_lookup(
         let batches: Vec<Result<RecordBatch, arrow::error::ArrowError>> = vec![Ok(found.batch)];
         out(result, super::export_stream(RecordBatchIterator::new(batches, schema)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::{CStr, CString};
+    use std::sync::Arc;
+
+    use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray, StructArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::ffi_stream::ArrowArrayStreamReader;
+
+    use super::*;
+    use crate::catalog::options::AttachOptions;
+    use crate::catalog::transaction::OnConflict;
+    use crate::ffi::{skade_status_free, skade_status_message};
+    use crate::Catalog;
+
+    /// Key 1 looked up through the C entry point, bound with `schema_id`: rows found, or the error.
+    fn lookup(txn: &SkadeTxn, uuid: &str, schema_id: i32) -> std::result::Result<usize, String> {
+        let id: ArrayRef = Arc::new(Int64Array::from(vec![1]));
+        let keys = StructArray::from(vec![(Arc::new(Field::new("id", DataType::Int64, true)), id)]);
+        let mut array = FFI_ArrowArray::new(&keys.to_data());
+        let schema = FFI_ArrowSchema::try_from(keys.data_type()).unwrap();
+        let mut stream = FFI_ArrowArrayStream::empty();
+        let (uuid, name) = (CString::new(uuid).unwrap(), CString::new("lake.t").unwrap());
+        let status = unsafe {
+            skade_fn_lookup(txn, uuid.as_ptr(), name.as_ptr(), schema_id, &mut array, &schema, 0, false, &mut stream)
+        };
+        if !status.is_null() {
+            let message = unsafe { CStr::from_ptr(skade_status_message(status)) }.to_string_lossy().into_owned();
+            unsafe { skade_status_free(status) };
+            return Err(message);
+        }
+        let reader = unsafe { ArrowArrayStreamReader::from_raw(&mut stream) }.unwrap();
+        Ok(reader.map(|b| b.unwrap().num_rows()).sum())
+    }
+
+    #[test]
+    fn a_lookup_bound_to_another_schema_fails_instead_of_returning_other_columns() {
+        let dir = std::env::temp_dir().join(format!("skade-ffi-lookup-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let catalog = Catalog::open(&dir.join("lake.skade"), AttachOptions::default()).unwrap();
+        let columns =
+            Schema::new(vec![Field::new("id", DataType::Int64, false), Field::new("v", DataType::Utf8, true)]);
+        let (types, key) = (["BIGINT".to_string(), "VARCHAR".to_string()], ["id".to_string()]);
+        let txn = catalog.begin();
+        let table = txn.create_table("main", "t", &columns, &types, &key, &key, OnConflict::Error).unwrap().unwrap();
+        let (uuid, schema_id) = (table.record.uuid.clone(), table.metadata.current_schema_id());
+        let mut writer = txn.writer(&uuid).unwrap();
+        let id: ArrayRef = Arc::new(Int64Array::from(vec![1, 2]));
+        let v: ArrayRef = Arc::new(StringArray::from(vec!["a", "b"]));
+        writer.write(&StructArray::from(RecordBatch::try_new(Arc::new(columns), vec![id, v]).unwrap())).unwrap();
+        txn.stage_files(&uuid, writer.finish().unwrap()).unwrap();
+        txn.end_statement(&uuid).unwrap();
+        txn.commit().unwrap();
+
+        let txn = SkadeTxn(Arc::new(catalog.begin()));
+        assert_eq!(lookup(&txn, &uuid, schema_id), Ok(1));
+        let err = lookup(&txn, &uuid, schema_id + 1).unwrap_err();
+        assert!(err.contains("the columns of table lake.t changed since this statement was prepared"), "{err}");
+        drop((txn, catalog));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -165,7 +165,10 @@ pub fn lookup(caches: &ReadCaches, req: &LookupRequest<'_>, keys: &[ArrayRef]) -
     stats::ROWS_FOUND.fetch_add(found.len() as u64, Relaxed);
     let rows: Vec<RecordBatch> = found.iter().map(|(_, b, _)| b.clone()).collect();
     Ok(Found {
-        batch: arrow::compute::concat_batches(&out_schema, &rows)?,
+        batch: match rows.as_slice() {
+            [row] => row.clone(), // a point query's one row: no copy
+            _ => arrow::compute::concat_batches(&out_schema, &rows)?,
+        },
         positions: found.into_iter().map(|(_, _, p)| p).collect(),
     })
 }

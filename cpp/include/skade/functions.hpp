@@ -47,6 +47,9 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 	//! dropped and created again (or a catalog detached) since PREPARE is bound afresh rather
 	//! than looked up by a stale id. (The binding holds names and values only, never pointers.)
 	bool cache_binding = false;
+	//! The core guarantees the stream has the bound columns (it checks the table's schema id):
+	//! no need to export the stream's schema and compare it with bound_columns.
+	bool columns_checked_by_core = false;
 
 	bool SupportStatementCache() const override {
 		return cache_binding;
