@@ -208,7 +208,10 @@ impl DataFileIndex {
         let schema = reader.schema();
         let batches = reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| unreadable(&e))?;
         stats::ROWS_DECODED.fetch_add(count as u64, Relaxed);
-        Ok(arrow::compute::concat_batches(&schema, &batches)?)
+        match <[RecordBatch; 1]>::try_from(batches) {
+            Ok([batch]) => Ok(batch), // one page, one batch: no copy
+            Err(batches) => Ok(arrow::compute::concat_batches(&schema, &batches)?),
+        }
     }
 
     /// The column (in a decoded batch: every column of the file) of field id `id`.
