@@ -74,6 +74,7 @@ static OPEN: Mutex<Option<HashMap<PathBuf, Weak<Inner>>>> = Mutex::new(None);
 impl Catalog {
     /// Opens (or creates) the catalog file at `path`.
     pub fn open(path: &Path, options: AttachOptions) -> Result<Catalog> {
+        crate::table::avro_names::install(); // before any manifest is read or written
         let path = absolute(path)?;
         let data_path = options.data_path.as_deref().map(absolute).transpose()?;
         let mut registry = OPEN.lock().unwrap_or_else(|p| p.into_inner());

@@ -1,5 +1,6 @@
 //! Iceberg tables: schemas, metadata files, data writers, snapshots and scans.
 
+pub mod avro_names;
 pub mod changelog;
 pub mod collapse;
 pub mod delete_writer;
