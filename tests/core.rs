@@ -774,3 +774,31 @@ fn changelogs_decode_snapshots_that_remove_files() {
     let expected: Vec<i64> = (0..200).filter(|i| !(10..20).contains(i)).collect();
     assert_eq!(got, expected);
 }
+
+#[test]
+fn manifest_lists_cached_at_commit_are_what_their_files_say() {
+    let dir = TestDir::new();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create(&txn, "t");
+    txn.commit().unwrap();
+    // appends (new manifests, then merged small ones), deletes, and a compaction (rewrites)
+    for i in 0..24i64 {
+        let txn = catalog.begin();
+        append(&txn, &uuid, i * 10..i * 10 + 10);
+        txn.commit().unwrap();
+        if i % 6 == 5 {
+            let txn = catalog.begin();
+            delete_where(&txn, &uuid, |id| id % 7 == 0);
+            txn.commit().unwrap();
+        }
+        if i == 20 {
+            catalog.compact("main", "t").unwrap();
+        }
+        let md = catalog.begin().table_by_uuid(&uuid).unwrap().metadata;
+        let snapshot = md.current_snapshot().unwrap();
+        let cached = catalog.read_caches().manifests.manifest_list(&md, snapshot).unwrap();
+        let parsed = skade::table::manifests::parse_manifest_list(snapshot.manifest_list(), &md).unwrap();
+        assert_eq!(*cached, parsed, "after commit {i}");
+    }
+}

@@ -57,16 +57,19 @@ impl ManifestCache {
         if let Some(l) = self.lists.lock().unwrap().get(path) {
             return Ok(l.clone());
         }
-        let bytes = read(path)?;
-        let list = ManifestList::parse_with_version(&bytes, table.format_version())
-            .map_err(|e| Error::corrupt(format!("manifest list {path} is unreadable: {e}")))?;
-        let list = Arc::new(list.consume_entries().into_iter().collect::<Vec<_>>());
+        let list = Arc::new(parse_manifest_list(path, table)?);
+        self.remember_list(path, list.clone());
+        Ok(list)
+    }
+
+    /// Caches the entries of a manifest list this process just wrote (the next commit starts
+    /// from it): what parsing the file back would give, without the parse.
+    pub fn remember_list(&self, path: &str, list: Arc<Vec<ManifestFile>>) {
         let mut lists = self.lists.lock().unwrap();
         if lists.len() >= MAX_CACHED_LISTS {
             lists.clear(); // a list per snapshot: old snapshots' lists are rarely read again
         }
-        lists.insert(path.to_string(), list.clone());
-        Ok(list)
+        lists.insert(path.to_string(), list);
     }
 
     /// Every entry of one manifest (live or deleted), with inherited ids.
@@ -118,6 +121,14 @@ impl ManifestCache {
 
 fn read(path: &str) -> Result<Vec<u8>> {
     std::fs::read(local_path(path)).map_err(|e| Error::io(format!("cannot read {path}: {e}")))
+}
+
+/// The entries of the manifest list at `path`, read from its file.
+pub fn parse_manifest_list(path: &str, table: &TableMetadata) -> Result<Vec<ManifestFile>> {
+    let bytes = read(path)?;
+    let list = ManifestList::parse_with_version(&bytes, table.format_version())
+        .map_err(|e| Error::corrupt(format!("manifest list {path} is unreadable: {e}")))?;
+    Ok(list.consume_entries().into_iter().collect())
 }
 
 fn parse_manifest(manifest: &ManifestFile) -> Result<Vec<FileEntry>> {

@@ -5,12 +5,13 @@
 //! snapshots from the crate's writers itself (docs/design/commit.md).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriter,
     ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector,
-    Summary, TableMetadata, TableMetadataBuilder, MAIN_BRANCH,
+    Summary, TableMetadata, TableMetadataBuilder, MAIN_BRANCH, UNASSIGNED_SEQUENCE_NUMBER,
 };
 use uuid::Uuid;
 
@@ -142,8 +143,11 @@ pub async fn produce(
         parent.as_ref().map(|p| p.snapshot_id()),
         sequence_number,
     );
+    // The list as a reader will see it: new manifests get this snapshot's sequence number.
+    let listed: Vec<ManifestFile> = manifests.iter().cloned().map(|m| listed(m, sequence_number)).collect();
     list.add_manifests(manifests.into_iter())?;
     list.close().await?;
+    caches.remember_list(&list_path, Arc::new(listed));
 
     let summary = Summary {
         operation: staged.operation.clone(),
@@ -168,6 +172,18 @@ pub async fn produce(
     written.push(location.clone());
     metadata::write(&location, &metadata)?;
     Ok((metadata, location))
+}
+
+/// A manifest as its entry in a new list reads back: the list's writer assigns the snapshot's
+/// sequence number to the manifests this snapshot added (`ManifestListWriter::add_manifests`).
+fn listed(mut manifest: ManifestFile, sequence_number: i64) -> ManifestFile {
+    if manifest.sequence_number == UNASSIGNED_SEQUENCE_NUMBER {
+        manifest.sequence_number = sequence_number;
+    }
+    if manifest.min_sequence_number == UNASSIGNED_SEQUENCE_NUMBER {
+        manifest.min_sequence_number = sequence_number;
+    }
+    manifest
 }
 
 /// A writer of a new manifest of `content` for snapshot `snapshot_id` of `table` (its path is
