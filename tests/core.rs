@@ -43,6 +43,15 @@ fn columns() -> Schema {
     Schema::new(vec![Field::new("id", DataType::Int64, true), Field::new("name", DataType::Utf8, true)])
 }
 
+/// A catalog in `dir` with one committed, empty table `main.t`, and the table's uuid.
+fn catalog_with_table(dir: &TestDir) -> (Catalog, String) {
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create(&txn, "t");
+    txn.commit().unwrap();
+    (catalog, uuid)
+}
+
 fn create(txn: &Transaction, name: &str) -> String {
     let types = vec!["BIGINT".to_string(), "VARCHAR".to_string()];
     let t = txn.create_table("main", name, &columns(), &types, &[], &[], OnConflict::Error).unwrap().unwrap();
@@ -109,10 +118,7 @@ fn tables_survive_reopen_and_commits_are_logged() {
 #[test]
 fn bounds_prune_files() {
     let dir = TestDir::new();
-    let catalog = open(&dir.path().join("lake.skade"));
-    let txn = catalog.begin();
-    let uuid = create(&txn, "t");
-    txn.commit().unwrap();
+    let (catalog, uuid) = catalog_with_table(&dir);
     for k in 0..4 {
         let txn = catalog.begin();
         append(&txn, &uuid, k * 1000..(k + 1) * 1000);
@@ -160,10 +166,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn concurrent_appends_rebase_and_ddl_conflicts_fail() {
     let dir = TestDir::new();
-    let catalog = open(&dir.path().join("lake.skade"));
-    let txn = catalog.begin();
-    let uuid = create(&txn, "t");
-    txn.commit().unwrap();
+    let (catalog, uuid) = catalog_with_table(&dir);
 
     let a = catalog.begin();
     let b = catalog.begin();
@@ -190,10 +193,7 @@ fn concurrent_appends_rebase_and_ddl_conflicts_fail() {
 #[test]
 fn group_commit_keeps_the_log_gapless_under_concurrency() {
     let dir = TestDir::new();
-    let catalog = open(&dir.path().join("lake.skade"));
-    let txn = catalog.begin();
-    let uuid = create(&txn, "t");
-    txn.commit().unwrap();
+    let (catalog, uuid) = catalog_with_table(&dir);
     std::thread::scope(|s| {
         for w in 0..8 {
             let catalog = catalog.clone();
@@ -438,10 +438,7 @@ fn manifest_count(catalog: &Catalog, uuid: &str) -> usize {
 fn many_small_commits_keep_the_manifest_count_bounded() {
     use skade::table::snapshot::MAX_INHERITED_MANIFESTS;
     let dir = TestDir::new();
-    let catalog = open(&dir.path().join("lake.skade"));
-    let txn = catalog.begin();
-    let uuid = create(&txn, "t");
-    txn.commit().unwrap();
+    let (catalog, uuid) = catalog_with_table(&dir);
     let mut expected: Vec<i64> = vec![];
     let mut at_20 = None;
     for c in 0..80i64 {
@@ -778,10 +775,7 @@ fn changelogs_decode_snapshots_that_remove_files() {
 #[test]
 fn manifest_lists_cached_at_commit_are_what_their_files_say() {
     let dir = TestDir::new();
-    let catalog = open(&dir.path().join("lake.skade"));
-    let txn = catalog.begin();
-    let uuid = create(&txn, "t");
-    txn.commit().unwrap();
+    let (catalog, uuid) = catalog_with_table(&dir);
     // appends (new manifests, then merged small ones), deletes, and a compaction (rewrites)
     for i in 0..24i64 {
         let txn = catalog.begin();

@@ -75,21 +75,22 @@ impl SchemaNamespaceValidator for Rules {
 
 impl RecordFieldNameValidator for Rules {
     fn validate(&self, name: &str) -> AvroResult<()> {
-        if is_name(name) {
-            Ok(())
-        } else {
-            Err(Details::FieldName(format!("{name} (a field name is {NAME_RULE})")).into())
-        }
+        check_name(name, Details::FieldName, "field name")
     }
 }
 
 impl EnumSymbolNameValidator for Rules {
     fn validate(&self, symbol: &str) -> AvroResult<()> {
-        if is_name(symbol) {
-            Ok(())
-        } else {
-            Err(Details::EnumSymbolName(format!("{symbol} (a symbol is {NAME_RULE})")).into())
-        }
+        check_name(symbol, Details::EnumSymbolName, "symbol")
+    }
+}
+
+/// `Ok` when `s` is a name, else the `invalid` error, its message saying what a `what` must be.
+fn check_name(s: &str, invalid: fn(String) -> Details, what: &str) -> AvroResult<()> {
+    if is_name(s) {
+        Ok(())
+    } else {
+        Err(invalid(format!("{s} (a {what} is {NAME_RULE})")).into())
     }
 }
 
