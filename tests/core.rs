@@ -773,7 +773,7 @@ fn changelogs_decode_snapshots_that_remove_files() {
 }
 
 #[test]
-fn manifest_lists_cached_at_commit_are_what_their_files_say() {
+fn manifests_and_lists_cached_at_commit_are_what_their_files_say() {
     let dir = TestDir::new();
     let (catalog, uuid) = catalog_with_table(&dir);
     // appends (new manifests, then merged small ones), deletes, and a compaction (rewrites)
@@ -794,5 +794,14 @@ fn manifest_lists_cached_at_commit_are_what_their_files_say() {
         let cached = catalog.read_caches().manifests.manifest_list(&md, snapshot).unwrap();
         let parsed = skade::table::manifests::parse_manifest_list(snapshot.manifest_list(), &md).unwrap();
         assert_eq!(*cached, parsed, "after commit {i}");
+        // manifests cached as written (merged ones) are what their files say too
+        let ids = |e: &skade::table::manifests::FileEntry| {
+            (e.entry.as_ref().clone(), e.snapshot_id, e.sequence_number, e.file_sequence_number)
+        };
+        for m in &parsed {
+            let cached = catalog.read_caches().manifests.manifest(m).unwrap();
+            let parsed = skade::table::manifests::parse_manifest(m).unwrap();
+            assert_eq!(cached.iter().map(ids).collect::<Vec<_>>(), parsed.iter().map(ids).collect::<Vec<_>>());
+        }
     }
 }

@@ -82,7 +82,9 @@ impl ManifestCache {
         Ok(entries)
     }
 
-    fn remember(&self, path: &str, entries: Arc<Vec<FileEntry>>) {
+    /// Caches the entries of a manifest: parsed, or written by this process with every id
+    /// explicit (as a parse would give them back).
+    pub fn remember(&self, path: &str, entries: Arc<Vec<FileEntry>>) {
         let mut count = self.cached_entries.lock().unwrap();
         let mut manifests = self.manifests.lock().unwrap();
         if *count + entries.len() > MAX_CACHED_ENTRIES {
@@ -131,20 +133,19 @@ pub fn parse_manifest_list(path: &str, table: &TableMetadata) -> Result<Vec<Mani
     Ok(list.consume_entries().into_iter().collect())
 }
 
-fn parse_manifest(manifest: &ManifestFile) -> Result<Vec<FileEntry>> {
+pub fn parse_manifest(manifest: &ManifestFile) -> Result<Vec<FileEntry>> {
     let path = &manifest.manifest_path;
     let bytes = read(path)?;
     let parsed =
         Manifest::parse_avro(&bytes).map_err(|e| Error::corrupt(format!("manifest {path} is unreadable: {e}")))?;
     let (entries, _) = parsed.into_parts();
-    Ok(entries
-        .into_iter()
-        .map(|entry| {
-            // Iceberg's inheritance: null ids come from the manifest's entry in the list.
-            let snapshot_id = entry.snapshot_id.unwrap_or(manifest.added_snapshot_id);
-            let sequence_number = entry.sequence_number.unwrap_or(manifest.sequence_number);
-            let file_sequence_number = entry.file_sequence_number.unwrap_or(manifest.sequence_number);
-            FileEntry { entry, snapshot_id, sequence_number, file_sequence_number }
-        })
-        .collect())
+    Ok(entries.into_iter().map(|entry| inherit(entry, manifest)).collect())
+}
+
+/// Iceberg's inheritance: an entry's null ids come from its manifest's entry in the list.
+pub fn inherit(entry: Arc<ManifestEntry>, manifest: &ManifestFile) -> FileEntry {
+    let snapshot_id = entry.snapshot_id.unwrap_or(manifest.added_snapshot_id);
+    let sequence_number = entry.sequence_number.unwrap_or(manifest.sequence_number);
+    let file_sequence_number = entry.file_sequence_number.unwrap_or(manifest.sequence_number);
+    FileEntry { entry, snapshot_id, sequence_number, file_sequence_number }
 }

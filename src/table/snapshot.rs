@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriter,
-    ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector,
-    Summary, TableMetadata, TableMetadataBuilder, MAIN_BRANCH, UNASSIGNED_SEQUENCE_NUMBER,
+    DataContentType, DataFile, ManifestContentType, ManifestEntry, ManifestFile, ManifestListWriter, ManifestStatus,
+    ManifestWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, SnapshotRetention,
+    SnapshotSummaryCollector, Summary, TableMetadata, TableMetadataBuilder, MAIN_BRANCH, UNASSIGNED_SEQUENCE_NUMBER,
 };
 use uuid::Uuid;
 
-use super::manifests::{FileEntry, ManifestCache};
+use super::manifests::{inherit, FileEntry, ManifestCache};
 use super::metadata;
 use crate::error::{Error, Result};
 
@@ -24,6 +24,8 @@ pub struct StagedSnapshot {
     pub snapshot_id: i64,
     pub operation: Operation,
     pub manifests: Vec<ManifestFile>,
+    /// The entries of each of `manifests`, as written (their ids are inherited from the list).
+    pub entries: Vec<Arc<Vec<Arc<ManifestEntry>>>>,
     pub summary: HashMap<String, String>,
     /// For a snapshot with deletes: the metadata location they were computed on. It may be
     /// rebased over snapshots that only appended, never over ones that deleted.
@@ -76,23 +78,35 @@ pub async fn stage_snapshot(
         collector.add_file(f, schema.clone(), spec.clone());
     }
     let mut manifests = vec![];
+    let mut entries = vec![];
     for (files, is_delete) in [(data, false), (deletes, true)] {
         if files.is_empty() {
             continue;
         }
         let content = if is_delete { ManifestContentType::Deletes } else { ManifestContentType::Data };
         let mut writer = manifest_writer(file_io, table, snapshot_id, content, written)?;
+        let mut added = Vec::with_capacity(files.len());
         for f in files {
+            // What `add_file` writes, kept so the commit need not parse the manifest back.
+            added.push(Arc::new(
+                ManifestEntry::builder()
+                    .status(ManifestStatus::Added)
+                    .snapshot_id(snapshot_id)
+                    .data_file(f.clone())
+                    .build(),
+            ));
             // A negative sequence number leaves it unassigned: it is inherited from the manifest
             // list at commit, so the manifest stays valid whichever head the commit lands on.
             writer.add_file(f, -1)?;
         }
         manifests.push(writer.write_manifest_file().await?);
+        entries.push(Arc::new(added));
     }
     Ok(StagedSnapshot {
         snapshot_id,
         operation,
         manifests,
+        entries,
         summary: collector.build(),
         delete_base,
         key_check: None,
@@ -147,6 +161,13 @@ pub async fn produce(
     let listed: Vec<ManifestFile> = manifests.iter().cloned().map(|m| listed(m, sequence_number)).collect();
     list.add_manifests(manifests.into_iter())?;
     list.close().await?;
+    // The new manifests' entries, ids inherited from the list just written (see `parse_manifest`):
+    // a later merge of small manifests finds them cached instead of parsing each one.
+    for (m, entries) in staged.manifests.iter().zip(&staged.entries) {
+        if let Some(m) = listed.iter().find(|l| l.manifest_path == m.manifest_path) {
+            caches.remember(&m.manifest_path, Arc::new(entries.iter().map(|e| inherit(e.clone(), m)).collect()));
+        }
+    }
     caches.remember_list(&list_path, Arc::new(listed));
 
     let summary = Summary {
@@ -329,6 +350,7 @@ async fn merge_small_manifests(
             continue;
         }
         let mut writer = manifest_writer(file_io, base, snapshot_id, content, written)?;
+        let mut merged = vec![];
         for m in small {
             for e in caches.manifest(m)?.iter().filter(|e| e.is_live()) {
                 writer.add_existing_file(
@@ -337,11 +359,28 @@ async fn merge_small_manifests(
                     e.sequence_number,
                     Some(e.file_sequence_number),
                 )?;
+                merged.push(existing(e));
             }
         }
-        out.push(writer.write_manifest_file().await?);
+        let manifest = writer.write_manifest_file().await?;
+        // The next merge reads this manifest again (it stays small): its entries as written, every
+        // id explicit, are what parsing it would give.
+        caches.remember(&manifest.manifest_path, Arc::new(merged));
+        out.push(manifest);
     }
     Ok(out)
+}
+
+/// `e` as an EXISTING entry of a merged manifest (`ManifestWriter::add_existing_file`).
+fn existing(e: &FileEntry) -> FileEntry {
+    let entry = ManifestEntry::builder()
+        .status(ManifestStatus::Existing)
+        .snapshot_id(e.snapshot_id)
+        .sequence_number(e.sequence_number)
+        .file_sequence_number(e.file_sequence_number)
+        .data_file(e.file().clone())
+        .build();
+    FileEntry { entry: Arc::new(entry), ..e.clone() }
 }
 
 const TOTALS: [(&str, &str, &str); 6] = [
