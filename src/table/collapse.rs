@@ -403,11 +403,14 @@ impl FirstColumn {
 
     /// The rows of `column` not in `removals` whose value some removed row has.
     fn candidates(&self, column: &ArrayRef, removals: &[u32]) -> Result<Vec<u32>> {
-        let mut removed = vec![false; column.len()];
-        for &r in removals {
-            removed[r as usize] = true;
-        }
-        let added = (0..column.len() as u32).filter(|&r| !removed[r as usize]);
+        // The rows not removed, built only once a batch needs probing.
+        let added = || {
+            let mut removed = vec![false; column.len()];
+            for &r in removals {
+                removed[r as usize] = true;
+            }
+            (0..column.len() as u32).filter(move |&r| !removed[r as usize])
+        };
         Ok(match self {
             FirstColumn::Bits { values, null: false, .. } if values.is_empty() => vec![],
             FirstColumn::Bits { width, values, sorted, sketch, shift, null } => {
@@ -423,7 +426,7 @@ impl FirstColumn {
                     return Ok(vec![]);
                 }
                 let (lo, hi) = if lo < hi { (sorted[lo], sorted[hi - 1]) } else { (1, 0) };
-                added
+                added()
                     .filter(|&r| match raw.get(r as usize) {
                         Some(v) if v < lo || v > hi => false,
                         Some(v) => {
@@ -436,7 +439,7 @@ impl FirstColumn {
             }
             FirstColumn::Rows { values, .. } if values.is_empty() => vec![],
             FirstColumn::Rows { converter, values } => {
-                let rows: Vec<u32> = added.collect();
+                let rows: Vec<u32> = added().collect();
                 let encoded = encode_rows(converter, &[comparable(column)], &rows)?;
                 rows.iter()
                     .enumerate()
