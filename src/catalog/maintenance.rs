@@ -59,7 +59,7 @@ impl Catalog {
                     .metadata;
             let location =
                 metadata::metadata_location(after.location(), metadata::next_version(&record.metadata_location));
-            metadata::write(&location, &after)?;
+            self.inner.metadata.write(&location, &after)?;
             if self.durable_at_commit() {
                 sync_files([location.as_str()])?;
             }

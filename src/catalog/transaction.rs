@@ -355,7 +355,7 @@ impl Transaction {
         let md = metadata::new_table(iceberg_schema, &location, table_uuid)?;
         let md_location = metadata::metadata_location(&location, 0);
         self.lock()?.written.push(md_location.clone());
-        metadata::write(&md_location, &md)?;
+        self.catalog.inner.metadata.write(&md_location, &md)?;
         self.catalog.inner.metadata.insert(&md_location, Arc::new(md));
         let record = TableRecord {
             schema: stored_schema_name,
@@ -789,8 +789,15 @@ impl Transaction {
                     self.check_concurrent_keys(record, check, &base)?;
                 }
             }
-            let (metadata, location) =
-                block_on(produce(&inner.file_io, &inner.read_caches.manifests, &base, &base_location, snap, written))?;
+            let (metadata, location) = block_on(produce(
+                &inner.file_io,
+                &inner.read_caches.manifests,
+                &inner.metadata,
+                &base,
+                &base_location,
+                snap,
+                written,
+            ))?;
             inner.metadata.insert(&location, Arc::new(metadata));
             changes.push(Change {
                 effect: StateChange::PutTable(TableRecord { metadata_location: location, ..(**record).clone() }),

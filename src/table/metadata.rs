@@ -1,12 +1,26 @@
 //! Iceberg table metadata files: creation, naming, durable writes and a cache of parsed files.
 //! A metadata.json is immutable once written, so the cache is keyed by its location and is
 //! never stale.
+//!
+//! Writing one is done here rather than by the iceberg crate's `Serialize`: a metadata.json
+//! repeats every snapshot the table keeps, and the crate's serializer deep-copies the whole
+//! metadata (every snapshot's summary map) before writing it, so a one-row commit's CPU grew with
+//! the table's history (after a few hundred commits, most of it). A snapshot never changes once
+//! committed: its JSON text is kept (`SnapshotTexts`) and copied into each later file; the rest
+//! of the file is serialized from borrowed parts with the crate's own types. The file has the
+//! fields of the crate's v2 writer, in its order; a test checks that the crate parses every file
+//! back to the metadata it was written from.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use iceberg::spec::{FormatVersion, Schema, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec};
+use iceberg::spec::{
+    FormatVersion, MetadataLog, PartitionSpec, PartitionStatisticsFile, Schema, SnapshotLog, SnapshotRef,
+    SnapshotReference, SnapshotRetention, SortOrder, StatisticsFile, Summary, TableMetadata, TableMetadataBuilder,
+    UnboundPartitionSpec, MAIN_BRANCH,
+};
+use serde::Serialize;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
@@ -45,11 +59,139 @@ pub fn next_version(location: &str) -> u64 {
     digits.parse::<u64>().map(|v| v + 1).unwrap_or(0)
 }
 
-/// Writes `metadata` to a new file at `location`, never replacing one. The commit that points at
-/// it makes it durable.
-pub fn write(location: &str, metadata: &TableMetadata) -> Result<()> {
-    let bytes = serde_json::to_vec(metadata)?;
-    write_new(Path::new(local_path(location)), &bytes)
+/// The JSON text of `metadata`, as a metadata.json holds it.
+pub fn to_json(metadata: &TableMetadata, texts: &SnapshotTexts) -> Result<Vec<u8>> {
+    // skade writes v2 tables whose only reference is the main branch at the current snapshot
+    // (the crate keeps `refs` private, so they are written from that rule); anything else goes
+    // through the crate.
+    let main = metadata.snapshot_for_ref(MAIN_BRANCH).map(|s| s.snapshot_id());
+    if metadata.format_version() != FormatVersion::V2 || main != metadata.current_snapshot_id() {
+        return Ok(serde_json::to_vec(metadata)?);
+    }
+    let head = HeadV2 {
+        format_version: 2,
+        table_uuid: metadata.uuid(),
+        location: metadata.location(),
+        last_sequence_number: metadata.last_sequence_number(),
+        last_updated_ms: metadata.last_updated_ms(),
+        last_column_id: metadata.last_column_id(),
+        schemas: metadata.schemas_iter().map(|s| &**s).collect(),
+        current_schema_id: metadata.current_schema_id(),
+        partition_specs: metadata.partition_specs_iter().map(|s| &**s).collect(),
+        default_spec_id: metadata.default_partition_spec_id(),
+        last_partition_id: metadata.last_partition_id(),
+        properties: Some(metadata.properties()).filter(|p| !p.is_empty()),
+        current_snapshot_id: metadata.current_snapshot_id(),
+        snapshot_log: metadata.history(),
+        metadata_log: metadata.metadata_log(),
+        sort_orders: metadata.sort_orders_iter().map(|s| &**s).collect(),
+        default_sort_order_id: metadata.default_sort_order_id(),
+        refs: main
+            .map(|id| (MAIN_BRANCH, SnapshotReference::new(id, SnapshotRetention::branch(None, None, None))))
+            .into_iter()
+            .collect(),
+        statistics: metadata.statistics_iter().collect(),
+        partition_statistics: metadata.partition_statistics_iter().collect(),
+    };
+    let mut out = serde_json::to_vec(&head)?;
+    if metadata.snapshots().len() > 0 {
+        out.pop(); // the head object's closing brace: the snapshots are its last member
+        out.extend_from_slice(br#","snapshots":["#);
+        texts.append(metadata.snapshots(), &mut out)?;
+        out.extend_from_slice(b"]}");
+    }
+    Ok(out)
+}
+
+/// The members of a v2 metadata.json but its snapshots, borrowed from the metadata.
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+struct HeadV2<'a> {
+    format_version: u8,
+    table_uuid: Uuid,
+    location: &'a str,
+    last_sequence_number: i64,
+    last_updated_ms: i64,
+    last_column_id: i32,
+    schemas: Vec<&'a Schema>,
+    current_schema_id: i32,
+    partition_specs: Vec<&'a PartitionSpec>,
+    default_spec_id: i32,
+    last_partition_id: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    properties: Option<&'a HashMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    current_snapshot_id: Option<i64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    snapshot_log: &'a [SnapshotLog],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    metadata_log: &'a [MetadataLog],
+    sort_orders: Vec<&'a SortOrder>,
+    default_sort_order_id: i64,
+    refs: HashMap<&'a str, SnapshotReference>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    statistics: Vec<&'a StatisticsFile>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    partition_statistics: Vec<&'a PartitionStatisticsFile>,
+}
+
+/// A v2 snapshot's members, borrowed.
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+struct SnapshotV2<'a> {
+    snapshot_id: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_snapshot_id: Option<i64>,
+    sequence_number: i64,
+    timestamp_ms: i64,
+    manifest_list: &'a str,
+    summary: &'a Summary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schema_id: Option<i32>,
+}
+
+/// The JSON text of committed snapshots, by snapshot id. An entry holds the snapshot it was made
+/// from and serves only that snapshot (the same `Arc`, or an equal one): a snapshot id reused by
+/// another table or by a rebased commit is serialized again, never served stale text.
+#[derive(Default)]
+pub struct SnapshotTexts {
+    entries: Mutex<HashMap<i64, (SnapshotRef, Box<str>)>>,
+}
+
+/// About 1 KB per entry (the text, and the snapshot it keeps alive).
+const MAX_SNAPSHOT_TEXTS: usize = 32_768;
+
+impl SnapshotTexts {
+    /// Appends the texts of `snapshots`, comma-separated.
+    fn append<'a>(&self, snapshots: impl Iterator<Item = &'a SnapshotRef>, out: &mut Vec<u8>) -> Result<()> {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        for (i, snapshot) in snapshots.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let id = snapshot.snapshot_id();
+            match entries.get(&id) {
+                Some((s, text)) if Arc::ptr_eq(s, snapshot) || s == snapshot => out.extend_from_slice(text.as_bytes()),
+                _ => {
+                    let text = serde_json::to_string(&SnapshotV2 {
+                        snapshot_id: id,
+                        parent_snapshot_id: snapshot.parent_snapshot_id(),
+                        sequence_number: snapshot.sequence_number(),
+                        timestamp_ms: snapshot.timestamp_ms(),
+                        manifest_list: snapshot.manifest_list(),
+                        summary: snapshot.summary(),
+                        schema_id: snapshot.schema_id(),
+                    })?;
+                    out.extend_from_slice(text.as_bytes());
+                    if entries.len() >= MAX_SNAPSHOT_TEXTS {
+                        entries.clear();
+                    }
+                    entries.insert(id, (snapshot.clone(), text.into_boxed_str()));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 pub fn read(location: &str) -> Result<TableMetadata> {
@@ -59,15 +201,22 @@ pub fn read(location: &str) -> Result<TableMetadata> {
         .map_err(|e| Error::corrupt(format!("table metadata file {location} is not valid Iceberg metadata: {e}")))
 }
 
-/// Parsed metadata files by location.
+/// Parsed metadata files by location, and the snapshot texts their writes reuse.
 #[derive(Default)]
 pub struct MetadataCache {
     entries: Mutex<HashMap<String, Arc<TableMetadata>>>,
+    texts: SnapshotTexts,
 }
 
 const CACHE_CAPACITY: usize = 4096;
 
 impl MetadataCache {
+    /// Writes `metadata` to a new file at `location`, never replacing one. The commit that points
+    /// at it makes it durable.
+    pub fn write(&self, location: &str, metadata: &TableMetadata) -> Result<()> {
+        write_new(Path::new(local_path(location)), &to_json(metadata, &self.texts)?)
+    }
+
     pub fn get(&self, location: &str) -> Result<Arc<TableMetadata>> {
         if let Some(m) = self.entries.lock().unwrap().get(location) {
             return Ok(m.clone());
@@ -89,6 +238,63 @@ impl MetadataCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn schema() -> Schema {
+        use iceberg::spec::{NestedField, PrimitiveType, Type};
+        let id = NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long));
+        Schema::builder().with_fields(vec![id.into()]).build().unwrap()
+    }
+
+    fn with_snapshot(base: &TableMetadata, id: i64, records: &str) -> TableMetadata {
+        use iceberg::spec::{Operation, Snapshot};
+        let summary = Summary {
+            operation: Operation::Append,
+            additional_properties: HashMap::from([("added-records".to_string(), records.to_string())]),
+        };
+        let snapshot = Snapshot::builder()
+            .with_snapshot_id(id)
+            .with_parent_snapshot_id(base.current_snapshot_id())
+            .with_sequence_number(base.next_sequence_number())
+            .with_timestamp_ms(base.last_updated_ms() + 1)
+            .with_manifest_list(format!("/t/metadata/snap-{id}.avro"))
+            .with_summary(summary)
+            .with_schema_id(0)
+            .build();
+        TableMetadataBuilder::new_from_metadata(base.clone(), Some("/t/metadata/00000-x.metadata.json".into()))
+            .add_snapshot(snapshot)
+            .unwrap()
+            .set_ref(MAIN_BRANCH, SnapshotReference::new(id, SnapshotRetention::branch(None, None, None)))
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata
+    }
+
+    #[test]
+    fn files_are_the_crates_json_and_texts_follow_their_snapshot() {
+        let texts = SnapshotTexts::default();
+        let created = new_table(schema(), "/t", Uuid::new_v4()).unwrap();
+        let one = with_snapshot(&created, 7, "1");
+        let two = with_snapshot(&one, 8, "2");
+        for md in [&created, &one, &two] {
+            let ours: serde_json::Value = serde_json::from_slice(&to_json(md, &texts).unwrap()).unwrap();
+            let crates: serde_json::Value = serde_json::to_value(md).unwrap();
+            // the crate lists snapshots in hash order
+            let sorted = |mut v: serde_json::Value| {
+                if let Some(s) = v.get_mut("snapshots").and_then(|s| s.as_array_mut()) {
+                    s.sort_by_key(|s| s["snapshot-id"].as_i64());
+                }
+                v
+            };
+            assert_eq!(sorted(ours), sorted(crates));
+        }
+        // Snapshot 8 again, with other contents (a rebased commit): not the text of the first.
+        let other = with_snapshot(&one, 8, "3");
+        let text = String::from_utf8(to_json(&other, &texts).unwrap()).unwrap();
+        assert!(text.contains(r#""added-records":"3""#), "{text}");
+        let parsed: TableMetadata = serde_json::from_str(&text).unwrap();
+        assert_eq!(parsed, other);
+    }
 
     #[test]
     fn versions_follow_the_file_name() {

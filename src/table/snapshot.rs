@@ -16,7 +16,7 @@ use iceberg::spec::{
 use uuid::Uuid;
 
 use super::manifests::{inherit, FileEntry, ManifestCache};
-use super::metadata;
+use super::metadata::{self, MetadataCache};
 use crate::error::{Error, Result};
 
 /// New files staged for one table in one transaction, with the snapshot id they will commit as.
@@ -119,6 +119,7 @@ pub async fn stage_snapshot(
 pub async fn produce(
     file_io: &FileIO,
     caches: &ManifestCache,
+    metadata_files: &MetadataCache,
     base: &TableMetadata,
     base_location: &str,
     staged: &StagedSnapshot,
@@ -191,7 +192,7 @@ pub async fn produce(
         .metadata;
     let location = metadata::metadata_location(base.location(), metadata::next_version(base_location));
     written.push(location.clone());
-    metadata::write(&location, &metadata)?;
+    metadata_files.write(&location, &metadata)?;
     Ok((metadata, location))
 }
 
