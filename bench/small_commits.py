@@ -2,7 +2,7 @@
 """1,000 small commits to one table: does a commit, or a scan, get slower as they pile up?
 
 Each commit inserts one row; every 10th also deletes one. skade merges small manifests on commit
-(at most 16 small ones per content are carried forward), so a snapshot's manifest count stays
+(at most 16 small ones per content and tier are carried forward), so a snapshot's manifest count stays
 bounded. metadata.json still lists every snapshot, so a second skade table runs the same work with
 `skade_expire_snapshots(retain_last := 100)` after every 100 commits. The same work runs on DuckLake
 in the same run. Every 100 commits it prints the mean commit latency of the last 100, a full
