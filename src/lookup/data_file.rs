@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use arrow::array::RecordBatchReader;
-use arrow::array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch};
+use arrow::array::{new_null_array, Array, ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, TimeUnit};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
@@ -24,6 +24,7 @@ use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataR
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::reader::ChunkReader;
 
+use super::column_decode::{self, Direct};
 use super::probe_keys::ColumnEncoders;
 use super::stats;
 use crate::error::{Error, Result};
@@ -31,6 +32,7 @@ use crate::io::ranges::FileRanges;
 use crate::table::filter::ColumnStats;
 use crate::table::keys::KeyColumns;
 use crate::table::row_groups::row_group_stats;
+use crate::table::schema::conform_array;
 use iceberg::spec::Schema;
 
 /// Footers are read with one read of the file's tail of this size (a larger footer takes two).
@@ -60,6 +62,18 @@ pub struct RowGroup {
     pub blooms: Vec<Option<Sbbf>>,
 }
 
+/// The rows of one page of the first key column, decoded for probes (see `decode_page`).
+pub struct PageRows {
+    /// Their first row, in the row group.
+    first: usize,
+    /// Their key columns.
+    pub keys: Vec<ArrayRef>,
+    /// The file's columns decoded so far (the key columns), by top-level index, as in the file.
+    decoded: Vec<(usize, ArrayRef)>,
+    /// Every column, when decoded at once.
+    all: Option<RecordBatch>,
+}
+
 pub struct DataFileIndex {
     /// The key types its bounds were encoded with (a cached index is only valid for them).
     pub key_types: Vec<DataType>,
@@ -70,6 +84,8 @@ pub struct DataFileIndex {
     /// Per key column, the physical type of its Parquet column (what bloom filters hash).
     pub key_physical: Vec<Option<PhysicalType>>,
     pub groups: Vec<RowGroup>,
+    /// How each column decodes without the Arrow reader (None: some column needs it).
+    direct: Option<Vec<Direct>>,
 }
 
 impl DataFileIndex {
@@ -170,7 +186,8 @@ impl DataFileIndex {
             });
             first_row += rows as u64;
         }
-        Ok(DataFileIndex { key_types: key.types.clone(), meta, len, roots_by_id, key_physical, groups })
+        let direct = column_decode::plan(&meta);
+        Ok(DataFileIndex { key_types: key.types.clone(), meta, len, roots_by_id, key_physical, groups, direct })
     }
 
     /// Approximate bytes held: the footer (with page indexes), the bloom filters, the bounds.
@@ -193,10 +210,76 @@ impl DataFileIndex {
         FileRanges::read(file, self.len, vec![self.groups[g].range], 0, path, stats::read)
     }
 
-    /// Decodes every column of rows `first..first + count` of row group `g` from its bytes
-    /// `bytes`: only the pages holding them are decompressed and decoded (the offset index
-    /// locates them), so a lookup decodes one page of the first key column, not the row group.
-    pub fn decode(&self, bytes: &FileRanges, path: &str, g: usize, first: usize, count: usize) -> Result<RecordBatch> {
+    /// The rows `first..first + count` of row group `g` (one page of the first key column) as a
+    /// probe needs them: their key columns (field ids `ids`, as `types`; NULL where the file
+    /// lacks one) to match, and later the one row that matches. Files whose columns decode
+    /// directly decode just the key columns here, then each matching row alone (skipping to it in
+    /// the other columns' pages costs less than decoding their every value); other files decode
+    /// every column of the rows at once with the Arrow reader, whose fixed cost dominates.
+    pub fn decode_page(
+        &self,
+        bytes: &FileRanges,
+        path: &str,
+        g: usize,
+        (first, count): (usize, usize),
+        (ids, types): (&[i32], &[DataType]),
+    ) -> Result<PageRows> {
+        let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("data file {path} is not readable: {e}"));
+        stats::ROWS_DECODED.fetch_add(count as u64, Relaxed);
+        let (keys, all) = match &self.direct {
+            Some(plan) => {
+                let present: Vec<usize> = ids.iter().filter_map(|id| self.column_of(*id)).collect();
+                let decoded = column_decode::decode(&self.meta, plan, bytes, g, first, count, present.iter().copied())
+                    .map_err(|e| unreadable(&e))?;
+                let decoded: Vec<(usize, ArrayRef)> = present.into_iter().zip(decoded).collect();
+                let keys = ids
+                    .iter()
+                    .zip(types)
+                    .map(|(id, t)| match self.column_of(*id).and_then(|c| decoded.iter().find(|(d, _)| *d == c)) {
+                        Some((_, array)) => conform_array(array, t),
+                        None => Ok(new_null_array(t, count)),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                return Ok(PageRows { first, keys, decoded, all: None });
+            }
+            None => {
+                let batch = self.decode_all(bytes, path, g, first, count)?;
+                let keys = ids
+                    .iter()
+                    .zip(types)
+                    .map(|(id, t)| match self.column_of(*id) {
+                        Some(c) => conform_array(batch.column(c), t),
+                        None => Ok(new_null_array(t, count)),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                (keys, Some(batch))
+            }
+        };
+        Ok(PageRows { first, keys, decoded: vec![], all })
+    }
+
+    /// Every column of row `i` of `page` (decoded from `bytes` unless the page has them all).
+    pub fn row(&self, page: &PageRows, bytes: &FileRanges, path: &str, g: usize, i: usize) -> Result<RecordBatch> {
+        match (&page.all, &self.direct) {
+            (Some(all), _) => Ok(all.slice(i, 1)),
+            (None, Some(plan)) => {
+                stats::ROWS_DECODED.fetch_add(1, Relaxed);
+                let already = |c: usize| page.decoded.iter().find(|(d, _)| *d == c).map(|(_, a)| a.slice(i, 1));
+                let rest = (0..plan.len()).filter(|c| already(*c).is_none());
+                let mut rest = column_decode::decode(&self.meta, plan, bytes, g, page.first + i, 1, rest)
+                    .map_err(|e| Error::corrupt(format!("data file {path} is not readable: {e}")))?
+                    .into_iter();
+                // Both iterators are in column order: the key columns' slices, the others decoded.
+                let columns = (0..plan.len()).filter_map(|c| already(c).or_else(|| rest.next())).collect();
+                Ok(RecordBatch::try_new(self.meta.schema().clone(), columns)?)
+            }
+            (None, None) => self.decode_all(bytes, path, g, page.first + i, 1),
+        }
+    }
+
+    /// Every column of rows `first..first + count` of row group `g`, through the Arrow reader:
+    /// only the pages holding them are decompressed and decoded (the offset index locates them).
+    fn decode_all(&self, bytes: &FileRanges, path: &str, g: usize, first: usize, count: usize) -> Result<RecordBatch> {
         let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("data file {path} is not readable: {e}"));
         let selection = RowSelection::from(vec![RowSelector::skip(first), RowSelector::select(count)]);
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), self.meta.clone())
@@ -207,7 +290,6 @@ impl DataFileIndex {
             .map_err(|e| unreadable(&e))?;
         let schema = reader.schema();
         let batches = reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| unreadable(&e))?;
-        stats::ROWS_DECODED.fetch_add(count as u64, Relaxed);
         match <[RecordBatch; 1]>::try_from(batches) {
             Ok([batch]) => Ok(batch), // one page, one batch: no copy
             Err(batches) => Ok(arrow::compute::concat_batches(&schema, &batches)?),

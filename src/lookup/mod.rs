@@ -8,6 +8,7 @@
 //! lookups is cached (see `cache`), so a warm probe costs one read.
 
 pub mod cache;
+pub mod column_decode;
 pub mod data_file;
 pub mod pinned;
 pub mod probe_keys;
@@ -23,7 +24,7 @@ use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use iceberg::spec::{DataFile, Schema, TableMetadata};
 
 use self::cache::{within, CandidateFile};
-use self::data_file::{DataFileIndex, Page};
+use self::data_file::{DataFileIndex, PageRows};
 use self::probe_keys::{bloom_bytes, ColumnEncoders};
 use crate::error::{Error, Result};
 use crate::io::ranges::FileRanges;
@@ -50,9 +51,6 @@ pub struct Found {
     /// (data file path, position in the file) per row.
     pub positions: Vec<(String, u64)>,
 }
-
-/// The rows of one decoded page (every column) and their key columns.
-type PageRows = (RecordBatch, Vec<ArrayRef>);
 
 /// One distinct key to find.
 struct Probe {
@@ -138,18 +136,19 @@ pub fn lookup(caches: &ReadCaches, req: &LookupRequest<'_>, keys: &[ArrayRef]) -
                     let page_rows = match decoded.get(&(f, g, p)) {
                         Some(k) => k.clone(),
                         None => {
-                            let k = Arc::new(decode_page(&index, &bytes, &file.path, g, page, key)?);
+                            let rows = (page.first_row, page.rows);
+                            let key_columns = (&key.field_ids[..], &key.types[..]);
+                            let k = Arc::new(index.decode_page(&bytes, &file.path, g, rows, key_columns)?);
                             decoded.insert((f, g, p), k.clone());
                             k
                         }
                     };
-                    let (page_batch, page_keys) = &*page_rows;
-                    for i in matching_rows(page_keys, &keys, probe.row)? {
+                    for i in matching_rows(&page_rows.keys, &keys, probe.row)? {
                         let position = group.first_row + (page.first_row + i) as u64;
                         if delete_indexes.iter().any(|d| d.deletes_position(&file.path, file.seq, position)) {
                             continue;
                         }
-                        let row = page_batch.slice(i, 1);
+                        let row = index.row(&page_rows, &bytes, &file.path, g, i)?;
                         if equality_deleted(&delete_indexes, file.seq, key, &probe.key, &index, &row)? {
                             continue;
                         }
@@ -198,23 +197,6 @@ fn may_contain(blooms: &[Option<parquet::bloom_filter::Sbbf>], values: &[Option<
         (Some(b), Some(v)) => b.check(&v[..]),
         _ => true,
     })
-}
-
-/// Every column of the rows of one page (of the first key column) of row group `g`, and their
-/// key columns. One decode serves both the key match and the row returned: a second, one-row
-/// decode costs more (a reader built again, values skipped up to the row) than decoding the
-/// page's rows of the other columns.
-fn decode_page(
-    index: &DataFileIndex,
-    bytes: &FileRanges,
-    path: &str,
-    g: usize,
-    page: &Page,
-    key: &KeyColumns,
-) -> Result<PageRows> {
-    let batch = index.decode(bytes, path, g, page.first_row, page.rows)?;
-    let keys = columns_by_id(&batch, index, &key.field_ids, &key.types)?;
-    Ok((batch, keys))
 }
 
 /// The rows whose key columns `columns` equal the key at row `row` of `keys`. One comparator per

@@ -1,0 +1,347 @@
+//! Decoding a few rows of a row group straight through the Parquet crate's column readers, for
+//! files whose columns are all flat and of types whose Arrow arrays are the column's values as
+//! they are (integers, floats, booleans, dates, times and timestamps in the file's unit, strings
+//! and binaries). A point lookup decodes one page of each column; the crate's Arrow reader spent
+//! most of that decode building its readers, row selection and struct array (half of a probe,
+//! measured), which this skips. Every other file goes through the Arrow reader.
+
+use std::sync::Arc;
+
+use arrow::array::StringArray;
+use arrow::array::{make_array, ArrayData, ArrayRef, BinaryArray, BooleanArray, LargeBinaryArray, LargeStringArray};
+use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::datatypes::{ArrowNativeType, DataType, TimeUnit};
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+use parquet::basic::{LogicalType, TimeUnit as ParquetUnit, Type as PhysicalType};
+use parquet::column::reader::ColumnReaderImpl;
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType as ParquetType, DoubleType, FloatType};
+use parquet::data_type::{Int32Type, Int64Type};
+use parquet::errors::{ParquetError, Result};
+use parquet::file::serialized_reader::SerializedPageReader;
+use parquet::schema::types::ColumnDescriptor;
+
+use crate::io::ranges::FileRanges;
+
+/// How one column's values become its Arrow array.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Direct {
+    Int32,
+    Int64,
+    Float,
+    Double,
+    Boolean,
+    Bytes,
+}
+
+/// Each column's decoding, when every column of the file decodes directly (None otherwise).
+pub fn plan(meta: &ArrowReaderMetadata) -> Option<Vec<Direct>> {
+    let descr = meta.metadata().file_metadata().schema_descr();
+    let fields = meta.schema().fields();
+    if descr.num_columns() != fields.len() {
+        return None; // a nested column
+    }
+    fields
+        .iter()
+        .enumerate()
+        .map(|(i, field)| {
+            let column = descr.column(i);
+            if descr.get_column_root_idx(i) != i || column.max_rep_level() != 0 || column.max_def_level() > 1 {
+                return None;
+            }
+            direct(&column, field.data_type())
+        })
+        .collect()
+}
+
+fn direct(column: &ColumnDescriptor, ty: &DataType) -> Option<Direct> {
+    let unit = |u: &TimeUnit| match column.logical_type_ref() {
+        Some(LogicalType::Timestamp { unit, .. } | LogicalType::Time { unit, .. }) => matches!(
+            (unit, u),
+            (ParquetUnit::MILLIS, TimeUnit::Millisecond)
+                | (ParquetUnit::MICROS, TimeUnit::Microsecond)
+                | (ParquetUnit::NANOS, TimeUnit::Nanosecond)
+        ),
+        _ => false,
+    };
+    match (column.physical_type(), ty) {
+        (PhysicalType::INT32, DataType::Int32 | DataType::Date32) => Some(Direct::Int32),
+        (PhysicalType::INT32, DataType::Time32(u)) if unit(u) => Some(Direct::Int32),
+        (PhysicalType::INT64, DataType::Int64) => Some(Direct::Int64),
+        (PhysicalType::INT64, DataType::Timestamp(u, _) | DataType::Time64(u)) if unit(u) => Some(Direct::Int64),
+        (PhysicalType::FLOAT, DataType::Float32) => Some(Direct::Float),
+        (PhysicalType::DOUBLE, DataType::Float64) => Some(Direct::Double),
+        (PhysicalType::BOOLEAN, DataType::Boolean) => Some(Direct::Boolean),
+        (PhysicalType::BYTE_ARRAY, DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary) => {
+            Some(Direct::Bytes)
+        }
+        _ => None,
+    }
+}
+
+/// Rows `first..first + count` of row group `g`, columns `columns` (top-level indexes), from
+/// `bytes` (holding at least the pages of those rows: the offset index, when the file has one,
+/// lets every other page be skipped unread).
+pub fn decode(
+    meta: &ArrowReaderMetadata,
+    plan: &[Direct],
+    bytes: &FileRanges,
+    g: usize,
+    first: usize,
+    count: usize,
+    columns: impl Iterator<Item = usize>,
+) -> Result<Vec<ArrayRef>> {
+    let schema = meta.schema();
+    columns
+        .map(|leaf| {
+            let at = Rows { meta, bytes, g, leaf, first, count };
+            let ty = schema.field(leaf).data_type();
+            match plan[leaf] {
+                Direct::Int32 => at.read::<Int32Type>().and_then(|(v, d)| primitive(v, d, count, ty)),
+                Direct::Int64 => at.read::<Int64Type>().and_then(|(v, d)| primitive(v, d, count, ty)),
+                Direct::Float => at.read::<FloatType>().and_then(|(v, d)| primitive(v, d, count, ty)),
+                Direct::Double => at.read::<DoubleType>().and_then(|(v, d)| primitive(v, d, count, ty)),
+                Direct::Boolean => at.read::<BoolType>().and_then(|(v, d)| boolean(v, d, count)),
+                Direct::Bytes => at.read::<ByteArrayType>().and_then(|(v, d)| bytes_array(v, d, count, ty)),
+            }
+        })
+        .collect()
+}
+
+/// A column's non-null values and, for a nullable column, each row's definition level.
+type Values<T> = (Vec<T>, Option<Vec<i16>>);
+
+/// Rows of one column chunk to read.
+struct Rows<'a> {
+    meta: &'a ArrowReaderMetadata,
+    bytes: &'a FileRanges,
+    g: usize,
+    leaf: usize,
+    first: usize,
+    count: usize,
+}
+
+impl Rows<'_> {
+    fn read<T: ParquetType>(&self) -> Result<Values<T::T>> {
+        let parquet = self.meta.metadata();
+        let group = parquet.row_group(self.g);
+        let chunk = group.column(self.leaf);
+        let locations =
+            parquet.offset_index().and_then(|o| o.get(self.g)?.get(self.leaf)).map(|o| o.page_locations().clone());
+        let pages =
+            SerializedPageReader::new(Arc::new(self.bytes.clone()), chunk, group.num_rows() as usize, locations)?;
+        let descr = chunk.column_descr_ptr();
+        let nullable = descr.max_def_level() > 0;
+        let mut reader = ColumnReaderImpl::<T>::new(descr, Box::new(pages));
+        if self.first > 0 && reader.skip_records(self.first)? != self.first {
+            return Err(ParquetError::General(format!("column {} has fewer rows than its row group", self.leaf)));
+        }
+        let mut values = Vec::with_capacity(self.count);
+        let mut levels = nullable.then(|| Vec::with_capacity(self.count));
+        let mut read = 0;
+        while read < self.count {
+            let (records, _, _) = reader.read_records(self.count - read, levels.as_mut(), None, &mut values)?;
+            if records == 0 {
+                return Err(ParquetError::General(format!("column {} has fewer rows than its row group", self.leaf)));
+            }
+            read += records;
+        }
+        Ok((values, levels))
+    }
+}
+
+/// The validity of each row (None: all valid) and where each row's value is among the non-null
+/// values (the values are all there when every row is valid).
+fn validity(levels: Option<&[i16]>, values: usize, count: usize) -> Result<Option<NullBuffer>> {
+    let Some(levels) = levels.filter(|_| values < count) else {
+        return if values == count {
+            Ok(None)
+        } else {
+            Err(ParquetError::General(format!("{values} values for {count} rows")))
+        };
+    };
+    let valid: Vec<bool> = levels.iter().map(|l| *l > 0).collect();
+    if valid.len() != count || valid.iter().filter(|v| **v).count() != values {
+        return Err(ParquetError::General(format!("{values} values for {count} rows")));
+    }
+    Ok(Some(NullBuffer::from(valid)))
+}
+
+/// Each row's value: the next non-null value where the row is valid, a default elsewhere.
+fn spread<T: Clone>(values: Vec<T>, nulls: &Option<NullBuffer>, default: T) -> Vec<T> {
+    let Some(nulls) = nulls else { return values };
+    let mut values = values.into_iter();
+    nulls.iter().map(|valid| if valid { values.next().unwrap_or(default.clone()) } else { default.clone() }).collect()
+}
+
+fn primitive<T: ArrowNativeType>(
+    values: Vec<T>,
+    levels: Option<Vec<i16>>,
+    count: usize,
+    ty: &DataType,
+) -> Result<ArrayRef> {
+    let nulls = validity(levels.as_deref(), values.len(), count)?;
+    let values = spread(values, &nulls, T::default());
+    let data = ArrayData::builder(ty.clone()).len(count).add_buffer(Buffer::from_vec(values)).nulls(nulls).build()?;
+    Ok(make_array(data))
+}
+
+fn boolean(values: Vec<bool>, levels: Option<Vec<i16>>, count: usize) -> Result<ArrayRef> {
+    let nulls = validity(levels.as_deref(), values.len(), count)?;
+    let values = spread(values, &nulls, false);
+    Ok(Arc::new(BooleanArray::new(BooleanBuffer::from(values), nulls)))
+}
+
+fn bytes_array(values: Vec<ByteArray>, levels: Option<Vec<i16>>, count: usize, ty: &DataType) -> Result<ArrayRef> {
+    let nulls = validity(levels.as_deref(), values.len(), count)?;
+    let total: usize = values.iter().map(|v| v.len()).sum();
+    let mut data = Vec::with_capacity(total);
+    let mut ends = Vec::with_capacity(count);
+    let mut values = values.iter();
+    for row in 0..count {
+        if nulls.as_ref().is_none_or(|n| n.is_valid(row)) {
+            if let Some(v) = values.next() {
+                data.extend_from_slice(v.data());
+            }
+        }
+        ends.push(data.len());
+    }
+    let data = Buffer::from_vec(data);
+    let offsets = |ends: Vec<usize>| -> Result<OffsetBuffer<i32>> {
+        let ends: Vec<i32> = std::iter::once(Ok(0))
+            .chain(
+                ends.into_iter()
+                    .map(|e| i32::try_from(e).map_err(|_| ParquetError::General("a page over 2 GB".into()))),
+            )
+            .collect::<Result<_>>()?;
+        Ok(OffsetBuffer::new(ScalarBuffer::from(ends)))
+    };
+    let large = |ends: Vec<usize>| {
+        OffsetBuffer::new(ScalarBuffer::from(
+            std::iter::once(0i64).chain(ends.into_iter().map(|e| e as i64)).collect::<Vec<_>>(),
+        ))
+    };
+    Ok(match ty {
+        DataType::Utf8 => Arc::new(StringArray::try_new(offsets(ends)?, data, nulls)?),
+        DataType::LargeUtf8 => Arc::new(LargeStringArray::try_new(large(ends), data, nulls)?),
+        DataType::Binary => Arc::new(BinaryArray::try_new(offsets(ends)?, data, nulls)?),
+        DataType::LargeBinary => Arc::new(LargeBinaryArray::try_new(large(ends), data, nulls)?),
+        other => return Err(ParquetError::General(format!("{other} is not a byte array type"))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Date32Array, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch};
+    use arrow::array::{Time64MicrosecondArray, TimestampMicrosecondArray};
+    use arrow::datatypes::{Field, Schema};
+    use parquet::arrow::arrow_reader::{
+        ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+    };
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, Encoding};
+    use parquet::file::metadata::PageIndexPolicy;
+    use parquet::file::properties::WriterProperties;
+    use parquet::schema::types::ColumnPath;
+    use std::fs::File;
+
+    /// 300 rows of every directly decoded type, nulls every 7th row in the nullable columns.
+    fn batch() -> RecordBatch {
+        let n = 300;
+        fn opt<T>(i: usize, v: T) -> Option<T> {
+            (i % 7 != 3).then_some(v)
+        }
+        let columns: Vec<(&str, ArrayRef, bool)> = vec![
+            ("id", Arc::new(Int64Array::from_iter_values(0..n as i64)), false),
+            ("i32", Arc::new(Int32Array::from_iter((0..n).map(|i| opt(i, i as i32 * 3)))), true),
+            ("f32", Arc::new(Float32Array::from_iter((0..n).map(|i| opt(i, i as f32 / 4.0)))), true),
+            ("f64", Arc::new(Float64Array::from_iter((0..n).map(|i| opt(i, i as f64 * 1.5)))), true),
+            ("b", Arc::new(BooleanArray::from_iter((0..n).map(|i| opt(i, i % 3 == 0)))), true),
+            ("s", Arc::new(StringArray::from_iter((0..n).map(|i| opt(i, "x".repeat(i % 5))))), true),
+            ("bin", Arc::new(BinaryArray::from_iter((0..n).map(|i| opt(i, vec![i as u8; i % 4])))), true),
+            ("d", Arc::new(Date32Array::from_iter((0..n).map(|i| opt(i, i as i32 - 100)))), true),
+            ("t", Arc::new(Time64MicrosecondArray::from_iter((0..n).map(|i| opt(i, i as i64 * 1_000)))), true),
+            (
+                "ts",
+                Arc::new(
+                    TimestampMicrosecondArray::from_iter((0..n).map(|i| opt(i, i as i64 * 1_000_000)))
+                        .with_timezone("+00:00"),
+                ),
+                true,
+            ),
+        ];
+        let fields: Vec<Field> =
+            columns.iter().map(|(name, a, nullable)| Field::new(*name, a.data_type().clone(), *nullable)).collect();
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns.into_iter().map(|(_, a, _)| a).collect()).unwrap()
+    }
+
+    /// The batch written as skade writes key tables (small pages, page index), one row group.
+    fn file(batch: &RecordBatch) -> (std::path::PathBuf, File, u64) {
+        static FILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("skade-column-decode-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f.parquet");
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_dictionary_enabled(false)
+            .set_data_page_row_count_limit(32)
+            .set_write_batch_size(32)
+            .set_column_encoding(ColumnPath::from("id"), Encoding::DELTA_BINARY_PACKED)
+            .build();
+        let mut writer = ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(props)).unwrap();
+        writer.write(batch).unwrap();
+        writer.close().unwrap();
+        let f = File::open(&path).unwrap();
+        let len = f.metadata().unwrap().len();
+        (dir, f, len)
+    }
+
+    #[test]
+    fn rows_decode_as_the_arrow_reader_decodes_them() {
+        let batch = batch();
+        let (dir, f, len) = file(&batch);
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
+        let meta = ArrowReaderMetadata::load(&f, options).unwrap();
+        let plan = plan(&meta).expect("every column decodes directly");
+        let bytes = FileRanges::read(&f, len, vec![(0, len)], 0, "f.parquet", |_| ()).unwrap();
+        // Within a page, across page boundaries, a null row, single rows, the whole group.
+        for (first, count) in [(0, 1), (3, 1), (31, 2), (40, 32), (64, 100), (299, 1), (0, 300)] {
+            let columns = decode(&meta, &plan, &bytes, 0, first, count, 0..plan.len()).unwrap();
+            let expected: Vec<RecordBatch> =
+                ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), meta.clone())
+                    .with_row_selection(RowSelection::from(vec![RowSelector::skip(first), RowSelector::select(count)]))
+                    .with_batch_size(count)
+                    .build()
+                    .unwrap()
+                    .collect::<std::result::Result<_, _>>()
+                    .unwrap();
+            let expected = arrow::compute::concat_batches(&meta.schema().clone(), &expected).unwrap();
+            assert_eq!(expected, batch.slice(first, count), "the reference reader reads what was written");
+            assert_eq!(RecordBatch::try_new(meta.schema().clone(), columns).unwrap(), expected, "rows {first}+{count}");
+        }
+        // Only some columns: in the order asked.
+        let some = decode(&meta, &plan, &bytes, 0, 10, 5, [5, 0].into_iter()).unwrap();
+        assert_eq!(some, vec![batch.column(5).slice(10, 5), batch.column(0).slice(10, 5)]);
+        // Bytes not read ahead are an error, never zeros.
+        let partial = FileRanges::read(&f, len, vec![(len - 8, 8)], 0, "f.parquet", |_| ()).unwrap();
+        assert!(decode(&meta, &plan, &partial, 0, 0, 1, 0..1).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn other_types_go_through_the_arrow_reader() {
+        use arrow::array::{Decimal128Array, Int16Array};
+        let plan_of = |a: ArrayRef| {
+            let batch = RecordBatch::try_from_iter([("c", a)]).unwrap();
+            let (dir, f, _) = file(&batch);
+            let meta = ArrowReaderMetadata::load(&f, ArrowReaderOptions::new()).unwrap();
+            std::fs::remove_dir_all(&dir).unwrap();
+            plan(&meta)
+        };
+        assert_eq!(plan_of(Arc::new(Int64Array::from(vec![1]))), Some(vec![Direct::Int64]));
+        assert_eq!(plan_of(Arc::new(Int16Array::from(vec![1]))), None, "narrowed from INT32");
+        let decimal = Decimal128Array::from(vec![1]).with_precision_and_scale(9, 2).unwrap();
+        assert_eq!(plan_of(Arc::new(decimal)), None, "decimals are scaled integers");
+    }
+}
