@@ -121,6 +121,11 @@ def main():
     for name in ("skade_lookup", "skade WHERE id = k"):
         print(f"{name:<34} x{rates[name] / rates['ducklake WHERE id = k']:6.1f} DuckLake (goal 20)   "
               f"{100 * rates[name] / floor:5.1f}% of the floor (goal 70%)")
+    # The two goals agree only where the floor is about 29x DuckLake (where they were set); on a
+    # machine where it is less, 20x DuckLake asks for more than DuckDB's own per-query floor.
+    twenty = 20 * rates["ducklake WHERE id = k"]
+    print(f"20x DuckLake here: {twenty:,.0f} /s = {100 * twenty / floor:.0f}% of the floor"
+          + (" (above the floor: no query reaches it on this machine)" if twenty > floor else ""))
     t = telemetry["skade_lookup"]
     print(f"skade_lookup per warm probe: {t['bytes_read']:,.0f} bytes (goal <= {GOAL_BYTES_PER_PROBE:,}), "
           f"{t['reads']:.2f} reads (goal <= {GOAL_READS_PER_PROBE}), {t['file_opens']:.3f} file opens, "
