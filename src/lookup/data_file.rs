@@ -226,36 +226,28 @@ impl DataFileIndex {
     ) -> Result<PageRows> {
         let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("data file {path} is not readable: {e}"));
         stats::ROWS_DECODED.fetch_add(count as u64, Relaxed);
-        let (keys, all) = match &self.direct {
+        let (decoded, all) = match &self.direct {
             Some(plan) => {
                 let present: Vec<usize> = ids.iter().filter_map(|id| self.column_of(*id)).collect();
-                let decoded = column_decode::decode(&self.meta, plan, bytes, g, first, count, present.iter().copied())
+                let arrays = column_decode::decode(&self.meta, plan, bytes, g, first, count, present.iter().copied())
                     .map_err(|e| unreadable(&e))?;
-                let decoded: Vec<(usize, ArrayRef)> = present.into_iter().zip(decoded).collect();
-                let keys = ids
-                    .iter()
-                    .zip(types)
-                    .map(|(id, t)| match self.column_of(*id).and_then(|c| decoded.iter().find(|(d, _)| *d == c)) {
-                        Some((_, array)) => conform_array(array, t),
-                        None => Ok(new_null_array(t, count)),
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                return Ok(PageRows { first, keys, decoded, all: None });
+                (present.into_iter().zip(arrays).collect(), None)
             }
-            None => {
-                let batch = self.decode_all(bytes, path, g, first, count)?;
-                let keys = ids
-                    .iter()
-                    .zip(types)
-                    .map(|(id, t)| match self.column_of(*id) {
-                        Some(c) => conform_array(batch.column(c), t),
-                        None => Ok(new_null_array(t, count)),
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                (keys, Some(batch))
-            }
+            None => (vec![], Some(self.decode_all(bytes, path, g, first, count)?)),
         };
-        Ok(PageRows { first, keys, decoded: vec![], all })
+        let column = |c: usize| match &all {
+            Some(batch) => Some(batch.column(c)),
+            None => decoded.iter().find(|(d, _)| *d == c).map(|(_, array)| array),
+        };
+        let keys = ids
+            .iter()
+            .zip(types)
+            .map(|(id, t)| match self.column_of(*id).and_then(column) {
+                Some(array) => conform_array(array, t),
+                None => Ok(new_null_array(t, count)),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(PageRows { first, keys, decoded, all })
     }
 
     /// Every column of row `i` of `page` (decoded from `bytes` unless the page has them all).

@@ -18,8 +18,9 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use arrow::array::{make_comparator, new_null_array, ArrayRef, RecordBatch};
+use arrow::array::{make_comparator, new_null_array, Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::SortOptions;
+use arrow::datatypes::Int64Type;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use iceberg::spec::{DataFile, Schema, TableMetadata};
 
@@ -203,6 +204,19 @@ fn may_contain(blooms: &[Option<parquet::bloom_filter::Sbbf>], values: &[Option<
 /// column, called per row: a page holds about a hundred rows, for which building comparison
 /// kernels' boolean arrays cost more than the comparisons.
 fn matching_rows(columns: &[ArrayRef], keys: &[ArrayRef], row: usize) -> Result<Vec<usize>> {
+    // The common key, one BIGINT column: its values compared directly (the generic comparators
+    // cost a point query ~6k instructions, a tenth of its decode).
+    if let ([column], [key]) = (columns, keys) {
+        if let (Some(column), Some(key)) = (column.as_primitive_opt::<Int64Type>(), key.as_primitive_opt::<Int64Type>())
+        {
+            if key.is_null(row) {
+                return Ok(vec![]);
+            }
+            let wanted = key.value(row);
+            let values = column.values().iter().enumerate();
+            return Ok(values.filter(|(i, v)| **v == wanted && column.is_valid(*i)).map(|(i, _)| i).collect());
+        }
+    }
     let comparators = columns
         .iter()
         .zip(keys)
