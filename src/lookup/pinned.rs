@@ -2,7 +2,7 @@
 //! to constants, the scan is a lookup of those keys instead of a read of every file.
 
 use arrow::array::{Array, ArrayRef};
-use iceberg::spec::{Datum, Schema};
+use iceberg::spec::Datum;
 
 use super::probe_keys::datum_array;
 use crate::table::filter::{Cmp, Prune};
@@ -11,11 +11,11 @@ use crate::table::keys::KeyColumns;
 /// Beyond this many keys a scan reads the files the usual way.
 const MAX_PINNED_KEYS: usize = 1024;
 
-/// The keys `prune` pins (arrays in key-column order), or None when it does not pin them all.
-pub fn pinned_keys(prune: &Prune, schema: &Schema) -> Option<Vec<ArrayRef>> {
-    let key = KeyColumns::of(schema).ok()??;
+/// The keys `prune` pins (arrays in the order of primary key `key`'s columns), or None when it
+/// does not pin them all.
+pub fn pinned_keys(prune: &Prune, key: &KeyColumns) -> Option<Vec<ArrayRef>> {
     let mut values: Vec<Option<Vec<Datum>>> = vec![None; key.field_ids.len()];
-    collect(prune, &key, &mut values);
+    collect(prune, key, &mut values);
     let values: Vec<Vec<Datum>> = values.into_iter().collect::<Option<_>>()?;
     let count = values.iter().try_fold(1usize, |n, v| n.checked_mul(v.len()))?;
     if count == 0 || count > MAX_PINNED_KEYS {
@@ -64,7 +64,7 @@ mod tests {
     use super::*;
     use arrow::array::AsArray;
     use arrow::datatypes::{Int32Type, Int64Type};
-    use iceberg::spec::{NestedField, PrimitiveType, Type};
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
     use std::sync::Arc;
 
     fn schema() -> Schema {
@@ -80,13 +80,17 @@ mod tests {
             .unwrap()
     }
 
+    fn key(s: &Schema) -> KeyColumns {
+        KeyColumns::of(s).unwrap().unwrap()
+    }
+
     fn eq(id: i32, v: Datum) -> Prune {
         Prune::Compare { field_id: id, cmp: Cmp::Eq, value: v }
     }
 
     #[test]
     fn every_key_column_must_be_pinned() {
-        let s = schema();
+        let s = key(&schema());
         assert!(pinned_keys(&eq(1, Datum::long(1)), &s).is_none(), "b is not pinned");
         let p = Prune::And(vec![eq(1, Datum::long(1)), eq(3, Datum::string("x")), eq(2, Datum::int(7))]);
         let keys = pinned_keys(&p, &s).unwrap();
@@ -99,7 +103,7 @@ mod tests {
 
     #[test]
     fn lists_give_every_combination() {
-        let s = schema();
+        let s = key(&schema());
         let p = Prune::And(vec![
             Prune::In { field_id: 1, values: vec![Datum::long(1), Datum::long(2)] },
             Prune::In { field_id: 2, values: vec![Datum::int(10), Datum::int(20), Datum::int(30)] },

@@ -138,15 +138,17 @@ impl ScanPlan {
             let f = fields.get(c).ok_or_else(|| Error::internal(format!("column index {c} out of range")))?;
             field_ids.push(f.id);
         }
+        // The Arrow schema and the key, derived once per table and schema id (shared with lookups).
+        let shape = caches.lookup.shape(metadata, &schema)?;
         let mut out_fields: Vec<Field> =
-            arrow_schema(&schema)?.project(&req.columns)?.fields().iter().map(|f| f.as_ref().clone()).collect();
+            shape.arrow.project(&req.columns)?.fields().iter().map(|f| f.as_ref().clone()).collect();
         if req.row_ids.is_some() {
             out_fields.push(Field::new(ROW_ID_COLUMN, DataType::Int64, false));
         }
 
         // Filters that pin the primary key: a lookup of those keys, not a read of every file.
         let out = Arc::new(ArrowSchema::new(out_fields));
-        if let Some(keys) = req.prune.as_ref().and_then(|p| pinned_keys(p, &schema)) {
+        if let Some(keys) = req.prune.as_ref().zip(shape.key.as_ref()).and_then(|(p, key)| pinned_keys(p, key)) {
             let rows = lookup_rows(metadata, &caches, &req, &schema, &keys, out.clone())?;
             let task = ScanTask {
                 path: String::new(),
