@@ -241,7 +241,7 @@ mod tests {
     use parquet::arrow::ArrowWriter;
     use parquet::basic::{Compression, Encoding};
     use parquet::file::metadata::PageIndexPolicy;
-    use parquet::file::properties::WriterProperties;
+    use parquet::file::properties::{WriterProperties, WriterVersion};
     use parquet::schema::types::ColumnPath;
     use std::fs::File;
 
@@ -275,8 +275,9 @@ mod tests {
         RecordBatch::try_new(Arc::new(Schema::new(fields)), columns.into_iter().map(|(_, a, _)| a).collect()).unwrap()
     }
 
-    /// The batch written as skade writes key tables (small pages, page index), one row group.
-    fn file(batch: &RecordBatch) -> (std::path::PathBuf, File, u64) {
+    /// The batch written as skade writes key tables (small pages, page index), one row group;
+    /// `foreign`: as another writer might (a dictionary on strings, version 2 data pages).
+    fn file(batch: &RecordBatch, foreign: bool) -> (std::path::PathBuf, File, u64) {
         static FILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("skade-column-decode-{}-{n}", std::process::id()));
@@ -288,6 +289,8 @@ mod tests {
             .set_data_page_row_count_limit(32)
             .set_write_batch_size(32)
             .set_column_encoding(ColumnPath::from("id"), Encoding::DELTA_BINARY_PACKED)
+            .set_column_dictionary_enabled(ColumnPath::from("s"), foreign)
+            .set_writer_version(if foreign { WriterVersion::PARQUET_2_0 } else { WriterVersion::PARQUET_1_0 })
             .build();
         let mut writer = ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(props)).unwrap();
         writer.write(batch).unwrap();
@@ -299,8 +302,13 @@ mod tests {
 
     #[test]
     fn rows_decode_as_the_arrow_reader_decodes_them() {
+        decodes_as_the_arrow_reader(false);
+        decodes_as_the_arrow_reader(true);
+    }
+
+    fn decodes_as_the_arrow_reader(foreign: bool) {
         let batch = batch();
-        let (dir, f, len) = file(&batch);
+        let (dir, f, len) = file(&batch, foreign);
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
         let meta = ArrowReaderMetadata::load(&f, options).unwrap();
         let plan = plan(&meta).expect("every column decodes directly");
@@ -318,7 +326,8 @@ mod tests {
                     .unwrap();
             let expected = arrow::compute::concat_batches(&meta.schema().clone(), &expected).unwrap();
             assert_eq!(expected, batch.slice(first, count), "the reference reader reads what was written");
-            assert_eq!(RecordBatch::try_new(meta.schema().clone(), columns).unwrap(), expected, "rows {first}+{count}");
+            let got = RecordBatch::try_new(meta.schema().clone(), columns).unwrap();
+            assert_eq!(got, expected, "rows {first}+{count}, foreign {foreign}");
         }
         // Only some columns: in the order asked.
         let some = decode(&meta, &plan, &bytes, 0, 10, 5, [5, 0].into_iter()).unwrap();
@@ -334,7 +343,7 @@ mod tests {
         use arrow::array::{Decimal128Array, Int16Array};
         let plan_of = |a: ArrayRef| {
             let batch = RecordBatch::try_from_iter([("c", a)]).unwrap();
-            let (dir, f, _) = file(&batch);
+            let (dir, f, _) = file(&batch, false);
             let meta = ArrowReaderMetadata::load(&f, ArrowReaderOptions::new()).unwrap();
             std::fs::remove_dir_all(&dir).unwrap();
             plan(&meta)
