@@ -1,9 +1,10 @@
 //! Decoding a few rows of a row group straight through the Parquet crate's column readers, for
 //! files whose columns are all flat and of types whose Arrow arrays are the column's values as
 //! they are (integers, floats, booleans, dates, times and timestamps in the file's unit, strings
-//! and binaries). A point lookup decodes one page of each column; the crate's Arrow reader spent
-//! most of that decode building its readers, row selection and struct array (half of a probe,
-//! measured), which this skips. Every other file goes through the Arrow reader.
+//! and binaries). A point lookup decodes its candidate page of the key columns, then the matching
+//! row alone of the other columns; the crate's Arrow reader spent most of such a decode building
+//! its readers, row selection and struct array (a third of a warm probe, measured), which this
+//! skips. Every other file goes through the Arrow reader.
 
 use std::sync::Arc;
 
@@ -149,8 +150,8 @@ impl Rows<'_> {
     }
 }
 
-/// The validity of each row (None: all valid) and where each row's value is among the non-null
-/// values (the values are all there when every row is valid).
+/// The validity of each of `count` rows from their definition levels (None: all valid), checked
+/// against the number of non-null values read.
 fn validity(levels: Option<&[i16]>, values: usize, count: usize) -> Result<Option<NullBuffer>> {
     let Some(levels) = levels.filter(|_| values < count) else {
         return if values == count {
