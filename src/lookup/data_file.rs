@@ -224,29 +224,20 @@ impl DataFileIndex {
         (first, count): (usize, usize),
         (ids, types): (&[i32], &[DataType]),
     ) -> Result<PageRows> {
-        let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("data file {path} is not readable: {e}"));
         stats::ROWS_DECODED.fetch_add(count as u64, Relaxed);
         let (decoded, all) = match &self.direct {
             Some(plan) => {
                 let present: Vec<usize> = ids.iter().filter_map(|id| self.column_of(*id)).collect();
                 let arrays = column_decode::decode(&self.meta, plan, bytes, g, first, count, present.iter().copied())
-                    .map_err(|e| unreadable(&e))?;
-                (present.into_iter().zip(arrays).collect(), None)
+                    .map_err(|e| unreadable(path, &e))?;
+                (present.into_iter().zip(arrays).collect::<Vec<_>>(), None)
             }
             None => (vec![], Some(self.decode_all(bytes, path, g, first, count)?)),
         };
-        let column = |c: usize| match &all {
+        let keys = self.columns_by_id(ids, types, count, |c| match &all {
             Some(batch) => Some(batch.column(c)),
             None => decoded.iter().find(|(d, _)| *d == c).map(|(_, array)| array),
-        };
-        let keys = ids
-            .iter()
-            .zip(types)
-            .map(|(id, t)| match self.column_of(*id).and_then(column) {
-                Some(array) => conform_array(array, t),
-                None => Ok(new_null_array(t, count)),
-            })
-            .collect::<Result<Vec<_>>>()?;
+        })?;
         Ok(PageRows { first, keys, decoded, all })
     }
 
@@ -256,13 +247,15 @@ impl DataFileIndex {
             (Some(all), _) => Ok(all.slice(i, 1)),
             (None, Some(plan)) => {
                 stats::ROWS_DECODED.fetch_add(1, Relaxed);
-                let already = |c: usize| page.decoded.iter().find(|(d, _)| *d == c).map(|(_, a)| a.slice(i, 1));
-                let rest = (0..plan.len()).filter(|c| already(*c).is_none());
-                let mut rest = column_decode::decode(&self.meta, plan, bytes, g, page.first + i, 1, rest)
-                    .map_err(|e| Error::corrupt(format!("data file {path} is not readable: {e}")))?
+                // The key columns' slices; the other columns decoded for this row, in column order.
+                let known: Vec<Option<ArrayRef>> = (0..plan.len())
+                    .map(|c| page.decoded.iter().find(|(d, _)| *d == c).map(|(_, a)| a.slice(i, 1)))
+                    .collect();
+                let missing = known.iter().enumerate().filter(|(_, a)| a.is_none()).map(|(c, _)| c);
+                let mut decoded = column_decode::decode(&self.meta, plan, bytes, g, page.first + i, 1, missing)
+                    .map_err(|e| unreadable(path, &e))?
                     .into_iter();
-                // Both iterators are in column order: the key columns' slices, the others decoded.
-                let columns = (0..plan.len()).filter_map(|c| already(c).or_else(|| rest.next())).collect();
+                let columns = known.into_iter().filter_map(|a| a.or_else(|| decoded.next())).collect();
                 Ok(RecordBatch::try_new(self.meta.schema().clone(), columns)?)
             }
             (None, None) => self.decode_all(bytes, path, g, page.first + i, 1),
@@ -272,20 +265,37 @@ impl DataFileIndex {
     /// Every column of rows `first..first + count` of row group `g`, through the Arrow reader:
     /// only the pages holding them are decompressed and decoded (the offset index locates them).
     fn decode_all(&self, bytes: &FileRanges, path: &str, g: usize, first: usize, count: usize) -> Result<RecordBatch> {
-        let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("data file {path} is not readable: {e}"));
         let selection = RowSelection::from(vec![RowSelector::skip(first), RowSelector::select(count)]);
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), self.meta.clone())
             .with_row_groups(vec![g])
             .with_batch_size(count.max(1))
             .with_row_selection(selection)
             .build()
-            .map_err(|e| unreadable(&e))?;
+            .map_err(|e| unreadable(path, &e))?;
         let schema = reader.schema();
-        let batches = reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| unreadable(&e))?;
+        let batches = reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| unreadable(path, &e))?;
         match <[RecordBatch; 1]>::try_from(batches) {
             Ok([batch]) => Ok(batch), // one page, one batch: no copy
             Err(batches) => Ok(arrow::compute::concat_batches(&schema, &batches)?),
         }
+    }
+
+    /// The columns with `ids` of `rows` decoded rows, as `types` (NULL where the file lacks one);
+    /// `column(c)`: the decoded top-level column `c`.
+    pub fn columns_by_id<'a>(
+        &self,
+        ids: &[i32],
+        types: &[DataType],
+        rows: usize,
+        column: impl Fn(usize) -> Option<&'a ArrayRef>,
+    ) -> Result<Vec<ArrayRef>> {
+        ids.iter()
+            .zip(types)
+            .map(|(id, t)| match self.column_of(*id).and_then(&column) {
+                Some(array) => conform_array(array, t),
+                None => Ok(new_null_array(t, rows)),
+            })
+            .collect()
     }
 
     /// The column (in a decoded batch: every column of the file) of field id `id`.
@@ -341,4 +351,8 @@ fn pages(
         pages.push(Page { first_row: first, rows: end.saturating_sub(first), bounds: (bound(lo), bound(hi)) });
     }
     Some(pages)
+}
+
+fn unreadable(path: &str, e: &dyn std::fmt::Display) -> Error {
+    Error::corrupt(format!("data file {path} is not readable: {e}"))
 }

@@ -226,24 +226,6 @@ fn matching_rows(columns: &[ArrayRef], keys: &[ArrayRef], row: usize) -> Result<
     Ok((0..rows).filter(|&i| comparators.iter().all(|cmp| cmp(i, row).is_eq())).collect())
 }
 
-/// The columns with `field_ids` of a batch decoded from `index`'s file, as `types` (NULL when
-/// the file does not have them).
-fn columns_by_id(
-    batch: &RecordBatch,
-    index: &DataFileIndex,
-    field_ids: &[i32],
-    types: &[arrow::datatypes::DataType],
-) -> Result<Vec<ArrayRef>> {
-    field_ids
-        .iter()
-        .zip(types)
-        .map(|(id, t)| match index.column_of(*id) {
-            Some(c) => conform_array(batch.column(c), t),
-            None => Ok(new_null_array(t, batch.num_rows())),
-        })
-        .collect()
-}
-
 /// Whether an equality delete that applies to a data file with sequence `seq` removes `row` (one
 /// row of that file, all its columns, with primary key `key_bytes`).
 fn equality_deleted(
@@ -275,7 +257,7 @@ fn eq_deletes(
         return Ok(eq.range.as_ref().is_some_and(|range| range.contains(key_bytes)) && eq.keys.contains(key_bytes));
     }
     // Deletes on other columns (another writer's): encode this row's values of those columns.
-    let columns = columns_by_id(row, index, &eq.field_ids, &eq.types)?;
+    let columns = index.columns_by_id(&eq.field_ids, &eq.types, row.num_rows(), |c| Some(row.column(c)))?;
     let encoded = eq.converter()?.convert_columns(&columns)?;
     Ok(eq.keys.contains(encoded.row(0).data()))
 }
