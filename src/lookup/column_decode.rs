@@ -276,8 +276,9 @@ mod tests {
         RecordBatch::try_new(Arc::new(Schema::new(fields)), columns.into_iter().map(|(_, a, _)| a).collect()).unwrap()
     }
 
-    /// The batch written as skade writes key tables (small pages, page index), one row group;
-    /// `foreign`: as another writer might (a dictionary on strings, version 2 data pages).
+    /// The batch written as skade writes key tables (small pages, page index, packed integers
+    /// uncompressed), one row group; `foreign`: as another writer might (a dictionary on strings,
+    /// version 2 data pages, everything Snappy).
     fn file(batch: &RecordBatch, foreign: bool) -> (std::path::PathBuf, File, u64) {
         static FILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -290,6 +291,10 @@ mod tests {
             .set_data_page_row_count_limit(32)
             .set_write_batch_size(32)
             .set_column_encoding(ColumnPath::from("id"), Encoding::DELTA_BINARY_PACKED)
+            .set_column_compression(
+                ColumnPath::from("id"),
+                if foreign { Compression::SNAPPY } else { Compression::UNCOMPRESSED },
+            )
             .set_column_dictionary_enabled(ColumnPath::from("s"), foreign)
             .set_writer_version(if foreign { WriterVersion::PARQUET_2_0 } else { WriterVersion::PARQUET_1_0 })
             .build();
