@@ -840,6 +840,67 @@ fn manifests_and_lists_cached_at_commit_are_what_their_files_say() {
     }
 }
 
+/// Expiry removes the metadata files of expired states: the new log keeps no entry older than the
+/// oldest kept snapshot and every file it lists exists; the files the log stopped listing (it
+/// holds 100) go too, unless written after the oldest kept snapshot. Rows and the kept snapshots
+/// stay readable, and the table's properties are unchanged.
+#[test]
+fn expiry_removes_the_metadata_files_of_expired_states() {
+    let dir = TestDir::new();
+    let (catalog, uuid) = catalog_with_table(&dir);
+    let on_disk = |location: &str| -> Vec<std::path::PathBuf> {
+        let files = walk(Path::new(&format!("{location}/metadata")));
+        files.into_iter().filter(|p| p.to_string_lossy().ends_with(".metadata.json")).collect()
+    };
+    let mut next = 0i64;
+    for round in 0..2 {
+        // more commits than the log holds: the oldest files are no longer listed anywhere
+        for _ in 0..130 {
+            let txn = catalog.begin();
+            append(&txn, &uuid, next..next + 1);
+            txn.commit().unwrap();
+            next += 1;
+        }
+        let info = catalog.begin().table_by_uuid(&uuid).unwrap();
+        let properties = info.metadata.properties().clone();
+        assert!(on_disk(info.metadata.location()).len() > 130, "round {round}");
+        let retention = skade::table::expire::Retention { older_than_ms: None, retain_last: Some(10) };
+        catalog.expire_snapshots("main", "t", retention).unwrap();
+
+        let info = catalog.begin().table_by_uuid(&uuid).unwrap();
+        let md = &info.metadata;
+        assert_eq!(md.properties(), &properties, "round {round}");
+        assert_eq!(skade::table::metadata::read(&info.record.metadata_location).unwrap(), **md);
+        let oldest = md.snapshots().map(|s| s.timestamp_ms()).min().unwrap();
+        let log = md.metadata_log();
+        assert!(!log.is_empty() && log.iter().all(|e| e.timestamp_ms >= oldest), "round {round}");
+        let files = on_disk(md.location());
+        for e in log {
+            assert!(Path::new(&e.metadata_file).exists(), "round {round}: {} is gone", e.metadata_file);
+        }
+        let listed: Vec<&str> =
+            log.iter().map(|e| e.metadata_file.as_str()).chain([info.record.metadata_location.as_str()]).collect();
+        for f in &files {
+            if !listed.contains(&f.to_str().unwrap()) {
+                let written = std::fs::metadata(f).unwrap().modified().unwrap();
+                let ms = written.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+                assert!(ms >= oldest, "round {round}: {} describes an expired state", f.display());
+            }
+        }
+        // ~10 kept states, not the 130+ written
+        assert!(files.len() < 30, "round {round}: {} metadata files left", files.len());
+        let (all, _) = ids(&catalog.begin(), &uuid, None);
+        assert_eq!(all, (0..next).collect::<Vec<_>>(), "round {round}");
+        // the oldest kept snapshot (the tenth newest append) reads as it was
+        let first_kept = md.snapshots().min_by_key(|s| s.sequence_number()).unwrap().snapshot_id();
+        let txn = catalog.begin();
+        let table = txn.table_by_uuid(&uuid).unwrap().at("VERSION", first_kept).unwrap();
+        let plan = txn.scan(&table, vec![0], None, false).unwrap();
+        let n: usize = (0..plan.task_count()).flat_map(|t| plan.open(t).unwrap()).map(|b| b.unwrap().num_rows()).sum();
+        assert_eq!(n as i64, next - 9, "round {round}");
+    }
+}
+
 /// metadata.json is written by skade's own serializer (snapshot texts reused across commits):
 /// the iceberg crate must parse every file back to the metadata it was written from, through
 /// appends, deletes, a compaction, snapshot expiry and a reopen (texts made afresh).

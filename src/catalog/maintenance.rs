@@ -9,7 +9,9 @@ use super::state::{StateChange, TableRecord};
 use super::Catalog;
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::{remove_files, sync_files};
-use crate::table::expire::{expired_snapshots, unreferenced_files, Retention};
+use crate::table::expire::{
+    expired_snapshots, trim_metadata_log, unlisted_metadata_files, unreferenced_files, Retention,
+};
 use crate::table::metadata;
 
 /// What an expiry did.
@@ -57,6 +59,7 @@ impl Catalog {
                     .remove_snapshots(&expired)
                     .build()?
                     .metadata;
+            let (after, stale_metadata) = trim_metadata_log(after)?;
             let location =
                 metadata::metadata_location(after.location(), metadata::next_version(&record.metadata_location));
             self.inner.metadata.write(&location, &after)?;
@@ -79,7 +82,9 @@ impl Catalog {
             };
             match self.commit(request) {
                 Ok(_) => {
-                    let files = unreferenced_files(&self.inner.read_caches.manifests, &before, &after, &expired)?;
+                    let mut files = unreferenced_files(&self.inner.read_caches.manifests, &before, &after, &expired)?;
+                    files.extend(stale_metadata);
+                    files.extend(unlisted_metadata_files(&after, &location));
                     self.inner.metadata.insert(&location, std::sync::Arc::new(after));
                     self.inner.read_caches.lookup.forget(files.iter().map(String::as_str));
                     remove_files(files.iter().map(String::as_str));

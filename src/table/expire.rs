@@ -3,13 +3,22 @@
 //! Every commit rewrites metadata.json with the whole snapshot history, so a table that takes
 //! many small commits pays more for each one as history grows; expiring old snapshots (Iceberg's
 //! `expire_snapshots`) keeps that bounded. The current snapshot is always kept.
+//!
+//! Every commit also leaves its metadata.json behind. Those written before the oldest kept
+//! snapshot describe only expired states (their files are removed with them): expiry drops them
+//! from the new metadata's log and removes them, and the older ones the log no longer lists.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::time::UNIX_EPOCH;
 
-use iceberg::spec::{Snapshot, TableMetadata};
+use iceberg::spec::{Snapshot, TableMetadata, TableMetadataBuilder};
 
 use super::manifests::ManifestCache;
 use crate::error::Result;
+use crate::io::local_path;
+
+/// Iceberg's bound on the metadata log (the iceberg crate trims the log to it on every build).
+const PREVIOUS_VERSIONS_MAX: &str = "write.metadata.previous-versions-max";
 
 /// Which snapshots to keep: those committed at or after `older_than_ms`, and at least the
 /// `retain_last` newest. None for either means it does not constrain.
@@ -82,4 +91,65 @@ pub fn unreferenced_files(
         }
     }
     Ok(out)
+}
+
+/// `after` (metadata with the expired snapshots removed) without the metadata-log entries written
+/// before its oldest snapshot, and those entries' files. The log is chronological, so they are a
+/// prefix of it; the newest entry (the metadata expiry replaces) holds the current snapshot and
+/// always stays.
+pub fn trim_metadata_log(after: TableMetadata) -> Result<(TableMetadata, Vec<String>)> {
+    let Some(oldest) = after.snapshots().map(|s| s.timestamp_ms()).min() else {
+        return Ok((after, vec![]));
+    };
+    let log = after.metadata_log();
+    let stale: Vec<String> =
+        log.iter().take_while(|e| e.timestamp_ms < oldest).map(|e| e.metadata_file.clone()).collect();
+    if stale.is_empty() {
+        return Ok((after, stale));
+    }
+    // The crate keeps the log private; its own trimming to the bound drops exactly the oldest
+    // entries. Set the bound to what stays, build, then put the table's setting back.
+    let keep = log.len() - stale.len();
+    let setting = after.properties().get(PREVIOUS_VERSIONS_MAX).cloned();
+    let trimmed = TableMetadataBuilder::new_from_metadata(after, None)
+        .set_properties(HashMap::from([(PREVIOUS_VERSIONS_MAX.to_string(), keep.to_string())]))?
+        .build()?
+        .metadata;
+    let restored = match setting {
+        Some(v) => TableMetadataBuilder::new_from_metadata(trimmed, None)
+            .set_properties(HashMap::from([(PREVIOUS_VERSIONS_MAX.to_string(), v)]))?,
+        None => TableMetadataBuilder::new_from_metadata(trimmed, None)
+            .remove_properties(&[PREVIOUS_VERSIONS_MAX.to_string()])?,
+    };
+    Ok((restored.build()?.metadata, stale))
+}
+
+/// The table's metadata files that neither are `current` nor appear in its log and were written
+/// before its oldest snapshot: a file written after a kept snapshot was committed may describe
+/// it, one written before cannot (a copied lake's files look new and stay).
+pub fn unlisted_metadata_files(after: &TableMetadata, current: &str) -> Vec<String> {
+    let Some(oldest) = after.snapshots().map(|s| s.timestamp_ms()).min() else {
+        return vec![];
+    };
+    let dir = format!("{}/metadata", after.location());
+    let Ok(entries) = std::fs::read_dir(local_path(&dir)) else {
+        return vec![];
+    };
+    let listed: HashSet<&str> =
+        after.metadata_log().iter().map(|e| local_path(&e.metadata_file)).chain([local_path(current)]).collect();
+    let written_before = |meta: std::fs::Metadata| {
+        let ms = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map(|d| d.as_millis());
+        ms.is_some_and(|ms| ms < oldest.max(0) as u128)
+    };
+    let mut out = vec![];
+    for entry in entries.flatten() {
+        let path = format!("{dir}/{}", entry.file_name().to_string_lossy());
+        if path.ends_with(".metadata.json")
+            && !listed.contains(local_path(&path))
+            && entry.metadata().is_ok_and(written_before)
+        {
+            out.push(path);
+        }
+    }
+    out
 }
