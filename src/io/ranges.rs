@@ -8,6 +8,7 @@ use std::os::fd::AsRawFd;
 
 use bytes::Bytes;
 use parquet::errors::ParquetError;
+use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::reader::{ChunkReader, Length};
 
 use crate::error::{Error, Result};
@@ -30,6 +31,13 @@ impl FileRanges {
         path: &str,
         mut on_read: impl FnMut(u64),
     ) -> Result<FileRanges> {
+        // Ranges come from a file's own footer: one past the end is corruption, and is refused
+        // before any buffer is sized from it (an absurd length would abort the allocation).
+        if let Some((start, len)) = ranges.iter().find(|(s, l)| s.checked_add(*l).is_none_or(|end| end > file_len)) {
+            return Err(Error::corrupt(format!(
+                "data file {path} is corrupt: its footer places {len} bytes at offset {start}, past its end ({file_len} bytes)"
+            )));
+        }
         ranges.sort_unstable();
         let mut merged: Vec<(u64, u64)> = vec![];
         for (start, len) in ranges.into_iter().filter(|r| r.1 > 0) {
@@ -52,12 +60,29 @@ impl FileRanges {
         if i > 0 {
             let (s, data) = &self.parts[i - 1];
             let offset = (start - s) as usize;
-            if offset + len <= data.len() {
+            if offset.checked_add(len).is_some_and(|end| end <= data.len()) {
                 return Ok(data.slice(offset..offset + len));
             }
         }
         Err(ParquetError::General(format!("bytes {start}..{} were not read ahead", start + len as u64)))
     }
+}
+
+/// A byte range as a file's footer gives it (offset, length), checked: negative numbers are
+/// corruption, named as such rather than a panic in the reader. (Two non-negative `i64`s cannot
+/// overflow a `u64`; a range past the file's end is refused when it is read.)
+pub fn footer_range(offset: i64, length: i64, path: &str) -> Result<(u64, u64)> {
+    match (u64::try_from(offset), u64::try_from(length)) {
+        (Ok(o), Ok(l)) => Ok((o, l)),
+        _ => Err(Error::corrupt(format!(
+            "data file {path} is corrupt: its footer places {length} bytes at offset {offset}"
+        ))),
+    }
+}
+
+/// A column chunk's bytes (dictionary page first, when it has one), checked as `footer_range`.
+pub fn chunk_range(chunk: &ColumnChunkMetaData, path: &str) -> Result<(u64, u64)> {
+    footer_range(chunk.dictionary_page_offset().unwrap_or(chunk.data_page_offset()), chunk.compressed_size(), path)
 }
 
 /// Reads `len` bytes at `offset` with positional reads, into a buffer that is not zeroed first
@@ -119,6 +144,36 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    /// A column chunk's range comes from the footer: negative numbers (a corrupt file) are an
+    /// error naming the file, where the crate's own `byte_range` would panic. (Ranges past the
+    /// file's end are refused by `FileRanges::read`.)
+    #[test]
+    fn corrupt_chunk_ranges_are_errors() {
+        use arrow::array::{ArrayRef, Int64Array, RecordBatch};
+        use parquet::arrow::ArrowWriter;
+        use parquet::file::metadata::ParquetMetaDataReader;
+
+        let ids: ArrayRef = std::sync::Arc::new(Int64Array::from_iter_values(0..100));
+        let batch = RecordBatch::try_from_iter([("id", ids)]).unwrap();
+        let mut bytes = vec![];
+        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let meta = ParquetMetaDataReader::new().parse_and_finish(&Bytes::from(bytes)).unwrap();
+        let chunk = meta.row_group(0).column(0).clone();
+        let (start, len) = chunk_range(&chunk, "f.parquet").unwrap();
+        assert_eq!((start, len), (chunk.byte_range().0, chunk.byte_range().1));
+        let corrupt = [
+            chunk.clone().into_builder().set_total_compressed_size(-5).build().unwrap(),
+            chunk.clone().into_builder().set_dictionary_page_offset(Some(-1)).build().unwrap(),
+        ];
+        for c in &corrupt {
+            let e = chunk_range(c, "f.parquet").unwrap_err();
+            assert!(e.to_string().contains("data file f.parquet is corrupt"), "{e}");
+        }
+        assert!(footer_range(4, -100, "f.parquet").is_err(), "a negative bloom filter length");
+    }
+
     #[test]
     fn merges_close_ranges_and_serves_slices() {
         let dir = std::env::temp_dir().join(format!("skade-ranges-{}", std::process::id()));
@@ -142,6 +197,14 @@ mod tests {
             panic!("a read past the end of the file succeeded")
         };
         assert!(e.to_string().contains("cannot read 20 bytes at offset 9990 of lake/data/f.parquet"), "{e}");
+        // A footer's absurd range: an error, before any buffer is sized from it.
+        for range in [(0, 1 << 60), (u64::MAX, 2), (9_999, 2)] {
+            let Err(e) = FileRanges::read(&file, 10_000, vec![(0, 10), range], 0, "f", |_| ()) else {
+                panic!("the range {range:?} was read")
+            };
+            assert!(e.to_string().contains("data file f is corrupt"), "{e}");
+        }
+        assert!(r.get_bytes(9990, usize::MAX).is_err(), "a length that overflows is an error");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

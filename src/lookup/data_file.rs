@@ -28,7 +28,7 @@ use super::column_decode::{self, Direct};
 use super::probe_keys::ColumnEncoders;
 use super::stats;
 use crate::error::{Error, Result};
-use crate::io::ranges::FileRanges;
+use crate::io::ranges::{chunk_range, footer_range, FileRanges};
 use crate::table::filter::ColumnStats;
 use crate::table::keys::KeyColumns;
 use crate::table::row_groups::row_group_stats;
@@ -139,7 +139,7 @@ impl DataFileIndex {
             for leaf in key_leaves.iter().flatten() {
                 let c = rg.column(*leaf);
                 if let (Some(offset), Some(length)) = (c.bloom_filter_offset(), c.bloom_filter_length()) {
-                    regions.push((offset as u64, length as u64));
+                    regions.push(footer_range(offset, length.into(), path)?);
                 }
             }
         }
@@ -152,17 +152,20 @@ impl DataFileIndex {
             let c = rg.column((*leaf)?);
             let (offset, length) = (c.bloom_filter_offset()?, c.bloom_filter_length()?);
             let bytes = blooms.as_ref()?.get_bytes(offset as u64, length as usize).ok()?;
-            Sbbf::from_bytes(&bytes).ok()
+            // A filter without blocks cannot answer (checking one would index an empty vector):
+            // the row group is then read as if it had none.
+            Sbbf::from_bytes(&bytes).ok().filter(|b| b.num_blocks() > 0)
         };
 
         let stats = row_group_stats(schema, parquet, &key.field_ids);
         let mut groups = Vec::with_capacity(parquet.num_row_groups());
         let mut first_row = 0u64;
         for (g, (rg, s)) in parquet.row_groups().iter().zip(&stats).enumerate() {
-            let (start, end) = rg.columns().iter().fold((u64::MAX, 0u64), |(a, b), c| {
-                let (s, n) = c.byte_range();
-                (a.min(s), b.max(s + n))
-            });
+            let (mut start, mut end) = (u64::MAX, 0u64);
+            for c in rg.columns() {
+                let (s, n) = chunk_range(c, path)?;
+                (start, end) = (start.min(s), end.max(s + n));
+            }
             let bounds = key
                 .field_ids
                 .iter()

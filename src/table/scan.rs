@@ -28,7 +28,7 @@ use super::select::kept_rows;
 use super::time_travel::Version;
 use crate::error::{Error, Result};
 use crate::io::local_path;
-use crate::io::ranges::FileRanges;
+use crate::io::ranges::{chunk_range, FileRanges};
 use crate::lookup::cache::LookupCache;
 use crate::lookup::pinned::pinned_keys;
 use crate::lookup::{lookup, LookupRequest};
@@ -348,8 +348,10 @@ impl ScanPlan {
         let descr = footer.metadata().file_metadata().schema_descr();
         let leaves: Vec<usize> =
             (0..descr.num_columns()).filter(|&l| roots.binary_search(&descr.get_column_root_idx(l)).is_ok()).collect();
-        let ranges: Vec<(u64, u64)> =
-            selected.iter().flat_map(|&g| leaves.iter().map(move |&l| groups[g].column(l).byte_range())).collect();
+        let ranges = selected
+            .iter()
+            .flat_map(|&g| leaves.iter().map(move |&l| chunk_range(groups[g].column(l), &task.path)))
+            .collect::<Result<Vec<_>>>()?;
         let (first, end) = ranges.iter().fold((u64::MAX, 0), |(a, b), &(s, n)| (a.min(s), b.max(s + n)));
         let reader = if end.saturating_sub(first) <= READ_AHEAD_MAX_BYTES {
             let ranges = FileRanges::read(&file, end, ranges, READ_AHEAD_MAX_GAP, &task.path, |_| {})?;
