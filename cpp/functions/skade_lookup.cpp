@@ -16,7 +16,9 @@ namespace duckdb {
 namespace {
 
 //! `value` as the type of key column `column`; only implicit casts (an INTEGER for a BIGINT key,
-//! not a VARCHAR), so a wrong key type is an error rather than a silent miss.
+//! not a VARCHAR), so a wrong key type is an error rather than a silent miss. A cast that changes
+//! the value (1.5 for a DECIMAL(18,0) key rounds to 2, a TIMESTAMP_NS for a TIMESTAMP key drops
+//! its nanoseconds) cannot equal a stored key: NULL, which matches nothing, as `k = 1.5` would.
 Value KeyValue(ClientContext &context, const string &table, const ColumnDefinition &column, const Value &value) {
 	auto &type = column.Type();
 	if (value.type() == type) {
@@ -29,7 +31,13 @@ Value KeyValue(ClientContext &context, const string &table, const ColumnDefiniti
 		throw BinderException("skade_lookup: primary-key column \"%s\" of %s is %s; a key of type %s does not match it",
 		                      column.Name(), table, type.ToString(), value.type().ToString());
 	}
-	return value.DefaultCastAs(type);
+	auto key = value.DefaultCastAs(type);
+	Value back;
+	string error;
+	if (!key.DefaultTryCastAs(value.type(), back, &error) || back != value) {
+		return Value(type);
+	}
+	return key;
 }
 
 //! One key's value per key column (in `key_columns` order).

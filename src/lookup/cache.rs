@@ -128,7 +128,10 @@ impl LookupCache {
             *snapshots = Default::default();
         }
         snapshots.1 += files;
-        snapshots.0.insert(name.to_string(), index.clone());
+        // Two lookups may have built the same index at once: count the one replaced out.
+        if let Some(old) = snapshots.0.insert(name.to_string(), index.clone()) {
+            snapshots.1 = snapshots.1.saturating_sub(old.files.len());
+        }
         Ok(index)
     }
 
@@ -187,7 +190,10 @@ impl LookupCache {
             *files = Default::default();
         }
         files.1 += bytes;
-        files.0.insert(candidate.path.clone(), index.clone());
+        // A file indexed anew (another key type, or two lookups at once): count the old one out.
+        if let Some(old) = files.0.insert(candidate.path.clone(), index.clone()) {
+            files.1 = files.1.saturating_sub(old.memory_size());
+        }
         Ok(index)
     }
 }
