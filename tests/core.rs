@@ -843,11 +843,24 @@ fn manifests_and_lists_cached_at_commit_are_what_their_files_say() {
 /// Expiry removes the metadata files of expired states: the new log keeps no entry older than the
 /// oldest kept snapshot and every file it lists exists; the files the log stopped listing (it
 /// holds 100) go too, unless written after the oldest kept snapshot. Rows and the kept snapshots
-/// stay readable, and the table's properties are unchanged.
+/// stay readable, and the table's properties are unchanged. A dropped table of the same name
+/// left its files in the same folder: they are not this table's, and stay.
 #[test]
 fn expiry_removes_the_metadata_files_of_expired_states() {
     let dir = TestDir::new();
-    let (catalog, uuid) = catalog_with_table(&dir);
+    let (catalog, dropped) = catalog_with_table(&dir);
+    for i in 0..3 {
+        let txn = catalog.begin();
+        append(&txn, &dropped, i..i + 1);
+        txn.commit().unwrap();
+    }
+    let dropped_location = catalog.begin().table_by_uuid(&dropped).unwrap().metadata.location().to_string();
+    let txn = catalog.begin();
+    txn.drop_table("main", "t", false).unwrap();
+    txn.commit().unwrap();
+    let txn = catalog.begin();
+    let uuid = create(&txn, "t");
+    txn.commit().unwrap();
     let on_disk = |location: &str| -> Vec<std::path::PathBuf> {
         let files = walk(Path::new(&format!("{location}/metadata")));
         files.into_iter().filter(|p| p.to_string_lossy().ends_with(".metadata.json")).collect()
@@ -862,6 +875,7 @@ fn expiry_removes_the_metadata_files_of_expired_states() {
             next += 1;
         }
         let info = catalog.begin().table_by_uuid(&uuid).unwrap();
+        assert_eq!(info.metadata.location(), dropped_location, "one folder for both tables named t");
         let properties = info.metadata.properties().clone();
         assert!(on_disk(info.metadata.location()).len() > 130, "round {round}");
         let retention = skade::table::expire::Retention { older_than_ms: None, retain_last: Some(10) };
@@ -880,7 +894,9 @@ fn expiry_removes_the_metadata_files_of_expired_states() {
         }
         let listed: Vec<&str> =
             log.iter().map(|e| e.metadata_file.as_str()).chain([info.record.metadata_location.as_str()]).collect();
-        for f in &files {
+        let theirs = |f: &std::path::PathBuf| std::fs::read_to_string(f).unwrap().contains(&dropped);
+        assert_eq!(files.iter().filter(|f| theirs(f)).count(), 4, "round {round}: the dropped table's files");
+        for f in files.iter().filter(|f| !theirs(f)) {
             if !listed.contains(&f.to_str().unwrap()) {
                 let written = std::fs::metadata(f).unwrap().modified().unwrap();
                 let ms = written.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
@@ -888,7 +904,7 @@ fn expiry_removes_the_metadata_files_of_expired_states() {
             }
         }
         // ~10 kept states, not the 130+ written
-        assert!(files.len() < 30, "round {round}: {} metadata files left", files.len());
+        assert!(files.len() < 35, "round {round}: {} metadata files left", files.len());
         let (all, _) = ids(&catalog.begin(), &uuid, None);
         assert_eq!(all, (0..next).collect::<Vec<_>>(), "round {round}");
         // the oldest kept snapshot (the tenth newest append) reads as it was

@@ -126,7 +126,9 @@ pub fn trim_metadata_log(after: TableMetadata) -> Result<(TableMetadata, Vec<Str
 
 /// The table's metadata files that neither are `current` nor appear in its log and were written
 /// before its oldest snapshot: a file written after a kept snapshot was committed may describe
-/// it, one written before cannot (a copied lake's files look new and stay).
+/// it, one written before cannot. The folder is the table's name, which other tables may have
+/// used too (a table dropped and created again, another catalog given the same data path): a
+/// file is this table's only if it says so.
 pub fn unlisted_metadata_files(after: &TableMetadata, current: &str) -> Vec<String> {
     let Some(oldest) = after.snapshots().map(|s| s.timestamp_ms()).min() else {
         return vec![];
@@ -137,6 +139,7 @@ pub fn unlisted_metadata_files(after: &TableMetadata, current: &str) -> Vec<Stri
     };
     let listed: HashSet<&str> =
         after.metadata_log().iter().map(|e| local_path(&e.metadata_file)).chain([local_path(current)]).collect();
+    let uuid = after.uuid().to_string();
     let written_before = |meta: std::fs::Metadata| {
         let ms = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map(|d| d.as_millis());
         ms.is_some_and(|ms| ms < oldest.max(0) as u128)
@@ -147,9 +150,30 @@ pub fn unlisted_metadata_files(after: &TableMetadata, current: &str) -> Vec<Stri
         if path.ends_with(".metadata.json")
             && !listed.contains(local_path(&path))
             && entry.metadata().is_ok_and(written_before)
+            && names_table(&path, &uuid)
         {
             out.push(path);
         }
     }
     out
+}
+
+/// Whether the metadata file at `path` belongs to the table `uuid`: skade writes the table's uuid
+/// second, right after the format version, so the file's first bytes tell (and reading them costs
+/// nothing like parsing a file that repeats a whole history). Anything else is left alone.
+fn names_table(path: &str, uuid: &str) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 128];
+    let Ok(mut file) = std::fs::File::open(local_path(path)) else {
+        return false;
+    };
+    let mut n = 0;
+    while n < head.len() {
+        match file.read(&mut head[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
+    let needle = format!(r#""table-uuid":"{uuid}""#);
+    head[..n].windows(needle.len()).any(|w| w == needle.as_bytes())
 }
