@@ -121,6 +121,10 @@ struct Rows<'a> {
     count: usize,
 }
 
+/// Rows reserved ahead of a read: a page of a lookup table holds 128; a corrupt footer's count
+/// must not size an allocation.
+pub(crate) const RESERVE_ROWS: usize = 4096;
+
 impl Rows<'_> {
     fn read<T: ParquetType>(&self) -> Result<Values<T::T>> {
         let parquet = self.meta.metadata();
@@ -128,16 +132,22 @@ impl Rows<'_> {
         let chunk = group.column(self.leaf);
         let locations =
             parquet.offset_index().and_then(|o| o.get(self.g)?.get(self.leaf)).map(|o| o.page_locations().clone());
-        let pages =
-            SerializedPageReader::new(Arc::new(self.bytes.clone()), chunk, group.num_rows() as usize, locations)?;
+        let pages = SerializedPageReader::new(
+            Arc::new(self.bytes.clone()),
+            chunk,
+            group.num_rows().max(0) as usize,
+            locations,
+        )?;
         let descr = chunk.column_descr_ptr();
         let nullable = descr.max_def_level() > 0;
         let mut reader = ColumnReaderImpl::<T>::new(descr, Box::new(pages));
         if self.first > 0 && reader.skip_records(self.first)? != self.first {
             return Err(ParquetError::General(format!("column {} has fewer rows than its row group", self.leaf)));
         }
-        let mut values = Vec::with_capacity(self.count);
-        let mut levels = nullable.then(|| Vec::with_capacity(self.count));
+        // `count` comes from the footer: reserve no more than a page holds, grow if it is true.
+        let reserve = self.count.min(RESERVE_ROWS);
+        let mut values = Vec::with_capacity(reserve);
+        let mut levels = nullable.then(|| Vec::with_capacity(reserve));
         let mut read = 0;
         while read < self.count {
             let (records, _, _) = reader.read_records(self.count - read, levels.as_mut(), None, &mut values)?;
@@ -341,6 +351,9 @@ mod tests {
         // Bytes not read ahead are an error, never zeros.
         let partial = FileRanges::read(&f, len, vec![(len - 8, 8)], 0, "f.parquet", |_| ()).unwrap();
         assert!(decode(&meta, &plan, &partial, 0, 0, 1, 0..1).is_err());
+        // A corrupt footer's row count: an error once the pages run out, not an allocation sized
+        // from it (which would abort the process).
+        assert!(decode(&meta, &plan, &bytes, 0, 0, 1 << 40, 0..plan.len()).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

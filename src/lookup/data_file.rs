@@ -172,7 +172,9 @@ impl DataFileIndex {
                 .enumerate()
                 .map(|(c, id)| (encoders.bound(c, s.lower(*id)), encoders.bound(c, s.upper(*id))))
                 .collect();
-            let rows = rg.num_rows().max(0) as usize;
+            let rows = usize::try_from(rg.num_rows()).map_err(|_| {
+                Error::corrupt(format!("data file {path} is corrupt: a row group of {} rows", rg.num_rows()))
+            })?;
             let pages = key_leaves
                 .first()
                 .copied()
@@ -271,7 +273,7 @@ impl DataFileIndex {
         let selection = RowSelection::from(vec![RowSelector::skip(first), RowSelector::select(count)]);
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), self.meta.clone())
             .with_row_groups(vec![g])
-            .with_batch_size(count.max(1))
+            .with_batch_size(count.clamp(1, column_decode::RESERVE_ROWS))
             .with_row_selection(selection)
             .build()
             .map_err(|e| unreadable(path, &e))?;
