@@ -31,10 +31,12 @@ Value KeyValue(ClientContext &context, const string &table, const ColumnDefiniti
 		throw BinderException("skade_lookup: primary-key column \"%s\" of %s is %s; a key of type %s does not match it",
 		                      column.Name(), table, type.ToString(), value.type().ToString());
 	}
-	auto key = value.DefaultCastAs(type);
+	// The client's casts, as `WHERE k = ...` casts: with ICU loaded, TIMESTAMP and TIMESTAMPTZ
+	// convert in the session's time zone, and a TIMESTAMPTZ converts back to a DATE.
+	auto key = value.CastAs(context, type);
 	Value back;
 	string error;
-	if (!key.DefaultTryCastAs(value.type(), back, &error) || back != value) {
+	if (!key.TryCastAs(context, value.type(), back, &error) || back != value) {
 		return Value(type);
 	}
 	return key;
