@@ -71,6 +71,13 @@ fn append(txn: &Transaction, uuid: &str, ids: std::ops::Range<i64>) {
     txn.end_statement(uuid).unwrap();
 }
 
+/// Appends the rows `ids` to the table `uuid` in a commit of their own.
+fn commit_append(catalog: &Catalog, uuid: &str, ids: std::ops::Range<i64>) {
+    let txn = catalog.begin();
+    append(&txn, uuid, ids);
+    txn.commit().unwrap();
+}
+
 fn ids(txn: &Transaction, uuid: &str, prune: Option<Prune>) -> (Vec<i64>, usize) {
     let plan = txn.scan(&txn.table_by_uuid(uuid).unwrap(), vec![0], prune, false).unwrap();
     let mut out = vec![];
@@ -95,9 +102,7 @@ fn tables_survive_reopen_and_commits_are_logged() {
         append(&txn, &uuid, 0..100);
         let records = txn.commit().unwrap();
         assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![1, 2]);
-        let txn = catalog.begin();
-        append(&txn, &uuid, 100..150);
-        txn.commit().unwrap();
+        commit_append(&catalog, &uuid, 100..150);
         uuid
     };
     let catalog = open(&path);
@@ -120,9 +125,7 @@ fn bounds_prune_files() {
     let dir = TestDir::new();
     let (catalog, uuid) = catalog_with_table(&dir);
     for k in 0..4 {
-        let txn = catalog.begin();
-        append(&txn, &uuid, k * 1000..(k + 1) * 1000);
-        txn.commit().unwrap();
+        commit_append(&catalog, &uuid, k * 1000..(k + 1) * 1000);
     }
     let txn = catalog.begin();
     let (all, files) = ids(&txn, &uuid, None);
@@ -249,9 +252,7 @@ fn scans_at_an_old_snapshot_see_what_was_committed_then() {
     append(&txn, &uuid, 0..5);
     txn.commit().unwrap();
     let first = catalog.begin().table("main", "t").unwrap().unwrap().metadata.current_snapshot_id().unwrap();
-    let txn = catalog.begin();
-    append(&txn, &uuid, 5..7);
-    txn.commit().unwrap();
+    commit_append(&catalog, &uuid, 5..7);
     let t = catalog.begin();
     let table = t.table_by_uuid(&uuid).unwrap();
     let plan = t.scan(&table.at("VERSION", first).unwrap(), vec![0, 1], None, false).unwrap();
@@ -447,9 +448,7 @@ fn merges_rewrite_each_file_once_per_tier() {
     let (catalog, uuid) = catalog_with_table(&dir);
     const COMMITS: usize = 300;
     for c in 0..COMMITS as i64 {
-        let txn = catalog.begin();
-        append(&txn, &uuid, c..c + 1);
-        txn.commit().unwrap();
+        commit_append(&catalog, &uuid, c..c + 1);
     }
     let tiers = manifests_by_tier(&catalog, &uuid);
     assert!(tiers.keys().any(|(_, tier)| *tier == 2), "300 one-file manifests reach tier 2: {tiers:?}");
@@ -633,9 +632,7 @@ fn lookups_find_the_live_row_through_deletes_upserts_and_time_travel() {
     let uuid = create_keyed(&txn, "t");
     txn.commit().unwrap();
     for range in [0..5000, 5000..10_000] {
-        let txn = catalog.begin();
-        append(&txn, &uuid, range);
-        txn.commit().unwrap();
+        commit_append(&catalog, &uuid, range);
     }
     let before = catalog.begin().table_by_uuid(&uuid).unwrap().metadata.current_snapshot_id();
     let n = |i: i64| format!("n{i}");
@@ -750,9 +747,7 @@ fn changelogs_decode_snapshots_that_remove_files() {
     txn.commit().unwrap();
     for uuid in [&keyed, &log] {
         for range in [0..100, 100..200] {
-            let txn = catalog.begin();
-            append(&txn, uuid, range);
-            txn.commit().unwrap();
+            commit_append(&catalog, uuid, range);
         }
     }
     let d = |i: i64, change: &str| (i, format!("n{i}"), change.to_string(), false);
@@ -812,9 +807,7 @@ fn manifests_and_lists_cached_at_commit_are_what_their_files_say() {
     let (catalog, uuid) = catalog_with_table(&dir);
     // appends (new manifests, then merged small ones), deletes, and a compaction (rewrites)
     for i in 0..24i64 {
-        let txn = catalog.begin();
-        append(&txn, &uuid, i * 10..i * 10 + 10);
-        txn.commit().unwrap();
+        commit_append(&catalog, &uuid, i * 10..i * 10 + 10);
         if i % 6 == 5 {
             let txn = catalog.begin();
             delete_where(&txn, &uuid, |id| id % 7 == 0);
@@ -850,9 +843,7 @@ fn expiry_removes_the_metadata_files_of_expired_states() {
     let dir = TestDir::new();
     let (catalog, dropped) = catalog_with_table(&dir);
     for i in 0..3 {
-        let txn = catalog.begin();
-        append(&txn, &dropped, i..i + 1);
-        txn.commit().unwrap();
+        commit_append(&catalog, &dropped, i..i + 1);
     }
     let dropped_location = catalog.begin().table_by_uuid(&dropped).unwrap().metadata.location().to_string();
     let txn = catalog.begin();
@@ -869,9 +860,7 @@ fn expiry_removes_the_metadata_files_of_expired_states() {
     for round in 0..2 {
         // more commits than the log holds: the oldest files are no longer listed anywhere
         for _ in 0..130 {
-            let txn = catalog.begin();
-            append(&txn, &uuid, next..next + 1);
-            txn.commit().unwrap();
+            commit_append(&catalog, &uuid, next..next + 1);
             next += 1;
         }
         let info = catalog.begin().table_by_uuid(&uuid).unwrap();
@@ -932,9 +921,7 @@ fn metadata_files_parse_back_to_what_was_written() {
     let (catalog, uuid) = catalog_with_table(&dir);
     check(&catalog, &uuid, "created");
     for i in 0..12i64 {
-        let txn = catalog.begin();
-        append(&txn, &uuid, i * 10..i * 10 + 10);
-        txn.commit().unwrap();
+        commit_append(&catalog, &uuid, i * 10..i * 10 + 10);
         check(&catalog, &uuid, &format!("append {i}"));
         if i % 4 == 3 {
             let txn = catalog.begin();
@@ -950,8 +937,6 @@ fn metadata_files_parse_back_to_what_was_written() {
     check(&catalog, &uuid, "expiry");
     drop(catalog);
     let catalog = open(&path);
-    let txn = catalog.begin();
-    append(&txn, &uuid, 1000..1010);
-    txn.commit().unwrap();
+    commit_append(&catalog, &uuid, 1000..1010);
     check(&catalog, &uuid, "append after reopen");
 }
