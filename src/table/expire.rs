@@ -163,17 +163,8 @@ pub fn unlisted_metadata_files(after: &TableMetadata, current: &str) -> Vec<Stri
 /// nothing like parsing a file that repeats a whole history). Anything else is left alone.
 fn names_table(path: &str, uuid: &str) -> bool {
     use std::io::Read;
-    let mut head = [0u8; 128];
-    let Ok(mut file) = std::fs::File::open(local_path(path)) else {
-        return false;
-    };
-    let mut n = 0;
-    while n < head.len() {
-        match file.read(&mut head[n..]) {
-            Ok(0) | Err(_) => break,
-            Ok(k) => n += k,
-        }
-    }
+    let mut head = Vec::with_capacity(128);
+    let read = std::fs::File::open(local_path(path)).and_then(|f| f.take(128).read_to_end(&mut head));
     let needle = format!(r#""table-uuid":"{uuid}""#);
-    head[..n].windows(needle.len()).any(|w| w == needle.as_bytes())
+    read.is_ok() && head.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
