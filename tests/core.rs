@@ -230,6 +230,33 @@ fn a_file_that_is_not_a_catalog_is_left_untouched() {
     assert_eq!(std::fs::read(&path).unwrap(), b"just some text");
 }
 
+/// A catalog file copied elsewhere still names the original's files (Iceberg metadata holds
+/// absolute paths): attached writable it would change and remove them, so only a read-only
+/// attach is allowed, which reads the original's rows. The original attaches as before.
+#[test]
+fn a_copied_catalog_attaches_only_read_only() {
+    let dir = TestDir::new();
+    let (catalog, uuid) = catalog_with_table(&dir);
+    commit_append(&catalog, &uuid, 0..10);
+    drop(catalog);
+    std::fs::create_dir(dir.path().join("copy")).unwrap();
+    let copy = dir.path().join("copy").join("lake.skade");
+    std::fs::copy(dir.path().join("lake.skade"), &copy).unwrap();
+
+    let err = Catalog::open(&copy, AttachOptions::default()).err().unwrap();
+    assert_eq!(err.kind, ErrorKind::InvalidInput);
+    assert!(
+        err.message.contains("was created as") && err.message.contains("attach this copy READ_ONLY"),
+        "{}",
+        err.message
+    );
+    let read_only = Catalog::open(&copy, AttachOptions { read_only: true, ..AttachOptions::default() }).unwrap();
+    assert_eq!(ids(&read_only.begin(), &uuid, None).0, (0..10).collect::<Vec<_>>());
+    drop(read_only);
+    let original = open(&dir.path().join("lake.skade"));
+    commit_append(&original, &uuid, 10..11);
+}
+
 #[test]
 fn two_attaches_in_one_process_share_the_store() {
     let dir = TestDir::new();

@@ -24,6 +24,9 @@ use super::state::{CatalogState, SchemaRecord, TableRecord};
 use crate::error::{Error, Result};
 
 pub const FORMAT: &str = "skade-catalog-1";
+/// Where the catalog file was created (canonical): Iceberg metadata holds absolute paths, so a
+/// catalog file found elsewhere is a copy (or a move) whose tables still name the original's files.
+const CREATED_AS: &str = "created_as";
 
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
@@ -121,6 +124,9 @@ impl Store {
             let mut meta = tx.open_table(META)?;
             meta.insert("format", FORMAT)?;
             meta.insert("data_path", data_path_str)?;
+            if let Some(created_as) = self.path.canonicalize().ok().as_deref().and_then(Path::to_str) {
+                meta.insert(CREATED_AS, created_as)?;
+            }
             meta.insert("created_at", chrono::Utc::now().to_rfc3339().as_str())?;
             let mut counters = tx.open_table(COUNTERS)?;
             counters.insert(COMMIT_SEQ, 0)?;
@@ -160,6 +166,20 @@ impl Store {
                     "DATA_PATH {} differs from the data path {} this catalog was created with",
                     req.display(),
                     data_path.display()
+                )));
+            }
+        }
+        if let (Some(created_as), false) = (meta.get(CREATED_AS)?, self.read_only()) {
+            let created_as = PathBuf::from(created_as.value());
+            if self.path.canonicalize().is_ok_and(|here| here != created_as) {
+                return Err(Error::invalid(format!(
+                    "skade catalog {} was created as {}: its tables' Iceberg metadata names their files by \
+                     absolute path under {}, so a writable copy would change and remove the original's files; \
+                     attach {} instead, or attach this copy READ_ONLY",
+                    self.path.display(),
+                    created_as.display(),
+                    data_path.display(),
+                    created_as.display()
                 )));
             }
         }
