@@ -257,6 +257,27 @@ fn a_copied_catalog_attaches_only_read_only() {
     commit_append(&original, &uuid, 10..11);
 }
 
+/// Two transactions deleting the same row cannot both commit, even when the first one's snapshot
+/// was expired before the second commits (its history is gone, so it counts as a conflict).
+#[test]
+fn a_delete_conflicts_with_a_concurrent_delete_whose_snapshot_expired() {
+    let dir = TestDir::new();
+    let (catalog, uuid) = catalog_with_table(&dir);
+    commit_append(&catalog, &uuid, 0..10);
+    let first = catalog.begin();
+    assert_eq!(delete_where(&first, &uuid, |id| id == 1), 1);
+    let second = catalog.begin();
+    assert_eq!(delete_where(&second, &uuid, |id| id == 1), 1);
+    second.commit().unwrap();
+    commit_append(&catalog, &uuid, 10..11);
+    let retention = skade::table::expire::Retention { older_than_ms: None, retain_last: Some(1) };
+    assert!(catalog.expire_snapshots("main", "t", retention).unwrap().expired_snapshots >= 2);
+    let err = first.commit().unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Conflict, "{}", err.message);
+    let expected: Vec<i64> = (0..11).filter(|id| *id != 1).collect();
+    assert_eq!(ids(&catalog.begin(), &uuid, None).0, expected);
+}
+
 #[test]
 fn two_attaches_in_one_process_share_the_store() {
     let dir = TestDir::new();

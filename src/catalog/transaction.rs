@@ -14,7 +14,7 @@ use super::commit::{Change, CommitRequest, Expect};
 use super::names::{self, key, DEFAULT_SCHEMA};
 use super::state::{CatalogState, SchemaRecord, StateChange, TableRecord};
 use super::store::CommitRecord;
-use super::Catalog;
+use super::{Catalog, Inner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::{remove_files, sync_files};
 use crate::lookup::{lookup, Found, LookupRequest};
@@ -771,10 +771,13 @@ impl Transaction {
                     // Deletes rebase only over snapshots that appended: a concurrent delete or
                     // update may have removed the same rows (and its own deletes could miss rows
                     // this transaction added or changed).
-                    let at_read = inner.metadata.get(delete_base)?.last_sequence_number();
-                    let deleted_meanwhile = base
-                        .snapshots()
-                        .any(|s| s.sequence_number() > at_read && s.summary().operation != Operation::Append);
+                    let at_read = sequence_at(inner, delete_base, record)?;
+                    let since: Vec<_> = base.snapshots().filter(|s| s.sequence_number() > at_read).collect();
+                    // Each snapshot takes the next sequence number: one missing was expired
+                    // meanwhile, and what it did is unknown, so it counts as a delete.
+                    let expired_meanwhile = since.len() as i64 != base.last_sequence_number() - at_read;
+                    let deleted_meanwhile =
+                        expired_meanwhile || since.iter().any(|s| s.summary().operation != Operation::Append);
                     if deleted_meanwhile {
                         return Err(Error::conflict(format!(
                             "transaction conflict on table \"{}\": a concurrent transaction deleted, updated or \
@@ -814,7 +817,7 @@ impl Transaction {
     /// must be disjoint from those of this transaction's files.
     fn check_concurrent_keys(&self, record: &TableRecord, check: &KeyCheck, base: &TableMetadata) -> Result<()> {
         let inner = &self.catalog.inner;
-        let at_read = inner.metadata.get(&check.checked_on)?.last_sequence_number();
+        let at_read = sequence_at(inner, &check.checked_on, record)?;
         let Some(current) = base.current_snapshot() else {
             return Ok(());
         };
@@ -882,4 +885,16 @@ impl Drop for Transaction {
     fn drop(&mut self) {
         self.rollback();
     }
+}
+
+/// The last sequence number of the table's metadata at `location` (the state a transaction read).
+/// An expiry since may have removed that file: the history since is then unknown, a conflict.
+fn sequence_at(inner: &Inner, location: &str, record: &TableRecord) -> Result<i64> {
+    inner.metadata.get(location).map(|m| m.last_sequence_number()).map_err(|_| {
+        Error::conflict(format!(
+            "transaction conflict on table \"{}\": its snapshots were expired since this transaction read it; \
+             nothing was committed, retry the transaction",
+            record.qualified_name()
+        ))
+    })
 }
