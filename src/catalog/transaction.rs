@@ -69,11 +69,22 @@ struct TxnState {
     ddl: Vec<Ddl>,
     /// Uncommitted data and delete files per table uuid.
     changes: BTreeMap<String, TableChanges>,
+    /// Those of tables this transaction dropped (or replaced): never committed, but a statement
+    /// already reading the table sees them (CREATE OR REPLACE TABLE t AS SELECT ... FROM t creates
+    /// the new table before the old one is read).
+    dropped: BTreeMap<String, TableChanges>,
     /// Numbers for the data files this transaction's scans read, for row ids.
     file_ids: FileIds,
     /// Files this transaction created; removed if it does not commit.
     written: Vec<String>,
     finished: bool,
+}
+
+impl TxnState {
+    /// This transaction's uncommitted files of table `uuid`, dropped tables' included.
+    fn staged(&self, uuid: &str) -> Option<&TableChanges> {
+        self.changes.get(uuid).or_else(|| self.dropped.get(uuid))
+    }
 }
 
 #[derive(Default)]
@@ -130,6 +141,7 @@ impl Transaction {
                 view,
                 ddl: vec![],
                 changes: BTreeMap::new(),
+                dropped: BTreeMap::new(),
                 file_ids: FileIds::default(),
                 written: vec![],
                 finished: false,
@@ -205,7 +217,7 @@ impl Transaction {
         row_ids: bool,
     ) -> Result<ScanPlan> {
         let mut st = self.lock()?;
-        let (staged, staged_deletes) = match (table.version, st.changes.get(&table.record.uuid)) {
+        let (staged, staged_deletes) = match (table.version, st.staged(&table.record.uuid)) {
             (Version::Current, Some(c)) => (c.appends.clone(), c.deletes.clone()),
             _ => (vec![], vec![]),
         };
@@ -253,7 +265,7 @@ impl Transaction {
             Some(id) => Version::Snapshot(id),
             None => Version::Current,
         };
-        let (staged, staged_deletes) = match (version, self.lock()?.changes.get(uuid)) {
+        let (staged, staged_deletes) = match (version, self.lock()?.staged(uuid)) {
             (Version::Current, Some(c)) => (c.appends.clone(), c.deletes.clone()),
             _ => (vec![], vec![]),
         };
@@ -390,7 +402,9 @@ impl Transaction {
     fn stage_drop_table(st: &mut TxnState, table: Arc<TableRecord>) {
         Arc::make_mut(&mut st.view)
             .apply(&StateChange::DropTable { schema: table.schema.clone(), name: table.name.clone() });
-        st.changes.remove(&table.uuid);
+        if let Some(changes) = st.changes.remove(&table.uuid) {
+            st.dropped.insert(table.uuid.clone(), changes);
+        }
         st.ddl.push(Ddl::DropTable(table));
     }
 
@@ -605,6 +619,14 @@ impl Transaction {
         if result.is_err() {
             self.discard(&written);
         }
+        // Files written for tables this transaction dropped belong to no snapshot, whatever the
+        // outcome.
+        let dropped: Vec<String> = std::mem::take(&mut st.dropped)
+            .into_values()
+            .flat_map(|c| c.appends.into_iter().chain(c.deletes).chain(c.pending))
+            .map(|f| f.file_path().to_string())
+            .collect();
+        self.discard(&dropped);
         result
     }
 
