@@ -87,9 +87,12 @@ string DescribeFilter(const TableFilter &filter, idx_t col, vector<Value> &const
 		}
 		return StringUtil::Format("{\"op\":\"%s\",\"args\":[%s]}", is_and ? "and" : "or", args);
 	}
-	case TableFilterType::OPTIONAL_FILTER:
-		// Implied by the query, so it may prune even though DuckDB need not evaluate it.
-		return DescribeFilter(*filter.Cast<OptionalFilter>().child_filter, col, constants);
+	case TableFilterType::OPTIONAL_FILTER: {
+		// A join's runtime filter: it may prune, as DuckDB's zone maps use it, but is no condition
+		// of the query (DuckDB pushes it below LIMIT and DISTINCT ON too): never a pinned key.
+		auto child = DescribeFilter(*filter.Cast<OptionalFilter>().child_filter, col, constants);
+		return child.empty() ? "" : "{\"op\":\"hint\",\"arg\":" + child + "}";
+	}
 	default:
 		return "";
 	}
@@ -134,11 +137,53 @@ void SkadeDescribeFilters(ClientContext &context, const TableFilterSet &filters,
 	out.has_constants = true;
 }
 
+namespace {
+
+//! `filter` as a condition on the rows, without the optional filters (a join's runtime filters:
+//! DuckDB's own tables never drop a row by them, and they may sit below a LIMIT or DISTINCT ON).
+//! nullptr: no condition (an optional filter is true for every row).
+unique_ptr<Expression> RequiredExpression(const TableFilter &filter, const Expression &column) {
+	switch (filter.filter_type) {
+	case TableFilterType::OPTIONAL_FILTER:
+		return nullptr;
+	case TableFilterType::CONJUNCTION_AND:
+	case TableFilterType::CONJUNCTION_OR: {
+		auto is_and = filter.filter_type == TableFilterType::CONJUNCTION_AND;
+		auto &children = is_and ? filter.Cast<ConjunctionAndFilter>().child_filters
+		                        : filter.Cast<ConjunctionOrFilter>().child_filters;
+		auto conj = make_uniq<BoundConjunctionExpression>(is_and ? ExpressionType::CONJUNCTION_AND
+		                                                         : ExpressionType::CONJUNCTION_OR);
+		for (auto &child : children) {
+			auto e = RequiredExpression(*child, column);
+			if (e) {
+				conj->children.push_back(std::move(e));
+			} else if (!is_and) {
+				return nullptr; // an arm true for every row
+			}
+		}
+		if (conj->children.empty()) {
+			return nullptr;
+		}
+		if (conj->children.size() == 1) {
+			return std::move(conj->children[0]);
+		}
+		return std::move(conj);
+	}
+	default:
+		return filter.ToExpression(column);
+	}
+}
+
+} // namespace
+
 unique_ptr<Expression> SkadeFilterExpression(const TableFilterSet &filters, const vector<LogicalType> &types) {
 	vector<unique_ptr<Expression>> exprs;
 	for (auto &entry : filters.filters) {
 		BoundReferenceExpression ref(types[entry.first], entry.first);
-		exprs.push_back(entry.second->ToExpression(ref));
+		auto e = RequiredExpression(*entry.second, ref);
+		if (e) {
+			exprs.push_back(std::move(e));
+		}
 	}
 	if (exprs.empty()) {
 		return nullptr;

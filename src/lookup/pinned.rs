@@ -99,6 +99,12 @@ mod tests {
         // an OR pins nothing
         let or = Prune::Or(vec![p.clone(), p]);
         assert!(pinned_keys(&or, &s).is_none());
+        // a join's runtime filter (a hint) is no condition of the query: it pins nothing either
+        let hinted = Prune::And(vec![eq(1, Datum::long(1)), Prune::Hint(Box::new(eq(2, Datum::int(7))))]);
+        assert!(pinned_keys(&hinted, &s).is_none());
+        let in_hint = Prune::Hint(Box::new(Prune::In { field_id: 1, values: vec![Datum::long(1)] }));
+        let hinted = Prune::And(vec![in_hint, eq(2, Datum::int(7))]);
+        assert!(pinned_keys(&hinted, &s).is_none());
     }
 
     #[test]

@@ -19,17 +19,50 @@ use crate::error::{Error, Result};
 #[derive(Debug, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 enum FilterExpr {
-    And { args: Vec<FilterExpr> },
-    Or { args: Vec<FilterExpr> },
-    Eq { col: usize, r#const: usize },
-    Ne { col: usize, r#const: usize },
-    Lt { col: usize, r#const: usize },
-    Le { col: usize, r#const: usize },
-    Gt { col: usize, r#const: usize },
-    Ge { col: usize, r#const: usize },
-    IsNull { col: usize },
-    IsNotNull { col: usize },
-    In { col: usize, consts: Vec<usize> },
+    And {
+        args: Vec<FilterExpr>,
+    },
+    Or {
+        args: Vec<FilterExpr>,
+    },
+    Eq {
+        col: usize,
+        r#const: usize,
+    },
+    Ne {
+        col: usize,
+        r#const: usize,
+    },
+    Lt {
+        col: usize,
+        r#const: usize,
+    },
+    Le {
+        col: usize,
+        r#const: usize,
+    },
+    Gt {
+        col: usize,
+        r#const: usize,
+    },
+    Ge {
+        col: usize,
+        r#const: usize,
+    },
+    IsNull {
+        col: usize,
+    },
+    IsNotNull {
+        col: usize,
+    },
+    In {
+        col: usize,
+        consts: Vec<usize>,
+    },
+    /// A filter DuckDB need not evaluate (a join's runtime filter): it may prune, never pin.
+    Hint {
+        arg: Box<FilterExpr>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,10 +80,21 @@ pub enum Cmp {
 pub enum Prune {
     And(Vec<Prune>),
     Or(Vec<Prune>),
-    Compare { field_id: i32, cmp: Cmp, value: Datum },
-    In { field_id: i32, values: Vec<Datum> },
+    Compare {
+        field_id: i32,
+        cmp: Cmp,
+        value: Datum,
+    },
+    In {
+        field_id: i32,
+        values: Vec<Datum>,
+    },
     IsNull(i32),
     IsNotNull(i32),
+    /// A join's runtime filter: it prunes files and row groups, as DuckDB's zone maps use it, but
+    /// is no condition of the query (DuckDB may push it below a LIMIT or a DISTINCT ON), so it
+    /// never pins keys (`crate::lookup::pinned`) and the rows are not filtered by it.
+    Hint(Box<Prune>),
 }
 
 impl Prune {
@@ -74,6 +118,7 @@ impl Prune {
                 Prune::And(parts) | Prune::Or(parts) => stack.extend(parts),
                 Prune::Compare { field_id, .. } | Prune::In { field_id, .. } => out.push(*field_id),
                 Prune::IsNull(id) | Prune::IsNotNull(id) => out.push(*id),
+                Prune::Hint(p) => stack.push(p),
             }
         }
         out.sort_unstable();
@@ -92,6 +137,7 @@ impl Prune {
             | Prune::In { field_id: id, .. }
             | Prune::IsNull(id)
             | Prune::IsNotNull(id) => keep(*id).then(|| self.clone()),
+            Prune::Hint(p) => p.restrict(keep).map(|p| Prune::Hint(Box::new(p))),
         }
     }
 
@@ -112,6 +158,7 @@ impl Prune {
             Prune::Or(parts) => parts.iter().any(|p| p.may_match_stats(stats)),
             Prune::IsNull(id) => stats.null_count(*id).is_none_or(|n| n > 0),
             Prune::IsNotNull(id) => !all_null(stats, *id),
+            Prune::Hint(p) => p.may_match_stats(stats),
             Prune::Compare { field_id, cmp, value } => {
                 if all_null(stats, *field_id) {
                     return false; // a comparison is never true on NULL
@@ -202,6 +249,7 @@ impl Translator<'_> {
                 let values: Option<Vec<Datum>> = consts.iter().map(|k| self.datum(*k, ty)).collect();
                 Some(Prune::In { field_id, values: values? })
             }
+            Hint { arg } => self.translate(arg).map(|p| Prune::Hint(Box::new(p))),
         }
     }
 
@@ -332,6 +380,11 @@ mod tests {
         let le5 = prune(r#"[{"op":"le","col":0,"const":0}]"#).unwrap();
         assert!(le5.may_match(&file(5, 9, 0)));
         assert!(!le5.may_match(&file(6, 9, 0)));
+        // a join's runtime filter prunes as its filter does
+        let hint = prune(r#"[{"op":"hint","arg":{"op":"eq","col":0,"const":0}}]"#).unwrap();
+        assert!(matches!(hint, Prune::Hint(_)));
+        assert!(hint.may_match(&file(0, 10, 0)));
+        assert!(!hint.may_match(&file(6, 10, 0)));
         let in_ = prune(r#"[{"op":"in","col":0,"consts":[0,3]}]"#).unwrap();
         assert!(in_.may_match(&file(40, 60, 0)));
         assert!(!in_.may_match(&file(6, 40, 0)));
