@@ -115,6 +115,10 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 			throw NotImplementedException("column \"%s\" has a DEFAULT value, which skade tables do not keep",
 			                              col.Name());
 		}
+		if (col.Type().id() == LogicalTypeId::VARCHAR && !StringType::GetCollation(col.Type()).empty()) {
+			throw NotImplementedException("column \"%s\" has COLLATE %s, which skade tables do not keep", col.Name(),
+			                              StringType::GetCollation(col.Type()));
+		}
 		names.push_back(col.Name());
 		types.push_back(col.Type());
 		type_names.push_back(col.Type().ToString());

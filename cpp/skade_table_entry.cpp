@@ -73,6 +73,10 @@ TableFunction SkadeTableEntry::GetScanFunction(ClientContext &context, unique_pt
 	auto at = lookup.GetAtClause();
 	if (at) {
 		// AT (VERSION => id) or AT (TIMESTAMP => ts): the core pins the snapshot.
+		if (at->GetValue().IsNull()) {
+			throw BinderException("AT (%s => NULL): a snapshot needs a %s", StringUtil::Upper(at->Unit()),
+			                      StringUtil::CIEquals(at->Unit(), "timestamp") ? "time" : "snapshot id");
+		}
 		int64_t value;
 		if (StringUtil::CIEquals(at->Unit(), "timestamp")) {
 			auto ts = at->GetValue().DefaultCastAs(LogicalType::TIMESTAMP_TZ);
