@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::ArrayData;
-use arrow::array::{make_array, Array, ArrayRef, RecordBatch, RecordBatchOptions, StructArray};
+use arrow::array::{make_array, Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StructArray};
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef, TimeUnit};
 use iceberg::spec::{ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Type};
 
@@ -200,13 +200,33 @@ pub fn conform(columns: &StructArray, target: &ArrowSchemaRef, table_name: &str)
         if !field.is_nullable() && col.null_count() > 0 {
             return Err(Error::constraint(format!("NOT NULL constraint failed: {table_name}.{}", field.name())));
         }
-        out.push(conform_array(col, field.data_type())?);
+        let col = conform_array(col, field.data_type())?;
+        check_time_of_day(&col, table_name, field.name())?;
+        out.push(col);
     }
     Ok(RecordBatch::try_new_with_options(
         target.clone(),
         out,
         &RecordBatchOptions::new().with_row_count(Some(columns.len())),
     )?)
+}
+
+/// An Iceberg time is microseconds within a day; DuckDB's TIME also holds 24:00:00, which no
+/// Iceberg reader (nor the file's statistics) could take.
+fn check_time_of_day(col: &ArrayRef, table_name: &str, column: &str) -> Result<()> {
+    const DAY_US: i64 = 86_400_000_000;
+    if let Some(times) = col.as_primitive_opt::<arrow::datatypes::Time64MicrosecondType>() {
+        if let Some(max) = arrow::compute::max(times).filter(|m| *m >= DAY_US) {
+            return Err(Error::invalid(format!(
+                "column {table_name}.{column}: TIME {:02}:{:02}:{:02} cannot be stored, an Iceberg time lies \
+                 within a day (00:00:00 to 23:59:59.999999)",
+                max / 3_600_000_000,
+                max / 60_000_000 % 60,
+                max / 1_000_000 % 60
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// One column into the table's Arrow type (see [`conform`]).
