@@ -58,7 +58,10 @@ pub fn rows(
     // A start before the table's first snapshot (or before it existed) is its creation; an end
     // before its first snapshot is an empty window.
     let from_id = match from {
-        Some(Bound::Time(us)) => resolve(Bound::Time(us)).unwrap_or(None),
+        Some(Bound::Time(us)) => match time_travel::at_time(&table.metadata, &name, us)? {
+            Some(Version::Snapshot(id)) => Some(id),
+            _ => None,
+        },
         Some(b) => resolve(b)?,
         None => None,
     };

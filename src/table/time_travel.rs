@@ -31,24 +31,45 @@ pub fn resolve(metadata: &TableMetadata, table: &str, unit: &str, value: i64) ->
     if !unit.eq_ignore_ascii_case("timestamp") {
         return Err(Error::invalid(format!("AT ({unit} => ...) is not supported: use VERSION or TIMESTAMP")));
     }
-    let at_ms = value.div_euclid(1000);
+    at_time(metadata, table, value)?.ok_or_else(|| {
+        let created = created_ms(metadata);
+        Error::catalog(format!(
+            "table {table} did not exist at that time{}",
+            created.map(|ms| format!(" (it was created at {})", format_ms(ms))).unwrap_or_default()
+        ))
+    })
+}
+
+/// The table as it was at `us` (microseconds since the epoch, UTC); None before it was created.
+pub fn at_time(metadata: &TableMetadata, table: &str, us: i64) -> Result<Option<Version>> {
+    let at_ms = us.div_euclid(1000);
     // The main branch's history, oldest first: the last entry at or before the time wins.
     let hit = metadata.history().iter().filter(|log| log.timestamp_ms <= at_ms).max_by_key(|log| log.timestamp_ms);
     if let Some(log) = hit {
-        return Ok(Version::Snapshot(log.snapshot_id));
+        return Ok(Some(Version::Snapshot(log.snapshot_id)));
     }
-    let created_ms = metadata
+    if created_ms(metadata).is_none_or(|created| created > at_ms) {
+        return Ok(None);
+    }
+    // Before every kept snapshot: if older ones were expired, what the table held then is gone
+    // (not empty). The oldest kept snapshot has a parent only if history before it was expired.
+    let oldest = metadata.snapshots().min_by_key(|s| s.sequence_number());
+    if let Some(oldest) = oldest.filter(|s| s.parent_snapshot_id().is_some()) {
+        return Err(Error::catalog(format!(
+            "table {table}: its snapshots before {} were expired, so what it held at that time is no longer known",
+            format_ms(oldest.timestamp_ms())
+        )));
+    }
+    Ok(Some(Version::Empty))
+}
+
+/// When skade created the table (ms since the epoch), or its first snapshot for other tables.
+fn created_ms(metadata: &TableMetadata) -> Option<i64> {
+    metadata
         .properties()
         .get(CREATED_AT_MS)
         .and_then(|v| v.parse::<i64>().ok())
-        .or_else(|| metadata.history().first().map(|l| l.timestamp_ms));
-    match created_ms {
-        Some(created) if created <= at_ms => Ok(Version::Empty),
-        _ => Err(Error::catalog(format!(
-            "table {table} did not exist at that time{}",
-            created_ms.map(|ms| format!(" (it was created at {})", format_ms(ms))).unwrap_or_default()
-        ))),
-    }
+        .or_else(|| metadata.history().first().map(|l| l.timestamp_ms))
 }
 
 fn format_ms(ms: i64) -> String {
