@@ -9,6 +9,8 @@
 #include "skade/transaction.hpp"
 
 #include "duckdb/execution/physical_plan_generator.hpp"
+#include "duckdb/parser/parsed_data/alter_table_info.hpp"
+#include "duckdb/parser/parsed_data/create_index_info.hpp"
 #include "duckdb/parser/parsed_data/create_schema_info.hpp"
 #include "duckdb/parser/parsed_data/drop_info.hpp"
 #include "duckdb/planner/expression/bound_reference_expression.hpp"
@@ -123,6 +125,20 @@ PhysicalOperator &SkadeCatalog::PlanUpdate(ClientContext &context, PhysicalPlanG
 PhysicalOperator &SkadeCatalog::PlanMergeInto(ClientContext &context, PhysicalPlanGenerator &planner,
                                               LogicalMergeInto &op, PhysicalOperator &plan) {
 	return SkadePlanMergeInto(context, planner, op, plan);
+}
+
+unique_ptr<LogicalOperator> SkadeCatalog::BindCreateIndex(Binder &binder, CreateStatement &stmt,
+                                                          TableCatalogEntry &table, unique_ptr<LogicalOperator> plan) {
+	throw NotImplementedException("CREATE INDEX is not supported on skade tables (table \"%s\"): a PRIMARY KEY "
+	                              "gives point lookups their bloom filters and bounds",
+	                              table.name);
+}
+
+unique_ptr<LogicalOperator> SkadeCatalog::BindAlterAddIndex(Binder &binder, TableCatalogEntry &table_entry,
+                                                            unique_ptr<LogicalOperator> plan,
+                                                            unique_ptr<CreateIndexInfo> create_info,
+                                                            unique_ptr<AlterTableInfo> alter_info) {
+	throw NotImplementedException("adding an index or key to skade table \"%s\" is not supported", table_entry.name);
 }
 
 DatabaseSize SkadeCatalog::GetDatabaseSize(ClientContext &context) {

@@ -13,6 +13,7 @@ static void LoadInternal(ExtensionLoader &loader) {
 	loader.RegisterFunction(SkadeTablesFunction());
 	loader.RegisterFunction(SkadeSnapshotsFunction());
 	loader.RegisterFunction(SkadeCommitsSinceFunction());
+	loader.RegisterFunction(SkadeCheckFunction());
 	loader.RegisterFunction(SkadeExpireSnapshotsFunction());
 	loader.RegisterFunction(SkadeCompactFunction());
 	loader.RegisterFunction(SkadeChangelogFunctions());

@@ -8,6 +8,7 @@
 #include "skade/transaction.hpp"
 
 #include "duckdb/common/arrow/arrow_converter.hpp"
+#include "duckdb/storage/buffer_manager.hpp"
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
 #include "duckdb/parser/parsed_data/create_table_info.hpp"
 
@@ -78,7 +79,8 @@ SinkResultType SkadeInsert::Sink(ExecutionContext &context, DataChunk &chunk, Op
 		return SinkResultType::FINISHED; // CREATE TABLE IF NOT EXISTS ... AS on an existing table
 	}
 	if (!local.writer) {
-		SkadeCheck(skade_writer_open(global.transaction->Handle(), global.table->Uuid().c_str(), local.writer.out()));
+		SkadeCheck(skade_writer_open(global.transaction->Handle(), global.table->Uuid().c_str(),
+		                            BufferManager::GetBufferManager(context.client).GetMaxMemory(), local.writer.out()));
 	}
 	ArrowArray array;
 	unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;

@@ -6,6 +6,7 @@
 #include "skade/transaction.hpp"
 
 #include "duckdb/common/arrow/arrow_converter.hpp"
+#include "duckdb/storage/buffer_manager.hpp"
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
 #include "duckdb/execution/expression_executor.hpp"
 
@@ -116,7 +117,8 @@ SinkResultType SkadeUpdate::Sink(ExecutionContext &context, DataChunk &chunk, Op
 		}
 	}
 	if (!local.writer) {
-		SkadeCheck(skade_writer_open(global.transaction->Handle(), table.Uuid().c_str(), local.writer.out()));
+		SkadeCheck(skade_writer_open(global.transaction->Handle(), table.Uuid().c_str(),
+		                            BufferManager::GetBufferManager(context.client).GetMaxMemory(), local.writer.out()));
 	}
 	ArrowArray array;
 	unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;

@@ -131,7 +131,12 @@ macro_rules! redb_errors {
     ($($t:ty),*) => {$(
         impl From<$t> for Error {
             fn from(e: $t) -> Self {
-                Error::io(format!("catalog store: {e}"))
+                let e: redb::Error = e.into();
+                let message = crate::catalog::store::describe(&e);
+                match e {
+                    redb::Error::Corrupted(_) => Error::corrupt(format!("{}{message}", crate::catalog::store::STORE_ERROR)),
+                    _ => Error::io(format!("{}{message}", crate::catalog::store::STORE_ERROR)),
+                }
             }
         }
     )*};

@@ -460,6 +460,97 @@ fn concurrent_inserts_conflict_only_when_their_keys_may_collide() {
     assert_eq!(err.kind, ErrorKind::Conflict, "{}", err.message);
     let (got, _) = ids(&catalog.begin(), &uuid, None);
     assert_eq!(got, (0..20).chain(100..110).collect::<Vec<_>>());
+
+    // interleaved keys, one file each: judged file by file, none can collide (the span of the
+    // concurrent files, 200..=204, holds this transaction's 201 and 203)
+    let late = catalog.begin();
+    try_append(&late, &uuid, 201..202).unwrap();
+    try_append(&late, &uuid, 203..204).unwrap();
+    for k in [200, 202, 204] {
+        let t = catalog.begin();
+        try_append(&t, &uuid, k..k + 1).unwrap();
+        t.commit().unwrap();
+    }
+    late.commit().unwrap();
+    let (got, _) = ids(&catalog.begin(), &uuid, None);
+    assert_eq!(got, (0..20).chain(100..110).chain(200..205).collect::<Vec<_>>());
+}
+
+#[test]
+fn concurrent_writers_of_disjoint_keys_never_conflict() {
+    let dir = TestDir::new();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create_keyed(&txn, "t");
+    txn.commit().unwrap();
+    // eight threads, each inserting one row per commit with its own keys (k * 1e9 + n)
+    let conflicts = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for k in 0..8i64 {
+            let (catalog, uuid, conflicts) = (&catalog, &uuid, &conflicts);
+            scope.spawn(move || {
+                for n in 0..25 {
+                    let key = k * 1_000_000_000 + n;
+                    loop {
+                        let t = catalog.begin();
+                        try_append(&t, uuid, key..key + 1).unwrap();
+                        match t.commit() {
+                            Ok(_) => break,
+                            Err(e) if e.kind == ErrorKind::Conflict => {
+                                conflicts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            }
+                            Err(e) => panic!("{}", e.message),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(conflicts.into_inner(), 0, "disjoint keys rebase without a conflict");
+    assert_eq!(ids(&catalog.begin(), &uuid, None).0.len(), 200);
+
+    // a true duplicate still fails: two transactions insert one new key concurrently
+    let a = catalog.begin();
+    let b = catalog.begin();
+    try_append(&a, &uuid, -7..-6).unwrap();
+    try_append(&b, &uuid, -7..-6).unwrap();
+    a.commit().unwrap();
+    assert_eq!(b.commit().unwrap_err().kind, ErrorKind::Conflict);
+}
+
+#[test]
+fn a_statement_whose_keys_exceed_their_budget_is_checked_by_reading_them_back() {
+    let dir = TestDir::new();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create_keyed(&txn, "t");
+    append(&txn, &uuid, 1_000_000..1_000_100);
+    txn.commit().unwrap();
+    // 4 KB of memory: a budget of 1 KB, exceeded after a few dozen keys
+    let statement = |batches: &[std::ops::Range<i64>]| {
+        let txn = catalog.begin();
+        txn.set_memory_limit(4096);
+        let mut w = txn.writer(&uuid).unwrap();
+        for ids in batches {
+            w.write(&rows(ids.clone())).unwrap();
+        }
+        txn.stage_files(&uuid, w.finish().unwrap()).unwrap();
+        let ended = txn.end_statement(&uuid);
+        (txn, ended)
+    };
+    // a key repeated far apart in one statement
+    let (_, ended) = statement(&[0..5000, 4999..5000]);
+    let err = ended.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Constraint, "{}", err.message);
+    assert!(err.message.contains("\"id: 4999\""), "{}", err.message);
+    // a key that is live already
+    let (_, ended) = statement(&[0..5000, 1_000_050..1_000_051]);
+    assert!(ended.unwrap_err().message.contains("\"id: 1000050\""));
+    // distinct new keys pass, and commit
+    let (txn, ended) = statement(&[0..5000, 5000..9000]);
+    ended.unwrap();
+    txn.commit().unwrap();
+    assert_eq!(ids(&catalog.begin(), &uuid, None).0.len(), 9100);
 }
 
 /// Deletes the rows whose id satisfies `pred`, through the row ids of a scan (as DELETE does).

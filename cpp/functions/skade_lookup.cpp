@@ -15,10 +15,12 @@ namespace duckdb {
 
 namespace {
 
-//! `value` as the type of key column `column`; only implicit casts (an INTEGER for a BIGINT key,
-//! not a VARCHAR), so a wrong key type is an error rather than a silent miss. A cast that changes
-//! the value (1.5 for a DECIMAL(18,0) key rounds to 2, a TIMESTAMP_NS for a TIMESTAMP key drops
-//! its nanoseconds) cannot equal a stored key: NULL, which matches nothing, as `k = 1.5` would.
+//! `value` as the type of key column `column`, compared as `WHERE k = value` compares: types that
+//! cast implicitly one way or the other (a BIGINT for an INTEGER key, an INTEGER for a BIGINT
+//! key, not a VARCHAR), so a wrong key type is an error rather than a silent miss. A value the
+//! key type cannot hold (3000000000 for an INTEGER key), or only changed (1.5 for a
+//! DECIMAL(18,0) key rounds to 2, a TIMESTAMP_NS for a TIMESTAMP key drops its nanoseconds),
+//! cannot equal a stored key: NULL, which matches nothing, as `k = 1.5` would.
 Value KeyValue(ClientContext &context, const string &table, const ColumnDefinition &column, const Value &value) {
 	auto &type = column.Type();
 	if (value.type() == type) {
@@ -27,16 +29,18 @@ Value KeyValue(ClientContext &context, const string &table, const ColumnDefiniti
 	if (value.IsNull()) {
 		return Value(type);
 	}
-	if (CastFunctionSet::ImplicitCastCost(context, value.type(), type) < 0) {
+	if (CastFunctionSet::ImplicitCastCost(context, value.type(), type) < 0 &&
+	    CastFunctionSet::ImplicitCastCost(context, type, value.type()) < 0) {
 		throw BinderException("skade_lookup: primary-key column \"%s\" of %s is %s; a key of type %s does not match it",
 		                      column.Name(), table, type.ToString(), value.type().ToString());
 	}
 	// The client's casts, as `WHERE k = ...` casts: with ICU loaded, TIMESTAMP and TIMESTAMPTZ
 	// convert in the session's time zone, and a TIMESTAMPTZ converts back to a DATE.
-	auto key = value.CastAs(context, type);
+	Value key;
 	Value back;
 	string error;
-	if (!key.TryCastAs(context, value.type(), back, &error) || back != value) {
+	if (!value.TryCastAs(context, type, key, &error) || !key.TryCastAs(context, value.type(), back, &error) ||
+	    back != value) {
 		return Value(type);
 	}
 	return key;

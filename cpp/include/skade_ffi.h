@@ -115,7 +115,8 @@ uint64_t skade_scan_estimated_rows(const skade_scan *scan);
 skade_status *skade_scan_task_stream(const skade_scan *scan, uint64_t task, struct ArrowArrayStream *result);
 
 // ---- inserts ----
-skade_status *skade_writer_open(const skade_txn *txn, const char *uuid, skade_writer **result);
+// `memory_limit`: DuckDB's, in bytes; a statement's primary-key check holds its keys within a share of it.
+skade_status *skade_writer_open(const skade_txn *txn, const char *uuid, uint64_t memory_limit, skade_writer **result);
 // Takes over `array` (a struct array of the table's columns).
 skade_status *skade_writer_write(skade_writer *writer, struct ArrowArray *array, const struct ArrowSchema *schema);
 skade_status *skade_writer_finish(skade_writer *writer, uint64_t *rows);
@@ -155,6 +156,8 @@ skade_status *skade_fn_expire_snapshots(const skade_txn *txn, const char *uuid, 
 // one row: removed_data_files, removed_delete_files, added_data_files, rows.
 skade_status *skade_fn_compact(const skade_txn *txn, const char *uuid, struct ArrowArrayStream *result);
 skade_status *skade_fn_commits_since(const skade_catalog *catalog, uint64_t since, struct ArrowArrayStream *result);
+// Reads every record of the catalog file and each table's metadata file: one row per part, with what is damaged.
+skade_status *skade_fn_check(const skade_catalog *catalog, struct ArrowArrayStream *result);
 
 #ifdef __cplusplus
 }

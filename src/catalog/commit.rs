@@ -107,41 +107,48 @@ impl Committer {
     }
 }
 
+/// What a group would commit: the commit_seq before it, and one result per request.
+pub struct Staged {
+    pub seq_before: u64,
+    pub results: Vec<Result<Vec<CommitRecord>>>,
+}
+
 /// Applies a group in one write transaction. Returns one result per request; `Err` at the outer
-/// level means the write transaction itself failed and nothing was committed.
+/// level means the write transaction itself failed. `staged` is filled just before the commit:
+/// when the commit itself fails, it tells what the file holds if the commit landed after all.
 pub fn apply_group(
     store: &Store,
     requests: &[CommitRequest],
     durable: bool,
     next_snapshot_id: i64,
     committed_at_us: i64,
+    staged: &mut Option<Staged>,
 ) -> Result<Vec<Result<Vec<CommitRecord>>>> {
-    let mut tx = store.begin_write()?;
-    tx.set_durability(if durable { redb::Durability::Immediate } else { redb::Durability::None })?;
-    let mut seq = tx.open_table(COUNTERS)?.get(COMMIT_SEQ)?.map(|v| v.value()).unwrap_or(0);
-    let mut results = Vec::with_capacity(requests.len());
-    for request in requests {
-        match check(&tx, request) {
-            Err(e) => results.push(Err(e)),
-            Ok(()) => {
-                let mut records = Vec::with_capacity(request.changes.len());
-                for change in &request.changes {
-                    seq += 1;
-                    let record = write_change(&tx, request, change, seq, committed_at_us)?;
-                    records.push(record);
+    store.write(durable, |tx| {
+        let seq_before = tx.open_table(COUNTERS)?.get(COMMIT_SEQ)?.map(|v| v.value()).unwrap_or(0);
+        let mut seq = seq_before;
+        let mut results = Vec::with_capacity(requests.len());
+        for request in requests {
+            match check(tx, request) {
+                Err(e) => results.push(Err(e)),
+                Ok(()) => {
+                    let mut records = Vec::with_capacity(request.changes.len());
+                    for change in &request.changes {
+                        seq += 1;
+                        let record = write_change(tx, request, change, seq, committed_at_us)?;
+                        records.push(record);
+                    }
+                    results.push(Ok(records));
                 }
-                results.push(Ok(records));
             }
         }
-    }
-    {
         let mut counters = tx.open_table(COUNTERS)?;
         counters.insert(COMMIT_SEQ, seq)?;
         let stored = counters.get(NEXT_SNAPSHOT_ID)?.map(|v| v.value()).unwrap_or(1);
         counters.insert(NEXT_SNAPSHOT_ID, stored.max(next_snapshot_id as u64))?;
-    }
-    tx.commit()?;
-    Ok(results)
+        *staged = Some(Staged { seq_before, results: results.clone() });
+        Ok(results)
+    })
 }
 
 /// The pointer states a request's earlier changes would leave (None = removed): a request is

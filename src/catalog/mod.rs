@@ -1,6 +1,7 @@
 //! The catalog: one redb file that names every schema and table and points at each table's
 //! current Iceberg metadata, plus the commit path that moves those pointers.
 
+pub mod check;
 pub mod commit;
 pub mod events;
 pub mod maintenance;
@@ -14,12 +15,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use iceberg::io::FileIO;
 use tokio::sync::broadcast;
 
-use self::commit::{apply_group, CommitRequest, Committer};
+use self::commit::{apply_group, CommitRequest, Committer, Staged};
 use self::options::{AttachOptions, Durability};
 use self::state::CatalogState;
 use self::store::{CommitRecord, Store};
@@ -177,6 +178,7 @@ impl Catalog {
     /// Every commit with `seq > since`, in order, at most `limit`.
     /// Only durable commits are served: under 'eventual' a commit appears once flushed.
     pub fn commits_since(&self, since: u64, limit: usize) -> Result<Vec<CommitRecord>> {
+        self.inner.usable_store()?;
         let durable = self.inner.durable_seq.load(Ordering::SeqCst);
         let mut rows = self.inner.store.commits_since(since, limit)?;
         rows.retain(|r| r.seq <= durable);
@@ -189,6 +191,7 @@ impl Catalog {
     }
 
     pub fn commit_seq_of(&self, table_uuid: &str, snapshot_id: i64) -> Result<Option<u64>> {
+        self.inner.usable_store()?;
         self.inner.store.commit_seq_of(table_uuid, snapshot_id)
     }
 
@@ -219,14 +222,20 @@ impl Catalog {
         let inner = &self.inner;
         inner.committer.commit(request, |group| {
             crate::failpoint::hit("before_catalog_commit");
+            if let Err(e) = inner.recover_store() {
+                return group.iter().map(|_| Err(e.clone())).collect();
+            }
             let now_us = chrono::Utc::now().timestamp_micros();
             let next_snapshot_id = inner.next_snapshot_id.load(Ordering::SeqCst);
-            let results =
-                match apply_group(&inner.store, &group, inner.durability.durable_at_commit(), next_snapshot_id, now_us)
-                {
-                    Ok(results) => results,
-                    Err(e) => return group.iter().map(|_| Err(e.clone())).collect(),
-                };
+            let durable = inner.durability.durable_at_commit();
+            let mut staged = None;
+            let results = match apply_group(&inner.store, &group, durable, next_snapshot_id, now_us, &mut staged) {
+                Ok(results) => results,
+                Err(e) => match inner.landed_after_failure(staged) {
+                    Some(results) => results,
+                    None => return group.iter().map(|_| Err(e.clone())).collect(),
+                },
+            };
             crate::failpoint::hit("after_catalog_commit");
             {
                 let mut guard = inner.state.write().unwrap_or_else(|p| p.into_inner());
@@ -251,6 +260,9 @@ impl Catalog {
                         pending.files.extend(request.files.iter().cloned());
                     }
                 }
+                if !records.is_empty() {
+                    pending.since.get_or_insert_with(Instant::now);
+                }
                 pending.commits.extend(records);
             }
             results
@@ -263,6 +275,8 @@ impl Catalog {
 struct Pending {
     files: Vec<String>,
     commits: Vec<CommitRecord>,
+    /// When the oldest of them was acknowledged.
+    since: Option<Instant>,
 }
 
 impl Inner {
@@ -278,48 +292,97 @@ impl Inner {
     /// Syncs the files of non-durable commits, then makes the catalog durable, with no commit in
     /// between: a pointer may only become durable after the files it references. The bulk of the
     /// syncing happens before taking the commit lock, so commits keep flowing meanwhile; under the
-    /// lock only the files of commits that landed during that first pass remain. On failure
-    /// everything stays pending for the next attempt.
+    /// lock only the files of commits that landed during that first pass remain. Pending commits
+    /// leave the queue only once durable: on failure everything stays for the next attempt.
     fn flush(&self) -> Result<()> {
         if self.store.read_only() {
             return Ok(());
         }
         // One flush at a time: a second one could make commits durable whose files the first
-        // has taken but not synced yet.
+        // has not synced yet.
         let _flushing = self.flushing.lock().unwrap_or_else(|p| p.into_inner());
-        let early = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
-        let early_synced = crate::io::sync_filesystems(early.files.iter().map(String::as_str));
+        let early_files = self.pending.lock().unwrap_or_else(|p| p.into_inner()).files.clone();
+        let early_synced = crate::io::sync_filesystems(early_files.iter().map(String::as_str));
         self.committer.exclusive(|| {
-            let late = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
-            let synced = early_synced
-                .clone()
-                .and_then(|_| crate::io::sync_filesystems(late.files.iter().map(String::as_str)))
-                .and_then(|_| {
-                    if early.commits.is_empty() && late.commits.is_empty() {
-                        Ok(())
-                    } else {
-                        self.store.make_durable()
-                    }
-                });
-            let mut all = early;
-            all.files.extend(late.files);
-            all.commits.extend(late.commits);
-            match synced {
-                Ok(()) => {
-                    self.publish(all.commits);
-                    Ok(())
-                }
-                Err(e) => {
-                    // Put everything back, ahead of anything that arrived meanwhile (none can:
-                    // the lock is held).
-                    let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-                    all.files.append(&mut p.files);
-                    all.commits.append(&mut p.commits);
-                    *p = all;
-                    Err(e)
-                }
+            early_synced.clone()?;
+            // Commits only append to the queue (under the commit lock, held here): what is past
+            // the files synced above landed meanwhile.
+            let (late_files, any) = {
+                let p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                (p.files[early_files.len().min(p.files.len())..].to_vec(), !p.commits.is_empty())
+            };
+            crate::io::sync_filesystems(late_files.iter().map(String::as_str))?;
+            if self.store.failed() {
+                return self.recover_store(); // makes the queue durable on the reopened file
             }
+            if any {
+                self.store.make_durable()?;
+            }
+            let done = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+            self.publish(done.commits);
+            Ok(())
         })
+    }
+
+    /// Recovers the store first if an I/O failure left it unusable (outside the commit path).
+    fn usable_store(&self) -> Result<()> {
+        if self.store.failed() {
+            self.committer.exclusive(|| self.recover_store())?;
+        }
+        Ok(())
+    }
+
+    /// The last commit_seq this process assigned (durable or not).
+    fn last_seq(&self) -> u64 {
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let durable = self.durable_seq.load(Ordering::SeqCst);
+        pending.commits.last().map_or(durable, |c| c.seq.max(durable))
+    }
+
+    /// Reopens the catalog file after redb latched an I/O failure (a full disk), so that commits
+    /// work again once the cause is gone. The reopened file holds its last durable state: commits
+    /// acknowledged but not yet durable ('eventual', 'none') are written to it again, with the
+    /// files they reference synced first, so that no acknowledged commit is lost and the
+    /// in-memory state stays what the file holds. Called with the commit lock held.
+    fn recover_store(&self) -> Result<()> {
+        if !self.store.failed() {
+            return Ok(());
+        }
+        self.store.reopen()?;
+        let file_seq = self.store.commit_seq()?;
+        if file_seq >= self.last_seq() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let restored = crate::io::sync_filesystems(pending.files.iter().map(String::as_str)).and_then(|_| {
+            let state = self.state.read().unwrap_or_else(|p| p.into_inner()).clone();
+            let next_snapshot_id = self.next_snapshot_id.load(Ordering::SeqCst);
+            self.store.restore(&state, &pending.commits, next_snapshot_id)
+        });
+        match restored {
+            Ok(()) => {
+                self.publish(pending.commits);
+                Ok(())
+            }
+            Err(e) => {
+                *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = pending;
+                Err(e)
+            }
+        }
+    }
+
+    /// After a group's catalog commit failed: recovers the file when redb latched an I/O failure,
+    /// and returns the group's results if its commit landed in the file after all (the failure
+    /// came after redb's commit point), None if it did not.
+    fn landed_after_failure(&self, staged: Option<Staged>) -> Option<Vec<Result<Vec<CommitRecord>>>> {
+        if !self.store.failed() {
+            return None;
+        }
+        let staged = staged?; // (the next commit recovers the file)
+        self.recover_store().ok()?;
+        let committed: u64 = staged.results.iter().flatten().map(|r| r.len() as u64).sum();
+        let seq = self.store.commit_seq().ok()?;
+        (committed > 0 && seq == staged.seq_before + committed).then_some(staged.results)
     }
 }
 
@@ -332,12 +395,34 @@ impl Drop for Inner {
     }
 }
 
-/// The background flush of DURABILITY 'eventual': ends when the catalog is closed.
+/// How often the background flush looks at the oldest pending commit.
+const FLUSH_TICK: Duration = Duration::from_millis(5);
+
+/// The background flush of DURABILITY 'eventual': ends when the catalog is closed. A commit
+/// must be durable within [`EVENTUAL_FLUSH_INTERVAL`] of its acknowledgment, and a flush takes
+/// time (fsyncs): each flush starts when the oldest pending commit is that interval old, less
+/// the longest recent flush and a tick.
 fn spawn_flusher(inner: Weak<Inner>) {
-    let spawned = std::thread::Builder::new().name("skade-flush".into()).spawn(move || loop {
-        std::thread::sleep(EVENTUAL_FLUSH_INTERVAL);
-        let Some(inner) = inner.upgrade() else { return };
-        let _ = inner.flush(); // a failed flush is retried at the next tick
+    let spawned = std::thread::Builder::new().name("skade-flush".into()).spawn(move || {
+        // The longest of the recent flushes, decaying so that one slow flush is forgotten.
+        let mut flush_cost = Duration::ZERO;
+        loop {
+            std::thread::sleep(FLUSH_TICK);
+            let Some(inner) = inner.upgrade() else { return };
+            let since = inner.pending.lock().unwrap_or_else(|p| p.into_inner()).since;
+            let Some(since) = since else { continue };
+            let lead = (flush_cost + FLUSH_TICK).min(EVENTUAL_FLUSH_INTERVAL / 2);
+            if since.elapsed() + lead < EVENTUAL_FLUSH_INTERVAL {
+                continue;
+            }
+            let start = Instant::now();
+            let flushed = inner.flush();
+            flush_cost = start.elapsed().max(flush_cost.mul_f64(0.9));
+            if flushed.is_err() {
+                drop(inner);
+                std::thread::sleep(EVENTUAL_FLUSH_INTERVAL / 4); // retried, without spinning
+            }
+        }
     });
     if let Err(e) = spawned {
         eprintln!("skade: cannot start the flush thread ({e}); commits stay non-durable until DETACH");

@@ -9,9 +9,18 @@
 //! - `commit_log`: commit_seq -> [`CommitRecord`] (JSON).
 //!
 //! Pointers, log rows and counters advance together in one write transaction and one fsync.
+//!
+//! Every access goes through [`Store::read`] or [`Store::write`], which make two promises redb
+//! alone does not: a damaged file is an error naming it (redb panics on some damaged pages; the
+//! panic is caught here, quietly), and an I/O failure (a full disk) does not disable the catalog
+//! until DETACH (redb latches it; the file is reopened before the next access).
 
+use std::cell::Cell;
 use std::io::Read;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Once, RwLock};
 
 use redb::{
     Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata,
@@ -21,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::names::DEFAULT_SCHEMA;
 use super::state::{CatalogState, SchemaRecord, TableRecord};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 pub const FORMAT: &str = "skade-catalog-1";
 /// Where the catalog file was created (canonical): Iceberg metadata holds absolute paths, so a
@@ -61,8 +70,12 @@ enum Db {
 }
 
 pub struct Store {
-    db: Db,
+    /// None only while the file is being reopened.
+    db: RwLock<Option<Db>>,
     pub path: PathBuf,
+    read_only: bool,
+    /// redb latched an I/O failure (it then refuses every access): reopen before the next one.
+    failed: AtomicBool,
 }
 
 /// What the file holds when it is opened.
@@ -76,6 +89,7 @@ pub struct Loaded {
 impl Store {
     /// Opens the catalog at `path`, creating it (with `data_path`) when absent and writable.
     pub fn open(path: &Path, read_only: bool, data_path: Option<&Path>) -> Result<(Store, Loaded)> {
+        install_quiet_panics();
         let exists = path.exists();
         if exists {
             check_magic(path)?;
@@ -84,26 +98,18 @@ impl Store {
                 "cannot open skade catalog {} read-only: the file does not exist",
                 path.display()
             )));
-        }
-        let mut builder = redb::Builder::new();
-        builder.set_cache_size(16 << 20);
-        let db = if read_only {
-            Db::ReadOnly(builder.open_read_only(path).map_err(|e| open_error(path, e))?)
-        } else if exists {
-            Db::ReadWrite(builder.open(path).map_err(|e| open_error(path, e))?)
-        } else {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                if !dir.is_dir() {
-                    return Err(Error::io(format!(
-                        "cannot create skade catalog {}: directory {} does not exist",
-                        path.display(),
-                        dir.display()
-                    )));
-                }
+        } else if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.is_dir() {
+                return Err(Error::io(format!(
+                    "cannot create skade catalog {}: directory {} does not exist",
+                    path.display(),
+                    dir.display()
+                )));
             }
-            Db::ReadWrite(builder.create(path).map_err(|e| open_error(path, e))?)
-        };
-        let store = Store { db, path: path.to_path_buf() };
+        }
+        let db = open_db(path, read_only, !exists)?;
+        let store =
+            Store { db: RwLock::new(Some(db)), path: path.to_path_buf(), read_only, failed: AtomicBool::new(false) };
         if !exists {
             let data_path = match data_path {
                 Some(p) => p.to_path_buf(),
@@ -115,16 +121,110 @@ impl Store {
         Ok((store, loaded))
     }
 
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Runs `f` in a read transaction.
+    pub fn read<T>(&self, f: impl FnOnce(&ReadTransaction) -> Result<T>) -> Result<T> {
+        self.access(|db| {
+            let tx = match db {
+                Db::ReadWrite(db) => db.begin_read()?,
+                Db::ReadOnly(db) => db.begin_read()?,
+            };
+            f(&tx)
+        })
+    }
+
+    /// Runs `f` in a write transaction and commits it (fsynced when `durable`). Nothing is
+    /// committed when `f` fails.
+    pub fn write<T>(&self, durable: bool, f: impl FnOnce(&WriteTransaction) -> Result<T>) -> Result<T> {
+        if self.read_only {
+            return Err(Error::permission(format!("skade catalog {} is attached read-only", self.path.display())));
+        }
+        self.access(|db| {
+            let Db::ReadWrite(db) = db else {
+                return Err(Error::internal("a read-only store was opened writable"));
+            };
+            let mut tx = db.begin_write()?;
+            tx.set_durability(if durable { redb::Durability::Immediate } else { redb::Durability::None })?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
+    }
+
+    /// One guarded access: reopens a file whose previous access failed on I/O, catches redb's
+    /// panics on damaged pages, and says which file an error is about.
+    fn access<T>(&self, f: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
+        if self.failed.load(Ordering::SeqCst) {
+            // The catalog reopens it (`Inner::recover_store`), knowing what it must restore.
+            return Err(Error::io(format!(
+                "skade catalog {}: an earlier I/O error left it unusable until it is reopened",
+                self.path.display()
+            )));
+        }
+        let guard = self.db.read().unwrap_or_else(|p| p.into_inner());
+        let Some(db) = guard.as_ref() else {
+            return Err(Error::io(format!("skade catalog {} could not be reopened", self.path.display())));
+        };
+        LATCHED.with(|l| l.set(false));
+        QUIET.with(|q| q.set(q.get() + 1));
+        let result = catch_unwind(AssertUnwindSafe(|| f(db)));
+        QUIET.with(|q| q.set(q.get() - 1));
+        let result = match result {
+            Ok(r) => r,
+            Err(panic) => {
+                // redb panics where a damaged page makes no sense to it; the transaction the panic
+                // unwound through is abandoned.
+                return Err(Error::corrupt(format!(
+                    "skade catalog {} is corrupt: a page of it cannot be read ({}); run skade_check on it, \
+                     or restore it from a copy",
+                    self.path.display(),
+                    panic_text(&panic)
+                )));
+            }
+        };
+        if LATCHED.with(|l| l.replace(false)) {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+        result.map_err(|e| match e.message.strip_prefix(STORE_ERROR) {
+            Some(what) if e.kind == ErrorKind::Corrupt => self.corrupt(&what),
+            Some(what) => Error::new(e.kind, format!("skade catalog {}: {what}", self.path.display())),
+            None => e,
+        })
+    }
+
+    /// Closes and opens the file again: redb refuses every access after an I/O failure until then.
+    /// Waits for the accesses still running; the file then holds its last durable state (commits
+    /// that were not durable yet are gone from it).
+    pub fn reopen(&self) -> Result<()> {
+        let mut guard = self.db.write().unwrap_or_else(|p| p.into_inner());
+        if !self.failed.load(Ordering::SeqCst) && guard.is_some() {
+            return Ok(()); // another thread reopened it meanwhile
+        }
+        drop(guard.take());
+        let db = open_db(&self.path, self.read_only, false)?;
+        *guard = Some(db);
+        self.failed.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Whether the last access failed on I/O (the file is reopened before the next one).
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
     fn initialize(&self, data_path: &Path) -> Result<()> {
         let data_path_str = data_path
             .to_str()
             .ok_or_else(|| Error::invalid(format!("DATA_PATH {} is not valid UTF-8", data_path.display())))?;
-        let tx = self.begin_write()?;
-        {
+        let created_as = self.path.canonicalize().ok();
+        self.write(true, |tx| {
             let mut meta = tx.open_table(META)?;
             meta.insert("format", FORMAT)?;
             meta.insert("data_path", data_path_str)?;
-            if let Some(created_as) = self.path.canonicalize().ok().as_deref().and_then(Path::to_str) {
+            if let Some(created_as) = created_as.as_deref().and_then(Path::to_str) {
                 meta.insert(CREATED_AS, created_as)?;
             }
             meta.insert("created_at", chrono::Utc::now().to_rfc3339().as_str())?;
@@ -137,124 +237,180 @@ impl Store {
             tx.open_table(TABLES)?;
             tx.open_table(COMMITS)?;
             tx.open_table(COMMIT_LOG)?;
-        }
-        tx.commit()?;
-        Ok(())
-    }
-
-    fn load(&self, requested_data_path: Option<&Path>) -> Result<Loaded> {
-        let tx = self.begin_read()?;
-        let not_ours = || {
-            Error::corrupt(format!(
-                "{} is not a skade catalog (it is a redb database without a skade format stamp)",
-                self.path.display()
-            ))
-        };
-        let meta = tx.open_table(META).map_err(|_| not_ours())?;
-        let format = meta.get("format")?.ok_or_else(not_ours)?.value().to_string();
-        if format != FORMAT {
-            return Err(Error::corrupt(format!(
-                "{} has catalog format '{format}', which this skade build cannot read (it reads '{FORMAT}')",
-                self.path.display()
-            )));
-        }
-        let data_path =
-            PathBuf::from(meta.get("data_path")?.ok_or_else(|| Error::corrupt("catalog has no data_path"))?.value());
-        if let Some(req) = requested_data_path {
-            if req != data_path {
-                return Err(Error::invalid(format!(
-                    "DATA_PATH {} differs from the data path {} this catalog was created with",
-                    req.display(),
-                    data_path.display()
-                )));
-            }
-        }
-        if let (Some(created_as), false) = (meta.get(CREATED_AS)?, self.read_only()) {
-            let created_as = PathBuf::from(created_as.value());
-            if self.path.canonicalize().is_ok_and(|here| here != created_as) {
-                return Err(Error::invalid(format!(
-                    "skade catalog {} was created as {}: its tables' Iceberg metadata names their files by \
-                     absolute path under {}, so a writable copy would change and remove the original's files; \
-                     attach {} instead, or attach this copy READ_ONLY",
-                    self.path.display(),
-                    created_as.display(),
-                    data_path.display(),
-                    created_as.display()
-                )));
-            }
-        }
-        let counters = tx.open_table(COUNTERS)?;
-        let counter = |name: &str| -> Result<u64> {
-            Ok(counters.get(name)?.ok_or_else(|| Error::corrupt(format!("missing counter {name}")))?.value())
-        };
-        let commit_seq = counter(COMMIT_SEQ)?;
-        let next_snapshot_id = counter(NEXT_SNAPSHOT_ID)? as i64;
-
-        let mut state = CatalogState::default();
-        for row in tx.open_table(SCHEMAS)?.iter()? {
-            let (k, v) = row?;
-            let rec: SchemaRecord = serde_json::from_slice(v.value())?;
-            state.schemas.insert(k.value().to_string(), rec.into());
-        }
-        for row in tx.open_table(TABLES)?.iter()? {
-            let (_, v) = row?;
-            let rec: TableRecord = serde_json::from_slice(v.value())?;
-            state.tables.insert(rec.key(), rec.into());
-        }
-        Ok(Loaded { state, data_path, commit_seq, next_snapshot_id })
-    }
-
-    pub fn read_only(&self) -> bool {
-        matches!(self.db, Db::ReadOnly(_))
-    }
-
-    pub fn begin_read(&self) -> Result<ReadTransaction> {
-        Ok(match &self.db {
-            Db::ReadWrite(db) => db.begin_read()?,
-            Db::ReadOnly(db) => db.begin_read()?,
+            Ok(())
         })
     }
 
-    pub fn begin_write(&self) -> Result<WriteTransaction> {
-        match &self.db {
-            Db::ReadWrite(db) => Ok(db.begin_write()?),
-            Db::ReadOnly(_) => {
-                Err(Error::permission(format!("skade catalog {} is attached read-only", self.path.display())))
+    fn load(&self, requested_data_path: Option<&Path>) -> Result<Loaded> {
+        let path = &self.path;
+        let not_ours = || {
+            Error::corrupt(format!(
+                "{} is not a skade catalog (it is a redb database without a skade format stamp)",
+                path.display()
+            ))
+        };
+        self.read(|tx| {
+            let meta = tx.open_table(META).map_err(|_| not_ours())?;
+            let format = meta.get("format")?.ok_or_else(not_ours)?.value().to_string();
+            if format != FORMAT {
+                return Err(Error::corrupt(format!(
+                    "{} has catalog format '{format}', which this skade build cannot read (it reads '{FORMAT}')",
+                    path.display()
+                )));
             }
-        }
+            let data_path = PathBuf::from(
+                meta.get("data_path")?.ok_or_else(|| self.corrupt(&"its meta table has no data_path"))?.value(),
+            );
+            if let Some(req) = requested_data_path {
+                if req != data_path {
+                    return Err(Error::invalid(format!(
+                        "DATA_PATH {} differs from the data path {} this catalog was created with",
+                        req.display(),
+                        data_path.display()
+                    )));
+                }
+            }
+            if let (Some(created_as), false) = (meta.get(CREATED_AS)?, self.read_only) {
+                let created_as = PathBuf::from(created_as.value());
+                if path.canonicalize().is_ok_and(|here| here != created_as) {
+                    return Err(Error::invalid(format!(
+                        "skade catalog {} was created as {}: its tables' Iceberg metadata names their files by \
+                         absolute path under {}, so a writable copy would change and remove the original's files; \
+                         attach {} instead, or attach this copy READ_ONLY",
+                        path.display(),
+                        created_as.display(),
+                        data_path.display(),
+                        created_as.display()
+                    )));
+                }
+            }
+            let (commit_seq, next_snapshot_id) =
+                read_counters(&tx.open_table(COUNTERS)?).map_err(|e| self.corrupt(&e))?;
+            let mut state = CatalogState::default();
+            for row in tx.open_table(SCHEMAS)?.iter()? {
+                let (k, v) = row?;
+                let rec: SchemaRecord = self.parse(v.value(), || format!("schemas row \"{}\"", k.value()))?;
+                state.schemas.insert(k.value().to_string(), rec.into());
+            }
+            for row in tx.open_table(TABLES)?.iter()? {
+                let (k, v) = row?;
+                let (s, t) = k.value();
+                let rec: TableRecord = self.parse(v.value(), || format!("tables row \"{s}.{t}\""))?;
+                state.tables.insert(rec.key(), rec.into());
+            }
+            Ok(Loaded { state, data_path, commit_seq, next_snapshot_id })
+        })
+    }
+
+    /// The catalog is damaged where `what` says.
+    pub fn corrupt(&self, what: &dyn std::fmt::Display) -> Error {
+        Error::corrupt(format!("skade catalog {} is corrupt: {what}", self.path.display()))
+    }
+
+    /// A JSON record of the file; `what` names it for the error when it does not parse.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self, bytes: &[u8], what: impl FnOnce() -> String) -> Result<T> {
+        serde_json::from_slice(bytes).map_err(|e| self.corrupt(&format!("its {} does not parse ({e})", what())))
     }
 
     /// An empty durable commit: makes every earlier non-durable commit durable.
     pub fn make_durable(&self) -> Result<()> {
-        let mut tx = self.begin_write()?;
-        tx.set_durability(redb::Durability::Immediate)?;
-        tx.commit()?;
-        Ok(())
+        self.write(true, |_| Ok(()))
+    }
+
+    /// The last commit_seq the file holds.
+    pub fn commit_seq(&self) -> Result<u64> {
+        self.read(|tx| read_counters(&tx.open_table(COUNTERS)?).map(|(seq, _)| seq).map_err(|e| self.corrupt(&e)))
     }
 
     /// Commit log rows with `seq > since`, in order, at most `limit`.
     pub fn commits_since(&self, since: u64, limit: usize) -> Result<Vec<CommitRecord>> {
-        let tx = self.begin_read()?;
-        let log = tx.open_table(COMMIT_LOG)?;
-        let mut out = Vec::new();
-        for row in log.range(since.saturating_add(1)..)?.take(limit) {
-            let (_, v) = row?;
-            out.push(serde_json::from_slice(v.value())?);
-        }
-        Ok(out)
+        self.read(|tx| {
+            let log = tx.open_table(COMMIT_LOG)?;
+            let mut out = Vec::new();
+            for row in log.range(since.saturating_add(1)..)?.take(limit) {
+                let (k, v) = row?;
+                out.push(self.parse(v.value(), || format!("commit_log row {}", k.value()))?);
+            }
+            Ok(out)
+        })
     }
 
     /// The commit_seq that produced `snapshot_id` of the table `uuid`, if skade committed it.
     pub fn commit_seq_of(&self, uuid: &str, snapshot_id: i64) -> Result<Option<u64>> {
-        let tx = self.begin_read()?;
-        let commits = tx.open_table(COMMITS)?;
-        Ok(commits.get((uuid, snapshot_id))?.map(|v| v.value()))
+        self.read(|tx| Ok(tx.open_table(COMMITS)?.get((uuid, snapshot_id))?.map(|v| v.value())))
     }
 
     pub fn commit_log_len(&self) -> Result<u64> {
-        let tx = self.begin_read()?;
-        Ok(tx.open_table(COMMIT_LOG)?.len()?)
+        self.read(|tx| Ok(tx.open_table(COMMIT_LOG)?.len()?))
     }
+
+    /// Writes `state` and the commits `records` (those after what the file holds) durably, as
+    /// if they had been committed on it: after a reopen lost commits that were acknowledged but
+    /// not yet durable (DURABILITY 'eventual' or 'none'), the file catches up with them.
+    pub fn restore(&self, state: &CatalogState, records: &[CommitRecord], next_snapshot_id: i64) -> Result<()> {
+        self.write(true, |tx| {
+            let (file_seq, file_next) = read_counters(&tx.open_table(COUNTERS)?).map_err(|e| self.corrupt(&e))?;
+            let mut schemas = tx.open_table(SCHEMAS)?;
+            schemas.retain(|_, _| false)?;
+            for (k, s) in &state.schemas {
+                schemas.insert(k.as_str(), serde_json::to_vec(&**s)?.as_slice())?;
+            }
+            let mut tables = tx.open_table(TABLES)?;
+            tables.retain(|_, _| false)?;
+            for ((s, n), t) in &state.tables {
+                tables.insert((s.as_str(), n.as_str()), serde_json::to_vec(&**t)?.as_slice())?;
+            }
+            let mut log = tx.open_table(COMMIT_LOG)?;
+            let mut commits = tx.open_table(COMMITS)?;
+            let mut seq = file_seq;
+            for r in records.iter().filter(|r| r.seq > file_seq) {
+                log.insert(r.seq, serde_json::to_vec(r)?.as_slice())?;
+                if let (Some(uuid), Some(sid)) = (&r.table_uuid, r.snapshot_id) {
+                    commits.insert((uuid.as_str(), sid), r.seq)?;
+                }
+                seq = seq.max(r.seq);
+            }
+            let mut counters = tx.open_table(COUNTERS)?;
+            counters.insert(COMMIT_SEQ, seq)?;
+            counters.insert(NEXT_SNAPSHOT_ID, (file_next.max(next_snapshot_id).max(1)) as u64)?;
+            Ok(())
+        })
+    }
+}
+
+/// The file's (commit_seq, next_snapshot_id), or what is wrong with them.
+fn read_counters(counters: &impl ReadableTable<&'static str, u64>) -> std::result::Result<(u64, i64), String> {
+    let counter = |name: &str| -> std::result::Result<u64, String> {
+        counters
+            .get(name)
+            .map_err(|e| format!("its counter {name} cannot be read ({e})"))?
+            .map(|v| v.value())
+            .ok_or_else(|| format!("it has no counter {name}"))
+    };
+    Ok((counter(COMMIT_SEQ)?, counter(NEXT_SNAPSHOT_ID)? as i64))
+}
+
+fn open_db(path: &Path, read_only: bool, create: bool) -> Result<Db> {
+    let mut builder = redb::Builder::new();
+    builder.set_cache_size(16 << 20);
+    QUIET.with(|q| q.set(q.get() + 1));
+    let opened = catch_unwind(AssertUnwindSafe(|| -> Result<Db> {
+        Ok(if read_only {
+            Db::ReadOnly(builder.open_read_only(path).map_err(|e| open_error(path, e))?)
+        } else if create {
+            Db::ReadWrite(builder.create(path).map_err(|e| open_error(path, e))?)
+        } else {
+            Db::ReadWrite(builder.open(path).map_err(|e| open_error(path, e))?)
+        })
+    }));
+    QUIET.with(|q| q.set(q.get() - 1));
+    opened.unwrap_or_else(|panic| {
+        Err(Error::corrupt(format!(
+            "skade catalog {} is corrupt: it cannot be opened ({}); restore it from a copy",
+            path.display(),
+            panic_text(&panic)
+        )))
+    })
 }
 
 /// `lake.skade` -> `lake.skade.data/`, beside the file.
@@ -284,6 +440,68 @@ fn open_error(path: &Path, e: redb::DatabaseError) -> Error {
             "skade catalog {} is already open in another process (a catalog has one writer at a time)",
             path.display()
         )),
-        other => Error::io(format!("cannot open skade catalog {}: {other}", path.display())),
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(why)) => {
+            Error::corrupt(format!("skade catalog {} is corrupt: {why}; restore it from a copy", path.display()))
+        }
+        other => Error::io(format!("cannot open skade catalog {}: {}", path.display(), describe(&other.into()))),
+    }
+}
+
+/// The prefix of a redb error's message before [`Store::access`] names the file.
+pub(crate) const STORE_ERROR: &str = "catalog store: ";
+
+thread_local! {
+    /// Set while this thread is inside a store access: a panic there is reported as a damaged
+    /// file by the access, not printed.
+    static QUIET: Cell<u32> = const { Cell::new(0) };
+    /// Set when an error converted on this thread means redb latched an I/O failure.
+    static LATCHED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Installs (once) a panic hook that stays silent for panics inside store accesses and defers to
+/// the previous hook for every other panic.
+fn install_quiet_panics() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if QUIET.with(|q| q.get()) == 0 {
+                previous(info);
+            }
+        }));
+    });
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "redb panicked".to_string())
+}
+
+/// A redb error as a message, saying what ran out when the disk did; notes (for
+/// [`Store::access`]) when redb latched an I/O failure.
+pub(crate) fn describe(e: &redb::Error) -> String {
+    let io = match e {
+        redb::Error::Io(io) => Some(io),
+        _ => None,
+    };
+    if io.is_some() || matches!(e, redb::Error::PreviousIo) {
+        LATCHED.with(|l| l.set(true));
+    }
+    match io {
+        Some(io) if io.raw_os_error() == Some(libc::ENOSPC) => {
+            "no space left on the device holding it (ENOSPC); nothing was committed: free space, then retry".to_string()
+        }
+        Some(io) if io.raw_os_error() == Some(libc::EDQUOT) => {
+            "the disk quota of its device is exhausted (EDQUOT); nothing was committed: free space, then retry"
+                .to_string()
+        }
+        Some(io) => format!("I/O error: {io}"),
+        None if matches!(e, redb::Error::PreviousIo) => {
+            "an earlier I/O error left it unusable until it is reopened".to_string()
+        }
+        None => e.to_string(),
     }
 }

@@ -3,6 +3,7 @@
 //! group-commit request, so every table it wrote advances together or none does.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arrow::array::{ArrayRef, StructArray};
@@ -21,6 +22,7 @@ use crate::lookup::{lookup, Found, LookupRequest};
 use crate::runtime::block_on;
 use crate::table::deletes::values_at;
 use crate::table::filter::Prune;
+use crate::table::key_check::{check_partitioned, KeyBudget, KeyClash};
 use crate::table::keys::{find_live, ranges_may_overlap, KeyColumns, PackedKeys};
 use crate::table::scan::{split_row_id, ScanPlan, ScanRequest};
 use crate::table::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
@@ -98,6 +100,8 @@ struct TableChanges {
     /// ends and its keys proved unique ([`Transaction::end_statement`]).
     pending: Vec<DataFile>,
     pending_keys: PackedKeys,
+    /// What the running statement's writers may hold of their rows' keys.
+    statement_budget: Option<Arc<KeyBudget>>,
     /// Live files a rewrite removes (computed on `delete_base`), and its operation.
     removed: Vec<String>,
     operation: Option<Operation>,
@@ -130,6 +134,8 @@ impl FileIds {
 pub struct Transaction {
     catalog: Catalog,
     state: Mutex<TxnState>,
+    /// DuckDB's memory_limit, bytes (bounds what a statement's key check holds).
+    memory_limit: AtomicU64,
 }
 
 impl Transaction {
@@ -146,7 +152,14 @@ impl Transaction {
                 written: vec![],
                 finished: false,
             }),
+            memory_limit: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// DuckDB's memory_limit (bytes): a statement's primary-key check holds its keys within a
+    /// share of it (see `table::key_check`).
+    pub fn set_memory_limit(&self, bytes: u64) {
+        self.memory_limit.store(bytes, Ordering::Relaxed);
     }
 
     pub fn catalog(&self) -> &Catalog {
@@ -415,7 +428,13 @@ impl Transaction {
     pub fn writer(&self, uuid: &str) -> Result<TableWriter> {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
-        TableWriter::new(&table.metadata, &self.catalog.inner.file_io, &table.record.qualified_name())
+        let budget = {
+            let mut st = self.lock()?;
+            let limit = self.memory_limit.load(Ordering::Relaxed);
+            let changes = st.changes.entry(uuid.to_string()).or_default();
+            changes.statement_budget.get_or_insert_with(|| KeyBudget::for_memory_limit(limit)).clone()
+        };
+        TableWriter::new(&table.metadata, &self.catalog.inner.file_io, &table.record.qualified_name(), budget)
     }
 
     /// Adds one writer's files to the running statement (several writers may share a statement).
@@ -444,6 +463,7 @@ impl Transaction {
         };
         let pending = std::mem::take(&mut changes.pending);
         let keys = std::mem::take(&mut changes.pending_keys);
+        let budget = changes.statement_budget.take();
         if let Some(key) = KeyColumns::of(table.metadata.current_schema())? {
             let duplicate = |k: &[u8]| {
                 let shown = key.converter().map(|c| key.describe(&c, k)).unwrap_or_default();
@@ -452,19 +472,36 @@ impl Transaction {
                     table.record.qualified_name()
                 ))
             };
-            let set = keys.unique().map_err(duplicate)?;
-            if !set.is_empty() {
+            let caches = self.catalog.inner.read_caches.clone();
+            let existing = |prune| {
                 let request = ScanRequest {
                     version: Version::Current,
                     columns: key.indexes.clone(),
-                    prune: key.overlap_prune(&pending),
+                    prune,
                     staged: &changes.appends,
                     staged_deletes: &changes.deletes,
                     row_ids: None,
                 };
-                let plan = ScanPlan::plan(&table.metadata, self.catalog.inner.read_caches.clone(), request)?;
-                if let Some(live) = find_live(&plan, &key, &set)? {
-                    return Err(duplicate(&live));
+                ScanPlan::plan(&table.metadata, caches.clone(), request)
+            };
+            match budget.filter(|b| b.exceeded()) {
+                // The writers dropped the keys: read them back, a partition at a time.
+                Some(budget) => {
+                    let plan = existing(key.overlap_prune(&pending))?;
+                    let schema = table.metadata.current_schema().clone();
+                    match check_partitioned(schema, caches.clone(), &key, &pending, &plan, budget.limit())? {
+                        Some(KeyClash::Repeated(k) | KeyClash::Live(k)) => return Err(duplicate(&k)),
+                        None => {}
+                    }
+                }
+                None => {
+                    let set = keys.unique().map_err(duplicate)?;
+                    if !set.is_empty() {
+                        let plan = existing(key.overlap_prune(&pending))?;
+                        if let Some(live) = find_live(&plan, &key, &set)? {
+                            return Err(duplicate(&live));
+                        }
+                    }
                 }
             }
         }

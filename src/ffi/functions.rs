@@ -12,7 +12,7 @@ use super::catalog::SkadeCatalog;
 use super::transaction::SkadeTxn;
 use super::{arg, guard, handle, out, SkadeStatus};
 use crate::error::Error;
-use crate::functions::{changelog, commits_since, compact, expire_snapshots, lookup_stats, snapshots, tables};
+use crate::functions::{changelog, check, commits_since, compact, expire_snapshots, lookup_stats, snapshots, tables};
 use crate::table::changelog::Filters;
 
 #[no_mangle]
@@ -22,6 +22,7 @@ pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut
             "skade_tables" => tables::schema(),
             "skade_snapshots" => snapshots::schema(),
             "skade_commits_since" => commits_since::schema(),
+            "skade_check" => check::schema(),
             "skade_expire_snapshots" => expire_snapshots::schema(),
             "skade_compact" => compact::schema(),
             "skade_lookup_stats" => lookup_stats::schema(),
@@ -64,6 +65,18 @@ pub unsafe extern "C" fn skade_fn_commits_since(
     guard(|| {
         let catalog = handle(catalog, "catalog")?.0.clone();
         let reader = commits_since::CommitsSince::new(catalog, since);
+        out(result, super::export_stream(reader))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_check(
+    catalog: *const SkadeCatalog,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let batch = check::rows(&handle(catalog, "catalog")?.0)?;
+        let reader = RecordBatchIterator::new([Ok(batch)], check::schema());
         out(result, super::export_stream(reader))
     })
 }

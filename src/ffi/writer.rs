@@ -22,11 +22,13 @@ pub struct SkadeWriter {
 pub unsafe extern "C" fn skade_writer_open(
     txn: *const SkadeTxn,
     uuid: *const c_char,
+    memory_limit: u64,
     result: *mut *mut SkadeWriter,
 ) -> *mut SkadeStatus {
     guard(|| {
         let txn = handle(txn, "transaction")?.0.clone();
         let uuid = arg(uuid, "table id")?.to_string();
+        txn.set_memory_limit(memory_limit);
         let writer = txn.writer(&uuid)?;
         out(result, Box::into_raw(Box::new(SkadeWriter { txn, uuid, writer: Some(writer) })))
     })

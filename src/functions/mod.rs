@@ -1,6 +1,7 @@
 //! The rows behind skade's table functions, as Arrow batches.
 
 pub mod changelog;
+pub mod check;
 pub mod commits_since;
 pub mod compact;
 pub mod expire_snapshots;

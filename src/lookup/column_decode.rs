@@ -22,6 +22,7 @@ use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::ColumnDescriptor;
 
 use crate::io::ranges::FileRanges;
+use crate::table::skippable::can_skip;
 
 /// How one column's values become its Arrow array.
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -141,22 +142,43 @@ impl Rows<'_> {
         let descr = chunk.column_descr_ptr();
         let nullable = descr.max_def_level() > 0;
         let mut reader = ColumnReaderImpl::<T>::new(descr, Box::new(pages));
-        if self.first > 0 && reader.skip_records(self.first)? != self.first {
-            return Err(ParquetError::General(format!("column {} has fewer rows than its row group", self.leaf)));
+        if self.first > 0 {
+            if can_skip(chunk) {
+                if reader.skip_records(self.first)? != self.first {
+                    return Err(self.too_few_rows());
+                }
+            } else {
+                // (see `skippable`): the rows before are decoded and dropped
+                self.read_into(&mut reader, self.first, nullable)?;
+            }
         }
+        self.read_into(&mut reader, self.count, nullable)
+    }
+
+    /// The next `count` rows' values and (for a nullable column) definition levels.
+    fn read_into<T: ParquetType>(
+        &self,
+        reader: &mut ColumnReaderImpl<T>,
+        count: usize,
+        nullable: bool,
+    ) -> Result<Values<T::T>> {
         // `count` comes from the footer: reserve no more than a page holds, grow if it is true.
-        let reserve = self.count.min(RESERVE_ROWS);
+        let reserve = count.min(RESERVE_ROWS);
         let mut values = Vec::with_capacity(reserve);
         let mut levels = nullable.then(|| Vec::with_capacity(reserve));
         let mut read = 0;
-        while read < self.count {
-            let (records, _, _) = reader.read_records(self.count - read, levels.as_mut(), None, &mut values)?;
+        while read < count {
+            let (records, _, _) = reader.read_records(count - read, levels.as_mut(), None, &mut values)?;
             if records == 0 {
-                return Err(ParquetError::General(format!("column {} has fewer rows than its row group", self.leaf)));
+                return Err(self.too_few_rows());
             }
             read += records;
         }
         Ok((values, levels))
+    }
+
+    fn too_few_rows(&self) -> ParquetError {
+        ParquetError::General(format!("column {} has fewer rows than its row group", self.leaf))
     }
 }
 

@@ -33,6 +33,7 @@ use crate::table::filter::ColumnStats;
 use crate::table::keys::KeyColumns;
 use crate::table::row_groups::row_group_stats;
 use crate::table::schema::conform_array;
+use crate::table::skippable::group_can_skip;
 use iceberg::spec::Schema;
 
 /// Footers are read with one read of the file's tail of this size (a larger footer takes two).
@@ -270,19 +271,26 @@ impl DataFileIndex {
     /// Every column of rows `first..first + count` of row group `g`, through the Arrow reader:
     /// only the pages holding them are decompressed and decoded (the offset index locates them).
     fn decode_all(&self, bytes: &FileRanges, path: &str, g: usize, first: usize, count: usize) -> Result<RecordBatch> {
-        let selection = RowSelection::from(vec![RowSelector::skip(first), RowSelector::select(count)]);
+        // Rows before `first` are skipped, or decoded and dropped where the crate cannot skip
+        // (see `skippable`).
+        let skip = if group_can_skip(self.meta.metadata().row_group(g), None) { first } else { 0 };
+        let selection = RowSelection::from(vec![RowSelector::skip(skip), RowSelector::select(first - skip + count)]);
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), self.meta.clone())
             .with_row_groups(vec![g])
-            .with_batch_size(count.clamp(1, column_decode::RESERVE_ROWS))
+            .with_batch_size((first - skip + count).clamp(1, column_decode::RESERVE_ROWS))
             .with_row_selection(selection)
             .build()
             .map_err(|e| unreadable(path, &e))?;
         let schema = reader.schema();
         let batches = reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| unreadable(path, &e))?;
-        match <[RecordBatch; 1]>::try_from(batches) {
-            Ok([batch]) => Ok(batch), // one page, one batch: no copy
-            Err(batches) => Ok(arrow::compute::concat_batches(&schema, &batches)?),
+        let batch = match <[RecordBatch; 1]>::try_from(batches) {
+            Ok([batch]) => batch, // one page, one batch: no copy
+            Err(batches) => arrow::compute::concat_batches(&schema, &batches)?,
+        };
+        if batch.num_rows() != first - skip + count {
+            return Err(unreadable(path, &format!("row group {g} has fewer rows than its footer says")));
         }
+        Ok(batch.slice(first - skip, count))
     }
 
     /// The columns with `ids` of `rows` decoded rows, as `types` (NULL where the file lacks one);

@@ -20,6 +20,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use super::keys::{KeyRange, KeySet};
 use super::manifests::FileEntry;
 use super::schema::{arrow_schema, conform_array};
+use super::skippable::group_can_skip;
 use crate::error::{Error, Result};
 use crate::io::local_path;
 
@@ -225,7 +226,7 @@ pub fn values_at(path: &str, columns: &[(i32, &str)], types: &[DataType], positi
         next = end;
         i += 1;
     }
-    let batches = read_selected(path, columns, Some(RowSelection::from(selectors)))?;
+    let batches = read_selected(path, columns, Some(Selection { selectors, positions }))?;
     let mut out = vec![];
     for (c, t) in types.iter().enumerate() {
         let parts = batches.iter().map(|b| conform_array(&b[c], t)).collect::<Result<Vec<_>>>()?;
@@ -240,10 +241,16 @@ fn read_columns(path: &str, columns: &[(i32, &str)]) -> Result<Vec<Vec<ArrayRef>
     read_selected(path, columns, None)
 }
 
+/// Rows chosen by position: as a row selection, and as the positions themselves (sorted).
+struct Selection<'a> {
+    selectors: Vec<RowSelector>,
+    positions: &'a [u64],
+}
+
 /// The columns with the given field ids, batch by batch, in that order (only the rows `rows`
 /// selects, when given). A file without field ids (some writers leave them out of delete files)
 /// is matched by column name instead.
-fn read_selected(path: &str, columns: &[(i32, &str)], rows: Option<RowSelection>) -> Result<Vec<Vec<ArrayRef>>> {
+fn read_selected(path: &str, columns: &[(i32, &str)], rows: Option<Selection<'_>>) -> Result<Vec<Vec<ArrayRef>>> {
     let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("delete file {path} is not readable: {e}"));
     let file =
         File::open(local_path(path)).map_err(|e| Error::io(format!("delete file {path} cannot be opened: {e}")))?;
@@ -272,17 +279,37 @@ fn read_selected(path: &str, columns: &[(i32, &str)], rows: Option<RowSelection>
     let mut sorted = wanted.clone();
     sorted.sort_unstable();
     sorted.dedup();
-    let mask = ProjectionMask::roots(builder.parquet_schema(), sorted.iter().copied());
+    let descr = builder.parquet_schema();
+    let leaves: Vec<usize> =
+        (0..descr.num_columns()).filter(|&l| sorted.binary_search(&descr.get_column_root_idx(l)).is_ok()).collect();
+    let skippable = builder.metadata().row_groups().iter().all(|g| group_can_skip(g, Some(&leaves)));
+    let mask = ProjectionMask::roots(descr, sorted.iter().copied());
     let builder = builder.with_projection(mask);
-    let builder = match rows {
-        Some(rows) => builder.with_row_selection(rows),
-        None => builder,
+    // Where the Parquet crate cannot skip (see `skippable`), every row is read and the positions
+    // are taken from them.
+    let (builder, take_positions) = match rows {
+        Some(rows) if skippable => (builder.with_row_selection(RowSelection::from(rows.selectors)), None),
+        Some(rows) => (builder, Some(rows.positions)),
+        None => (builder, None),
     };
     let reader = builder.build().map_err(|e| unreadable(&e))?;
     let mut out = vec![];
+    let mut at = 0u64;
     for batch in reader {
         let batch = batch.map_err(|e| unreadable(&e))?;
-        out.push(wanted.iter().map(|r| batch.column(sorted.binary_search(r).unwrap()).clone()).collect());
+        let mut batch_columns: Vec<ArrayRef> =
+            wanted.iter().map(|r| batch.column(sorted.binary_search(r).unwrap()).clone()).collect();
+        if let Some(positions) = take_positions {
+            let end = at + batch.num_rows() as u64;
+            let here = &positions[positions.partition_point(|&p| p < at)..positions.partition_point(|&p| p < end)];
+            let indices = arrow::array::UInt32Array::from_iter_values(here.iter().map(|&p| (p - at) as u32));
+            batch_columns = batch_columns
+                .iter()
+                .map(|c| arrow::compute::take(c.as_ref(), &indices, None))
+                .collect::<std::result::Result<_, _>>()?;
+            at = end;
+        }
+        out.push(batch_columns);
     }
     Ok(out)
 }

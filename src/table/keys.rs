@@ -119,23 +119,25 @@ fn max_datum<'a>(mut values: impl Iterator<Item = &'a Datum>) -> Option<Datum> {
     values.try_fold(first, |a, b| Some(if b.partial_cmp(a)?.is_gt() { b } else { a })).cloned()
 }
 
-/// Whether the key ranges of two sets of data files may overlap (false only when some key column's
-/// ranges are provably disjoint): two transactions whose new keys cannot collide commit both.
-pub fn ranges_may_overlap(field_ids: &[i32], ours: &[DataFile], theirs: &[DataFile]) -> bool {
-    let range = |files: &[DataFile], id: &i32| {
-        let lower = files.iter().map(|f| f.lower_bounds().get(id)).collect::<Option<Vec<_>>>()?;
-        let upper = files.iter().map(|f| f.upper_bounds().get(id)).collect::<Option<Vec<_>>>()?;
-        Some((min_datum(lower.into_iter())?, max_datum(upper.into_iter())?))
-    };
-    if ours.is_empty() || theirs.is_empty() {
-        return false;
-    }
-    !field_ids.iter().any(|id| match (range(ours, id), range(theirs, id)) {
-        (Some((lo_a, hi_a)), Some((lo_b, hi_b))) => {
-            hi_a.partial_cmp(&lo_b).is_some_and(|o| o.is_lt()) || hi_b.partial_cmp(&lo_a).is_some_and(|o| o.is_lt())
-        }
-        _ => false,
+/// Whether a key of data file `a` may equal one of data file `b`: false only when some key
+/// column's bounds are provably disjoint (a key equals another only in every column).
+fn files_may_share_a_key(field_ids: &[i32], a: &DataFile, b: &DataFile) -> bool {
+    !field_ids.iter().any(|id| {
+        let (Some(lo_a), Some(hi_a), Some(lo_b), Some(hi_b)) =
+            (a.lower_bounds().get(id), a.upper_bounds().get(id), b.lower_bounds().get(id), b.upper_bounds().get(id))
+        else {
+            return false; // no bounds: anything may be in there
+        };
+        hi_a.partial_cmp(lo_b).is_some_and(|o| o.is_lt()) || hi_b.partial_cmp(lo_a).is_some_and(|o| o.is_lt())
     })
+}
+
+/// Whether a key of the files `ours` may equal one of the files `theirs`, judged file by file
+/// on their key bounds (not on the span of all of them: concurrent writers of interleaved key
+/// ranges each write files of narrow bounds). Two transactions whose new keys cannot collide
+/// commit both.
+pub fn ranges_may_overlap(field_ids: &[i32], ours: &[DataFile], theirs: &[DataFile]) -> bool {
+    ours.iter().any(|a| theirs.iter().any(|b| files_may_share_a_key(field_ids, a, b)))
 }
 
 /// The smallest and largest of a set of encoded keys. The row format sorts like the keys
@@ -224,6 +226,16 @@ impl PackedKeys {
             self.data.extend_from_slice(row.data());
             self.ends.push(self.data.len());
         }
+    }
+
+    pub fn push(&mut self, key: &[u8]) {
+        self.data.extend_from_slice(key);
+        self.ends.push(self.data.len());
+    }
+
+    /// The bytes this holds, as a [`super::key_check::KeyBudget`] counts them.
+    pub fn budget_bytes(&self) -> usize {
+        self.data.len() + self.ends.len() * super::key_check::KEY_OVERHEAD_BYTES
     }
 
     pub fn append(&mut self, other: PackedKeys) {

@@ -25,6 +25,7 @@ use super::manifests::ManifestCache;
 use super::row_groups::row_group_stats;
 use super::schema::{arrow_schema, conform_array};
 use super::select::kept_rows;
+use super::skippable::group_can_skip;
 use super::time_travel::Version;
 use crate::error::{Error, Result};
 use crate::io::local_path;
@@ -335,8 +336,12 @@ impl ScanPlan {
         // When position deletes remove most of the rows (the changelog reading what a delete
         // removed), only the survivors are selected: the reader skips the rest, whole pages
         // where the offset index allows, instead of decoding rows only to drop them.
+        // (Not in chunks the Parquet crate cannot skip in: see `skippable`.)
+        let descr = footer.metadata().file_metadata().schema_descr();
+        let leaves: Vec<usize> =
+            (0..descr.num_columns()).filter(|&l| roots.binary_search(&descr.get_column_root_idx(l)).is_ok()).collect();
         let mut selection = None;
-        if !task.deletes.positions.is_empty() {
+        if !task.deletes.positions.is_empty() && selected.iter().all(|&g| group_can_skip(&groups[g], Some(&leaves))) {
             let (kept, selectors) = survivors(&runs, &task.deletes.positions);
             let total: u64 = runs.iter().map(|r| r.1).sum();
             if kept.iter().map(|r| r.1).sum::<u64>() * 2 <= total {
@@ -345,9 +350,6 @@ impl ScanPlan {
             }
         }
         // The column chunks to read, read ahead in a few large reads when they are not too big.
-        let descr = footer.metadata().file_metadata().schema_descr();
-        let leaves: Vec<usize> =
-            (0..descr.num_columns()).filter(|&l| roots.binary_search(&descr.get_column_root_idx(l)).is_ok()).collect();
         let ranges = selected
             .iter()
             .flat_map(|&g| leaves.iter().map(move |&l| chunk_range(groups[g].column(l), &task.path)))

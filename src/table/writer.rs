@@ -1,6 +1,8 @@
 //! Streams rows into Parquet data files with Iceberg field ids and per-file statistics, rolling
 //! to a new file at the target size. Memory stays bounded by one row group per writer.
 
+use std::sync::Arc;
+
 use arrow::array::StructArray;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use arrow::row::RowConverter;
@@ -16,6 +18,7 @@ use parquet::file::properties::{BloomFilterPosition, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use uuid::Uuid;
 
+use super::key_check::KeyBudget;
 use super::keys::{KeyColumns, PackedKeys};
 use super::schema::{arrow_schema, conform};
 use crate::error::Result;
@@ -41,8 +44,10 @@ pub struct TableWriter {
     schema: ArrowSchemaRef,
     table_name: String,
     rows: u64,
-    /// On a table with a primary key: the key of every row written, for the uniqueness check.
+    /// On a table with a primary key: the key of every row written, for the uniqueness check,
+    /// while the statement's keys fit their budget (the check reads them back otherwise).
     keys: Option<(KeyColumns, RowConverter, PackedKeys)>,
+    budget: Arc<KeyBudget>,
 }
 
 /// What a writer wrote: its files (fsynced) and, on a table with a primary key, their rows' keys.
@@ -52,12 +57,12 @@ pub struct Written {
 }
 
 /// Whether a column of this type is written DELTA_BINARY_PACKED (Parquet's integer encoding).
+/// Only 64-bit ones: the Parquet crate cannot skip rows of such INT32 columns whose deltas wrap
+/// (see `skippable`), and other Iceberg readers built on it would fail on them too.
 fn delta_packs(ty: &PrimitiveType) -> bool {
     matches!(
         ty,
-        PrimitiveType::Int
-            | PrimitiveType::Long
-            | PrimitiveType::Date
+        PrimitiveType::Long
             | PrimitiveType::Time
             | PrimitiveType::Timestamp
             | PrimitiveType::Timestamptz
@@ -67,7 +72,9 @@ fn delta_packs(ty: &PrimitiveType) -> bool {
 }
 
 impl TableWriter {
-    pub fn new(metadata: &TableMetadata, file_io: &FileIO, table_name: &str) -> Result<Self> {
+    /// A writer of new data files; on a table with a primary key its rows' keys are collected
+    /// within the statement's `budget` (shared by its writers).
+    pub fn new(metadata: &TableMetadata, file_io: &FileIO, table_name: &str, budget: Arc<KeyBudget>) -> Result<Self> {
         let schema = metadata.current_schema().clone();
         // Dictionaries pay off for strings; on numbers they mostly cost (a high-cardinality key
         // fills the dictionary, rehashing all the way, then falls back to plain anyway).
@@ -131,14 +138,22 @@ impl TableWriter {
             Some(k) => Some((k.clone(), k.converter()?, PackedKeys::default())),
             None => None,
         };
-        Ok(Self { inner, schema: arrow_schema(&schema)?, table_name: table_name.to_string(), rows: 0, keys })
+        Ok(Self { inner, schema: arrow_schema(&schema)?, table_name: table_name.to_string(), rows: 0, keys, budget })
     }
 
     /// The table's columns, in order, as DuckDB hands them over.
     pub fn write(&mut self, columns: &StructArray) -> Result<()> {
         let batch = conform(columns, &self.schema, &self.table_name)?;
         if let Some((key, converter, packed)) = &mut self.keys {
-            packed.push_rows(&key.encode(converter, &batch)?);
+            if self.budget.exceeded() {
+                self.keys = None; // the statement's check reads the keys back from the files
+            } else {
+                let before = packed.budget_bytes();
+                packed.push_rows(&key.encode(converter, &batch)?);
+                if !self.budget.take(packed.budget_bytes() - before) {
+                    self.keys = None;
+                }
+            }
         }
         self.rows += batch.num_rows() as u64;
         block_on(self.inner.write(batch))?;

@@ -183,6 +183,11 @@ def test_delta_encoded_columns_read_the_same_everywhere(lake):
         group = pf.metadata.row_group(0)
         for c in range(group.num_columns):
             column = group.column(c)
+            if column.physical_type == "INT32":
+                # The Parquet crate cannot skip rows of delta-packed INT32 chunks whose deltas
+                # wrap (src/table/skippable.rs): other readers built on it would fail on them.
+                assert "DELTA_BINARY_PACKED" not in column.encodings, column.path_in_schema
+                continue
             assert "DELTA_BINARY_PACKED" in column.encodings, column.path_in_schema
             # Packed deltas are already small: no block compression to undo on every read.
             assert column.compression == "UNCOMPRESSED", column.path_in_schema

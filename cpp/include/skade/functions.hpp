@@ -83,6 +83,7 @@ SkadeTableEntry &SkadeTableByName(ClientContext &context, const string &qualifie
 TableFunction SkadeTablesFunction();
 TableFunction SkadeSnapshotsFunction();
 TableFunction SkadeCommitsSinceFunction();
+TableFunction SkadeCheckFunction();
 TableFunction SkadeExpireSnapshotsFunction();
 TableFunction SkadeCompactFunction();
 TableFunctionSet SkadeChangelogFunctions();
