@@ -141,6 +141,10 @@ unique_ptr<LogicalOperator> SkadeCatalog::BindAlterAddIndex(Binder &binder, Tabl
 	throw NotImplementedException("adding an index or key to skade table \"%s\" is not supported", table_entry.name);
 }
 
+void SkadeCatalog::OnDetach(ClientContext &context) {
+	SkadeCheck(skade_catalog_detach(handle.get()));
+}
+
 DatabaseSize SkadeCatalog::GetDatabaseSize(ClientContext &context) {
 	return DatabaseSize();
 }

@@ -55,6 +55,8 @@ skade_status *skade_catalog_open(const char *path, const char *const *keys, cons
 void skade_catalog_free(skade_catalog *catalog);
 // Makes every acknowledged commit durable (CHECKPOINT; DETACH does it too).
 skade_status *skade_catalog_flush(const skade_catalog *catalog);
+// DETACH: makes every acknowledged commit durable; when that fails they stay in this process (ATTACH again, CHECKPOINT).
+skade_status *skade_catalog_detach(const skade_catalog *catalog);
 // [catalog file path, data path]
 skade_status *skade_catalog_path(const skade_catalog *catalog, skade_strings **result);
 

@@ -71,6 +71,8 @@ pub(crate) struct Inner {
 pub const EVENTUAL_FLUSH_INTERVAL: Duration = Duration::from_millis(200);
 
 static OPEN: Mutex<Option<HashMap<PathBuf, Weak<Inner>>>> = Mutex::new(None);
+/// Catalogs whose DETACH could not make their acknowledged commits durable (see `detach`).
+static KEPT: Mutex<Vec<Arc<Inner>>> = Mutex::new(Vec::new());
 
 impl Catalog {
     /// Opens (or creates) the catalog file at `path`.
@@ -214,7 +216,36 @@ impl Catalog {
 
     /// Makes every acknowledged commit durable now (CHECKPOINT; DETACH does it too).
     pub fn flush(&self) -> Result<()> {
-        self.inner.flush()
+        self.inner.flush()?;
+        // Kept alive by a failed DETACH: durable now, it may close.
+        KEPT.lock().unwrap_or_else(|p| p.into_inner()).retain(|k| !Arc::ptr_eq(k, &self.inner));
+        Ok(())
+    }
+
+    /// DETACH: makes every acknowledged commit durable. When that fails (a full disk), the open
+    /// catalog, with the commits that are not durable yet, stays in this process rather than
+    /// closing and losing them: attached again, a CHECKPOINT (or DETACH) retries.
+    pub fn detach(&self) -> Result<()> {
+        if self.inner.store.read_only() {
+            return Ok(());
+        }
+        let waiting = self.inner.pending.lock().unwrap_or_else(|p| p.into_inner()).commits.len();
+        self.flush().map_err(|e| {
+            let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+            if !kept.iter().any(|k| Arc::ptr_eq(k, &self.inner)) {
+                kept.push(self.inner.clone());
+            }
+            Error::new(
+                e.kind,
+                format!(
+                    "DETACH could not make {waiting} acknowledged commit(s) of skade catalog {} durable ({}); \
+                     they are kept in this process: once that is fixed, ATTACH the catalog again and run \
+                     CHECKPOINT",
+                    self.path().display(),
+                    e.message
+                ),
+            )
+        })
     }
 
     /// Group-commits `request`; on success the new state is visible before this returns.

@@ -42,6 +42,12 @@ pub unsafe extern "C" fn skade_catalog_flush(catalog: *const SkadeCatalog) -> *m
     guard(|| handle(catalog, "catalog")?.0.flush())
 }
 
+/// DETACH: makes every acknowledged commit durable; on failure they stay in this process.
+#[no_mangle]
+pub unsafe extern "C" fn skade_catalog_detach(catalog: *const SkadeCatalog) -> *mut SkadeStatus {
+    guard(|| handle(catalog, "catalog")?.0.detach())
+}
+
 /// The catalog file's absolute path, valid while the handle lives.
 #[no_mangle]
 pub unsafe extern "C" fn skade_catalog_path(

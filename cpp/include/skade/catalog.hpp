@@ -49,6 +49,9 @@ public:
 	                                              unique_ptr<CreateIndexInfo> create_info,
 	                                              unique_ptr<AlterTableInfo> alter_info) override;
 
+	//! DETACH: every acknowledged commit made durable, or an error saying why not.
+	void OnDetach(ClientContext &context) override;
+
 	DatabaseSize GetDatabaseSize(ClientContext &context) override;
 	bool InMemory() override {
 		return false;
