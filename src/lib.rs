@@ -3,14 +3,17 @@
 //! ABI in [`ffi`].
 
 pub mod catalog;
+pub mod changelog;
 pub mod error;
 pub mod failpoint;
 pub mod ffi;
+pub mod format;
 pub mod functions;
 pub mod io;
 pub mod lookup;
+pub mod read;
 pub mod runtime;
-pub mod table;
+pub mod write;
 
 #[cfg(feature = "extension")]
 mod extension;

@@ -8,7 +8,7 @@ use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use iceberg::spec::Datum;
 use skade::catalog::options::AttachOptions;
 use skade::catalog::transaction::OnConflict;
-use skade::table::filter::{Cmp, Prune};
+use skade::read::filter::{Cmp, Prune};
 use skade::{Catalog, ErrorKind, Transaction};
 
 /// A fresh directory, removed when dropped. (Not the `tempfile` crate: as a dev-dependency it
@@ -270,7 +270,7 @@ fn a_delete_conflicts_with_a_concurrent_delete_whose_snapshot_expired() {
     assert_eq!(delete_where(&second, &uuid, |id| id == 1), 1);
     second.commit().unwrap();
     commit_append(&catalog, &uuid, 10..11);
-    let retention = skade::table::expire::Retention { older_than_ms: None, retain_last: Some(1) };
+    let retention = skade::format::expire::Retention { older_than_ms: None, retain_last: Some(1) };
     assert!(catalog.expire_snapshots("main", "t", retention).unwrap().expired_snapshots >= 2);
     let err = first.commit().unwrap_err();
     assert_eq!(err.kind, ErrorKind::Conflict, "{}", err.message);
@@ -312,7 +312,7 @@ fn scans_at_an_old_snapshot_see_what_was_committed_then() {
     let err = table.at("TIMESTAMP", 0).err().unwrap();
     assert!(err.message.contains("did not exist"), "{}", err.message);
     let now_us = chrono::Utc::now().timestamp_micros();
-    assert!(matches!(table.at("TIMESTAMP", now_us).unwrap().version, skade::table::time_travel::Version::Snapshot(_)));
+    assert!(matches!(table.at("TIMESTAMP", now_us).unwrap().version, skade::read::time_travel::Version::Snapshot(_)));
     assert_eq!(err.kind, ErrorKind::Catalog);
 }
 
@@ -571,10 +571,10 @@ fn delete_where(txn: &Transaction, uuid: &str, pred: impl Fn(i64) -> bool) -> u6
 /// How many manifests of the current snapshot have each (content, tier).
 fn manifests_by_tier(catalog: &Catalog, uuid: &str) -> std::collections::BTreeMap<(String, u32), usize> {
     let md = catalog.begin().table_by_uuid(uuid).unwrap().metadata;
-    let cache = skade::table::manifests::ManifestCache::default();
+    let cache = skade::format::manifests::ManifestCache::default();
     let mut out = std::collections::BTreeMap::new();
     for m in cache.manifest_list(&md, md.current_snapshot().unwrap()).unwrap().iter() {
-        *out.entry((format!("{:?}", m.content), skade::table::snapshot::manifest_tier(m))).or_default() += 1;
+        *out.entry((format!("{:?}", m.content), skade::format::snapshot::manifest_tier(m))).or_default() += 1;
     }
     out
 }
@@ -605,7 +605,7 @@ fn merges_rewrite_each_file_once_per_tier() {
 
 #[test]
 fn many_small_commits_keep_the_manifest_count_bounded() {
-    use skade::table::snapshot::MAX_INHERITED_MANIFESTS;
+    use skade::format::snapshot::MAX_INHERITED_MANIFESTS;
     let dir = TestDir::new();
     let (catalog, uuid) = catalog_with_table(&dir);
     let mut expected: Vec<i64> = vec![];
@@ -703,7 +703,7 @@ fn deletes_written_by_another_engine_apply() {
     let data_file = {
         let t = catalog.begin();
         let md = t.table_by_uuid(&uuid).unwrap().metadata;
-        let cache = skade::table::manifests::ManifestCache::default();
+        let cache = skade::format::manifests::ManifestCache::default();
         let files = cache.snapshot_files(&md, md.current_snapshot().unwrap()).unwrap();
         files.data[0].file().file_path().to_string()
     };
@@ -867,9 +867,9 @@ fn current_snapshot(catalog: &Catalog, uuid: &str) -> i64 {
     catalog.begin().table_by_uuid(uuid).unwrap().metadata.current_snapshot_id().unwrap()
 }
 
-fn live_files(catalog: &Catalog, uuid: &str) -> skade::table::manifests::SnapshotFiles {
+fn live_files(catalog: &Catalog, uuid: &str) -> skade::format::manifests::SnapshotFiles {
     let md = catalog.begin().table_by_uuid(uuid).unwrap().metadata;
-    skade::table::manifests::ManifestCache::default().snapshot_files(&md, md.current_snapshot().unwrap()).unwrap()
+    skade::format::manifests::ManifestCache::default().snapshot_files(&md, md.current_snapshot().unwrap()).unwrap()
 }
 
 /// Another engine's copy-on-write writes remove files: the changelog reads their rows at the
@@ -958,15 +958,15 @@ fn manifests_and_lists_cached_at_commit_are_what_their_files_say() {
         let md = catalog.begin().table_by_uuid(&uuid).unwrap().metadata;
         let snapshot = md.current_snapshot().unwrap();
         let cached = catalog.read_caches().manifests.manifest_list(&md, snapshot).unwrap();
-        let parsed = skade::table::manifests::parse_manifest_list(snapshot.manifest_list(), &md).unwrap();
+        let parsed = skade::format::manifests::parse_manifest_list(snapshot.manifest_list(), &md).unwrap();
         assert_eq!(*cached, parsed, "after commit {i}");
         // manifests cached as written (merged ones) are what their files say too
-        let ids = |e: &skade::table::manifests::FileEntry| {
+        let ids = |e: &skade::format::manifests::FileEntry| {
             (e.entry.as_ref().clone(), e.snapshot_id, e.sequence_number, e.file_sequence_number)
         };
         for m in &parsed {
             let cached = catalog.read_caches().manifests.manifest(m).unwrap();
-            let parsed = skade::table::manifests::parse_manifest(m).unwrap();
+            let parsed = skade::format::manifests::parse_manifest(m).unwrap();
             assert_eq!(cached.iter().map(ids).collect::<Vec<_>>(), parsed.iter().map(ids).collect::<Vec<_>>());
         }
     }
@@ -1006,13 +1006,13 @@ fn expiry_removes_the_metadata_files_of_expired_states() {
         assert_eq!(info.metadata.location(), dropped_location, "one folder for both tables named t");
         let properties = info.metadata.properties().clone();
         assert!(on_disk(info.metadata.location()).len() > 130, "round {round}");
-        let retention = skade::table::expire::Retention { older_than_ms: None, retain_last: Some(10) };
+        let retention = skade::format::expire::Retention { older_than_ms: None, retain_last: Some(10) };
         catalog.expire_snapshots("main", "t", retention).unwrap();
 
         let info = catalog.begin().table_by_uuid(&uuid).unwrap();
         let md = &info.metadata;
         assert_eq!(md.properties(), &properties, "round {round}");
-        assert_eq!(skade::table::metadata::read(&info.record.metadata_location).unwrap(), **md);
+        assert_eq!(skade::format::metadata::read(&info.record.metadata_location).unwrap(), **md);
         let oldest = md.snapshots().map(|s| s.timestamp_ms()).min().unwrap();
         let log = md.metadata_log();
         assert!(!log.is_empty() && log.iter().all(|e| e.timestamp_ms >= oldest), "round {round}");
@@ -1054,7 +1054,7 @@ fn metadata_files_parse_back_to_what_was_written() {
     let path = dir.path().join("lake.skade");
     let check = |catalog: &Catalog, uuid: &str, step: &str| {
         let info = catalog.begin().table_by_uuid(uuid).unwrap();
-        let parsed = skade::table::metadata::read(&info.record.metadata_location).unwrap();
+        let parsed = skade::format::metadata::read(&info.record.metadata_location).unwrap();
         assert_eq!(parsed, *info.metadata, "{step}");
     };
     let (catalog, uuid) = catalog_with_table(&dir);
@@ -1071,7 +1071,7 @@ fn metadata_files_parse_back_to_what_was_written() {
     }
     catalog.compact("main", "t").unwrap();
     check(&catalog, &uuid, "compaction");
-    let retention = skade::table::expire::Retention { older_than_ms: None, retain_last: Some(5) };
+    let retention = skade::format::expire::Retention { older_than_ms: None, retain_last: Some(5) };
     assert!(catalog.expire_snapshots("main", "t", retention).unwrap().expired_snapshots > 0);
     check(&catalog, &uuid, "expiry");
     drop(catalog);

@@ -9,10 +9,10 @@ use super::state::{StateChange, TableRecord};
 use super::Catalog;
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::{remove_files, sync_files};
-use crate::table::expire::{
+use crate::format::expire::{
     expired_snapshots, trim_metadata_log, unlisted_metadata_files, unreferenced_files, Retention,
 };
-use crate::table::metadata;
+use crate::format::metadata;
 
 /// What an expiry did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

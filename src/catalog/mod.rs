@@ -7,6 +7,7 @@ pub mod events;
 pub mod maintenance;
 pub mod names;
 pub mod options;
+pub mod pinned;
 pub mod state;
 pub mod store;
 pub mod transaction;
@@ -26,8 +27,8 @@ use self::state::CatalogState;
 use self::store::{CommitRecord, Store};
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::absolute;
-use crate::table::metadata::MetadataCache;
-use crate::table::scan::ReadCaches;
+use crate::format::metadata::MetadataCache;
+use crate::read::scan::ReadCaches;
 
 pub use self::transaction::{TableInfo, Transaction};
 
@@ -77,7 +78,7 @@ static KEPT: Mutex<Vec<Arc<Inner>>> = Mutex::new(Vec::new());
 impl Catalog {
     /// Opens (or creates) the catalog file at `path`.
     pub fn open(path: &Path, options: AttachOptions) -> Result<Catalog> {
-        crate::table::avro_names::install(); // before any manifest is read or written
+        crate::format::avro_names::install(); // before any manifest is read or written
         let path = absolute(path)?;
         let data_path = options.data_path.as_deref().map(absolute).transpose()?;
         let mut registry = OPEN.lock().unwrap_or_else(|p| p.into_inner());

@@ -20,15 +20,16 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::io::{remove_files, sync_files};
 use crate::lookup::{lookup, Found, LookupRequest};
 use crate::runtime::block_on;
-use crate::table::deletes::values_at;
-use crate::table::filter::Prune;
-use crate::table::key_check::{check_partitioned, KeyBudget, KeyClash};
-use crate::table::keys::{find_live, ranges_may_overlap, KeyColumns, PackedKeys};
-use crate::table::scan::{split_row_id, ScanPlan, ScanRequest};
-use crate::table::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
-use crate::table::time_travel::{self, Version};
-use crate::table::writer::{TableWriter, Written};
-use crate::table::{delete_writer, metadata, schema};
+use crate::read::deletes::values_at;
+use crate::read::filter::Prune;
+use crate::write::key_check::{check_partitioned, KeyBudget, KeyClash};
+use crate::read::keys::{find_live, ranges_may_overlap, KeyColumns, PackedKeys};
+use crate::read::scan::{split_row_id, ScanPlan, ScanRequest};
+use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
+use crate::read::time_travel::{self, Version};
+use crate::write::writer::{TableWriter, Written};
+use crate::write::delete_writer;
+use crate::format::{metadata, schema};
 
 /// How often an append-only commit rebases onto a newer head before giving up.
 const MAX_REBASES: usize = 32;

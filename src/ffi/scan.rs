@@ -8,8 +8,8 @@ use arrow::ffi_stream::FFI_ArrowArrayStream;
 use super::table::SkadeTable;
 use super::transaction::SkadeTxn;
 use super::{free, guard, guard_value, handle, out, SkadeStatus};
-use crate::table::filter::Prune;
-use crate::table::scan::ScanPlan;
+use crate::read::filter::Prune;
+use crate::read::scan::ScanPlan;
 
 pub struct SkadeScan(ScanPlan);
 

@@ -7,7 +7,7 @@ use arrow::ffi::FFI_ArrowSchema;
 use super::{free, guard, guard_value, handle, out, SkadeStatus, SkadeStrings};
 use crate::catalog::TableInfo;
 use crate::error::Result;
-use crate::table::schema::arrow_schema;
+use crate::format::schema::arrow_schema;
 
 pub struct SkadeTable {
     pub(crate) info: TableInfo,

@@ -10,7 +10,7 @@ use super::{arg, guard, guard_value, handle, out, SkadeStatus};
 use crate::catalog::Transaction;
 use crate::error::Error;
 use crate::io::remove_files;
-use crate::table::writer::TableWriter;
+use crate::write::writer::TableWriter;
 
 pub struct SkadeWriter {
     txn: Arc<Transaction>,

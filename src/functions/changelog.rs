@@ -7,11 +7,11 @@ use arrow::datatypes::SchemaRef;
 
 use crate::catalog::{TableInfo, Transaction};
 use crate::error::Result;
-use crate::table::changelog::{changelog, changelog_schema, full_reload, snapshot_difference, window, Feed, Filters};
-use crate::table::collapse;
-use crate::table::keys::KeyColumns;
-use crate::table::schema::arrow_schema;
-use crate::table::time_travel::{self, Version};
+use crate::changelog::changelog::{changelog, changelog_schema, full_reload, snapshot_difference, window, Feed, Filters};
+use crate::changelog::collapse;
+use crate::read::keys::KeyColumns;
+use crate::format::schema::arrow_schema;
+use crate::read::time_travel::{self, Version};
 
 pub fn schema(table: &TableInfo) -> Result<SchemaRef> {
     Ok(changelog_schema(arrow_schema(table.metadata.current_schema())?.as_ref()))

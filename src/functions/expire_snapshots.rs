@@ -9,7 +9,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use crate::catalog::maintenance::ExpireReport;
 use crate::catalog::Transaction;
 use crate::error::{Error, Result};
-use crate::table::expire::Retention;
+use crate::format::expire::Retention;
 
 pub fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![

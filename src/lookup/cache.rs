@@ -15,10 +15,10 @@ use super::probe_keys::ColumnEncoders;
 use super::stats;
 use crate::error::{Error, Result};
 use crate::io::local_path;
-use crate::table::deletes::{with_sequence, DeleteIndex};
-use crate::table::keys::KeyColumns;
-use crate::table::scan::ReadCaches;
-use crate::table::schema::arrow_schema;
+use crate::read::deletes::{with_sequence, DeleteIndex};
+use crate::read::keys::KeyColumns;
+use crate::read::scan::ReadCaches;
+use crate::format::schema::arrow_schema;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 
 const MAX_SNAPSHOTS: usize = 256;

@@ -22,7 +22,7 @@ use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::ColumnDescriptor;
 
 use crate::io::ranges::FileRanges;
-use crate::table::skippable::can_skip;
+use crate::read::skippable::can_skip;
 
 /// How one column's values become its Arrow array.
 #[derive(Clone, Copy, PartialEq, Debug)]

@@ -29,11 +29,11 @@ use super::probe_keys::ColumnEncoders;
 use super::stats;
 use crate::error::{Error, Result};
 use crate::io::ranges::{chunk_range, footer_range, FileRanges};
-use crate::table::filter::ColumnStats;
-use crate::table::keys::KeyColumns;
-use crate::table::row_groups::row_group_stats;
-use crate::table::schema::conform_array;
-use crate::table::skippable::group_can_skip;
+use crate::read::filter::ColumnStats;
+use crate::read::keys::KeyColumns;
+use crate::read::row_groups::row_group_stats;
+use crate::format::schema::conform_array;
+use crate::read::skippable::group_can_skip;
 use iceberg::spec::Schema;
 
 /// Footers are read with one read of the file's tail of this size (a larger footer takes two).

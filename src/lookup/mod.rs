@@ -10,7 +10,6 @@
 pub mod cache;
 pub mod column_decode;
 pub mod data_file;
-pub mod pinned;
 pub mod probe_keys;
 pub mod stats;
 
@@ -29,11 +28,11 @@ use self::data_file::{DataFileIndex, PageRows};
 use self::probe_keys::{bloom_bytes, ColumnEncoders};
 use crate::error::{Error, Result};
 use crate::io::ranges::FileRanges;
-use crate::table::deletes::{DeleteIndex, EqualityDeletes};
-use crate::table::keys::{KeyColumns, KeySet};
-use crate::table::scan::{ReadCaches, STAGED_SEQUENCE};
-use crate::table::schema::conform_array;
-use crate::table::time_travel::Version;
+use crate::read::deletes::{DeleteIndex, EqualityDeletes};
+use crate::read::keys::{KeyColumns, KeySet};
+use crate::read::scan::{ReadCaches, STAGED_SEQUENCE};
+use crate::format::schema::conform_array;
+use crate::read::time_travel::Version;
 
 pub struct LookupRequest<'a> {
     pub metadata: &'a TableMetadata,

@@ -19,7 +19,7 @@ use iceberg::spec::{Datum, PrimitiveLiteral};
 use parquet::basic::Type as PhysicalType;
 
 use crate::error::Result;
-use crate::table::keys::KeyColumns;
+use crate::read::keys::KeyColumns;
 
 /// Per key column, its type and a converter of that column alone.
 pub struct ColumnEncoders(Vec<(DataType, RowConverter)>);

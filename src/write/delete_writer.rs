@@ -14,8 +14,8 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use uuid::Uuid;
 
-use super::deletes::{DELETE_FILE_PATH_ID, DELETE_POS_ID};
-use super::schema::arrow_schema;
+use crate::read::deletes::{DELETE_FILE_PATH_ID, DELETE_POS_ID};
+use crate::format::schema::arrow_schema;
 use crate::error::{Error, Result};
 
 /// A position-delete file for `positions` (data file path -> sorted positions): sorted by path

@@ -32,7 +32,7 @@ pub fn new_table(schema: Schema, location: &str, table_uuid: Uuid) -> Result<Tab
         ("write.format.default".to_string(), "parquet".to_string()),
         ("write.parquet.compression-codec".to_string(), "snappy".to_string()),
         ("created-by".to_string(), format!("skade {}", env!("CARGO_PKG_VERSION"))),
-        (super::time_travel::CREATED_AT_MS.to_string(), chrono::Utc::now().timestamp_millis().to_string()),
+        (crate::read::time_travel::CREATED_AT_MS.to_string(), chrono::Utc::now().timestamp_millis().to_string()),
     ]);
     let built = TableMetadataBuilder::new(
         schema,

@@ -4,9 +4,9 @@
 use arrow::array::{Array, ArrayRef};
 use iceberg::spec::Datum;
 
-use super::probe_keys::datum_array;
-use crate::table::filter::{Cmp, Prune};
-use crate::table::keys::KeyColumns;
+use crate::lookup::probe_keys::datum_array;
+use crate::read::filter::{Cmp, Prune};
+use crate::read::keys::KeyColumns;
 
 /// Beyond this many keys a scan reads the files the usual way.
 const MAX_PINNED_KEYS: usize = 1024;

@@ -21,9 +21,9 @@ use parquet::file::reader::ChunkReader;
 use super::deletes::{with_sequence, DeleteCache, DeleteIndex, FileDeletes};
 use super::filter::Prune;
 use super::keys::probe;
-use super::manifests::ManifestCache;
+use crate::format::manifests::ManifestCache;
 use super::row_groups::row_group_stats;
-use super::schema::{arrow_schema, conform_array};
+use crate::format::schema::{arrow_schema, conform_array};
 use super::select::kept_rows;
 use super::skippable::group_can_skip;
 use super::time_travel::Version;
@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::io::local_path;
 use crate::io::ranges::{chunk_range, FileRanges};
 use crate::lookup::cache::LookupCache;
-use crate::lookup::pinned::pinned_keys;
+use crate::catalog::pinned::pinned_keys;
 use crate::lookup::{lookup, LookupRequest};
 
 /// Rows per Arrow batch handed to DuckDB: a multiple of its 2,048-row vectors.

@@ -23,12 +23,12 @@ use iceberg::spec::{
 use rayon::prelude::*;
 
 use super::collapse::{comparable, comparable_type};
-use super::deletes::{with_sequence, DeleteIndex, FileDeletes};
-use super::filter::{ColumnStats, Prune};
-use super::keys::{probe, KeyColumns, KeySet};
-use super::scan::{ReadCaches, ScanPlan, ScanRequest};
-use super::schema::arrow_schema;
-use super::time_travel::Version;
+use crate::read::deletes::{with_sequence, DeleteIndex, FileDeletes};
+use crate::read::filter::{ColumnStats, Prune};
+use crate::read::keys::{probe, KeyColumns, KeySet};
+use crate::read::scan::{ReadCaches, ScanPlan, ScanRequest};
+use crate::format::schema::arrow_schema;
+use crate::read::time_travel::Version;
 use crate::error::{Error, Result};
 use crate::lookup::probe_keys::ColumnEncoders;
 

@@ -18,8 +18,8 @@ use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::PageIndexPolicy;
 
 use super::keys::{KeyRange, KeySet};
-use super::manifests::FileEntry;
-use super::schema::{arrow_schema, conform_array};
+use crate::format::manifests::FileEntry;
+use crate::format::schema::{arrow_schema, conform_array};
 use super::skippable::group_can_skip;
 use crate::error::{Error, Result};
 use crate::io::local_path;

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use super::filter::{Cmp, Prune};
 use super::scan::ScanPlan;
-use super::schema::arrow_schema;
+use crate::format::schema::arrow_schema;
 use crate::error::{Error, Result};
 
 /// A set of encoded keys, with a fast hash (keys are not attacker-chosen lookups of a server).
@@ -233,9 +233,9 @@ impl PackedKeys {
         self.ends.push(self.data.len());
     }
 
-    /// The bytes this holds, as a [`super::key_check::KeyBudget`] counts them.
+    /// The bytes this holds, as a [`crate::write::key_check::KeyBudget`] counts them.
     pub fn budget_bytes(&self) -> usize {
-        self.data.len() + self.ends.len() * super::key_check::KEY_OVERHEAD_BYTES
+        self.data.len() + self.ends.len() * crate::write::key_check::KEY_OVERHEAD_BYTES
     }
 
     pub fn append(&mut self, other: PackedKeys) {

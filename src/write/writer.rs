@@ -19,8 +19,8 @@ use parquet::schema::types::ColumnPath;
 use uuid::Uuid;
 
 use super::key_check::KeyBudget;
-use super::keys::{KeyColumns, PackedKeys};
-use super::schema::{arrow_schema, conform};
+use crate::read::keys::{KeyColumns, PackedKeys};
+use crate::format::schema::{arrow_schema, conform};
 use crate::error::Result;
 use crate::runtime::block_on;
 

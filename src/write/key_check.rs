@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use iceberg::spec::{DataFile, SchemaRef};
 
-use super::deletes::FileDeletes;
-use super::keys::{find_live, KeyColumns, KeySet, PackedKeys};
-use super::scan::{ReadCaches, ScanPlan};
+use crate::read::deletes::FileDeletes;
+use crate::read::keys::{find_live, KeyColumns, KeySet, PackedKeys};
+use crate::read::scan::{ReadCaches, ScanPlan};
 use crate::error::Result;
 
 /// Bytes a collected key costs beyond its own bytes: its end offset in the packed buffer and its

@@ -17,8 +17,8 @@ use arrow::row::{RowConverter, Rows, SortField};
 use rayon::prelude::*;
 
 use super::changelog::{change_column, change_keys, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
-use super::keys::{encode_rows, KeyColumns, KeySet};
-use super::select::kept_rows;
+use crate::read::keys::{encode_rows, KeyColumns, KeySet};
+use crate::read::select::kept_rows;
 use crate::error::{Error, Result};
 
 /// (batch, row) of a changelog row.
