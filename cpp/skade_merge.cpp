@@ -34,7 +34,9 @@ vector<unique_ptr<Expression>> InsertInTableOrder(LogicalMergeInto &op, BoundMer
 PhysicalOperator &SkadePlanMergeInto(ClientContext &context, PhysicalPlanGenerator &planner, LogicalMergeInto &op,
                                      PhysicalOperator &plan) {
 	if (op.return_chunk) {
-		throw NotImplementedException("MERGE INTO ... RETURNING is not supported on skade tables yet");
+		// (INSERT OR REPLACE and INSERT ... ON CONFLICT are bound as MERGE INTO too)
+		throw NotImplementedException("RETURNING is not supported on skade tables yet (in MERGE INTO, INSERT OR "
+		                              "REPLACE or INSERT ... ON CONFLICT)");
 	}
 	auto &table = op.table.Cast<SkadeTableEntry>();
 	auto cardinality = op.EstimateCardinality(context);

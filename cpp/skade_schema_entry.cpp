@@ -156,7 +156,22 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 
 	auto props = SkadeArrowProperties(context);
 	ArrowSchemaWrapper arrow;
-	ArrowConverter::ToArrowSchema(&arrow.arrow_schema, types, names, props);
+	try {
+		ArrowConverter::ToArrowSchema(&arrow.arrow_schema, types, names, props);
+	} catch (std::exception &) {
+		// DuckDB's Arrow export refuses some types (VARIANT) without naming the column: name it.
+		for (idx_t i = 0; i < types.size(); i++) {
+			ArrowSchemaWrapper one;
+			try {
+				ArrowConverter::ToArrowSchema(&one.arrow_schema, {types[i]}, {names[i]}, props);
+			} catch (std::exception &) {
+				throw NotImplementedException(
+				    "column \"%s\" has type %s, which a skade (Iceberg) table cannot store", names[i],
+				    types[i].ToString());
+			}
+		}
+		throw;
+	}
 	auto cstrs = [](const vector<string> &v) {
 		vector<const char *> out;
 		for (auto &s : v) {
@@ -203,6 +218,11 @@ void SkadeSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
 }
 
 void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
+	if (info.type == AlterType::SET_COMMENT || info.type == AlterType::SET_COLUMN_COMMENT) {
+		throw NotImplementedException("COMMENT ON is not supported on skade catalogs (\"%s\"): Iceberg tables "
+		                              "keep no comments",
+		                              info.name);
+	}
 	throw NotImplementedException("ALTER is not supported on skade catalogs yet");
 }
 

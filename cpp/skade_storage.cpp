@@ -29,6 +29,10 @@ unique_ptr<Catalog> SkadeAttach(optional_ptr<StorageExtensionInfo> storage_info,
 	}
 	auto read_only = options.access_mode == AccessMode::READ_ONLY;
 	SkadeCatalogHandle handle;
+	if (info.path.empty() || info.path == IN_MEMORY_PATH) {
+		throw InvalidInputException("a skade catalog is a file: ATTACH it with a path (e.g. 'lake.skade'), not '%s'",
+		                            info.path);
+	}
 	SkadeCheck(skade_catalog_open(info.path.c_str(), key_ptrs.data(), value_ptrs.data(), keys.size(), read_only,
 	                              handle.out()));
 	return make_uniq<SkadeCatalog>(db, std::move(handle), info.path);

@@ -8,11 +8,11 @@ use super::commit::{Change, CommitRequest, Expect};
 use super::state::{StateChange, TableRecord};
 use super::Catalog;
 use crate::error::{Error, ErrorKind, Result};
-use crate::io::{remove_files, sync_files};
 use crate::format::expire::{
     expired_snapshots, trim_metadata_log, unlisted_metadata_files, unreferenced_files, Retention,
 };
 use crate::format::metadata;
+use crate::io::{remove_files, sync_files};
 
 /// What an expiry did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +86,7 @@ impl Catalog {
                     files.extend(stale_metadata);
                     files.extend(unlisted_metadata_files(&after, &location));
                     self.inner.metadata.insert(&location, std::sync::Arc::new(after));
-                    self.inner.read_caches.lookup.forget(files.iter().map(String::as_str));
+                    self.inner.lookup_cache.forget(files.iter().map(String::as_str));
                     remove_files(files.iter().map(String::as_str));
                     return Ok(ExpireReport {
                         expired_snapshots: expired.len() as u64,

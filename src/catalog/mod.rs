@@ -26,9 +26,10 @@ use self::options::{AttachOptions, Durability};
 use self::state::CatalogState;
 use self::store::{CommitRecord, Store};
 use crate::error::{Error, ErrorKind, Result};
-use crate::io::absolute;
 use crate::format::metadata::MetadataCache;
-use crate::read::scan::ReadCaches;
+use crate::io::absolute;
+use crate::lookup::cache::LookupCache;
+use crate::read::caches::ReadCaches;
 
 pub use self::transaction::{TableInfo, Transaction};
 
@@ -56,6 +57,7 @@ pub(crate) struct Inner {
     next_snapshot_id: AtomicI64,
     pub metadata: MetadataCache,
     pub read_caches: Arc<ReadCaches>,
+    pub lookup_cache: LookupCache,
     pub file_io: FileIO,
     events: broadcast::Sender<CommitEvent>,
     /// Acknowledged commits that are not durable yet (DURABILITY 'eventual' or 'none').
@@ -132,6 +134,7 @@ impl Catalog {
             next_snapshot_id: AtomicI64::new(loaded.next_snapshot_id),
             metadata: MetadataCache::default(),
             read_caches: Arc::default(),
+            lookup_cache: LookupCache::default(),
             file_io: crate::io::storage::file_io(),
             events,
             pending: Mutex::new(Pending::default()),

@@ -1,12 +1,48 @@
 //! `WHERE pk = const` and `WHERE pk IN (...)`: when a scan's filters pin every primary-key column
-//! to constants, the scan is a lookup of those keys instead of a read of every file.
+//! to constants, the scan is a lookup of those keys instead of a read of every file. The
+//! transaction decides (`Transaction::scan`): neither the scan nor the lookup knows the other.
 
-use arrow::array::{Array, ArrayRef};
-use iceberg::spec::Datum;
+use std::sync::Arc;
 
-use crate::lookup::probe_keys::datum_array;
+use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, RecordBatchOptions};
+use arrow::datatypes::SchemaRef as ArrowSchemaRef;
+use iceberg::spec::{Datum, Schema, TableMetadata};
+
+use crate::error::Result;
+use crate::lookup::cache::LookupCache;
+use crate::lookup::{lookup, LookupRequest};
+use crate::read::caches::ReadCaches;
 use crate::read::filter::{Cmp, Prune};
+use crate::read::key_bounds::datum_array;
 use crate::read::keys::KeyColumns;
+use crate::read::scan::{row_id, ScanRequest};
+
+/// The rows of the keys `keys` a scan asked for, found by a lookup, in the plan's columns `out`
+/// (with row ids when asked).
+pub fn lookup_rows(
+    metadata: &TableMetadata,
+    (caches, lookup_cache): (&ReadCaches, &LookupCache),
+    req: &ScanRequest<'_>,
+    schema: &Schema,
+    keys: &[ArrayRef],
+    out: ArrowSchemaRef,
+) -> Result<RecordBatch> {
+    let request = LookupRequest {
+        metadata,
+        version: req.version,
+        staged: req.staged,
+        staged_deletes: req.staged_deletes,
+        output: schema,
+    };
+    let found = lookup(caches, lookup_cache, &request, keys)?;
+    let mut columns: Vec<ArrayRef> = req.columns.iter().map(|&c| found.batch.column(c).clone()).collect();
+    if let Some(ids) = req.row_ids {
+        let ids = found.positions.iter().map(|(path, pos)| row_id(ids(path), *pos));
+        columns.push(Arc::new(Int64Array::from_iter_values(ids)));
+    }
+    let rows = Some(found.batch.num_rows());
+    Ok(RecordBatch::try_new_with_options(out, columns, &RecordBatchOptions::new().with_row_count(rows))?)
+}
 
 /// Beyond this many keys a scan reads the files the usual way.
 const MAX_PINNED_KEYS: usize = 1024;

@@ -174,14 +174,14 @@ impl Store {
         QUIET.with(|q| q.set(q.get() - 1));
         let result = match result {
             Ok(r) => r,
-            Err(panic) => {
-                // redb panics where a damaged page makes no sense to it; the transaction the panic
-                // unwound through is abandoned.
+            Err(_) => {
+                // redb panics where a damaged page makes no sense to it (its message, "entered
+                // unreachable code" and the like, says nothing to a user); the transaction the
+                // panic unwound through is abandoned.
                 return Err(Error::corrupt(format!(
-                    "skade catalog {} is corrupt: a page of it cannot be read ({}); run skade_check on it, \
-                     or restore it from a copy",
-                    self.path.display(),
-                    panic_text(&panic)
+                    "skade catalog {} is corrupt: a page of it cannot be read (skade_check on the attached \
+                     catalog lists which parts are damaged); restore it from a copy",
+                    self.path.display()
                 )));
             }
         };
@@ -203,7 +203,7 @@ impl Store {
         if !self.failed.load(Ordering::SeqCst) && guard.is_some() {
             return Ok(()); // another thread reopened it meanwhile
         }
-        drop(guard.take());
+        close_quietly(guard.take());
         let db = open_db(&self.path, self.read_only, false)?;
         *guard = Some(db);
         self.failed.store(false, Ordering::SeqCst);
@@ -404,13 +404,27 @@ fn open_db(path: &Path, read_only: bool, create: bool) -> Result<Db> {
         })
     }));
     QUIET.with(|q| q.set(q.get() - 1));
-    opened.unwrap_or_else(|panic| {
+    opened.unwrap_or_else(|_| {
         Err(Error::corrupt(format!(
-            "skade catalog {} is corrupt: it cannot be opened ({}); restore it from a copy",
-            path.display(),
-            panic_text(&panic)
+            "skade catalog {} is corrupt: a page redb needs to open it cannot be read; restore it from a copy",
+            path.display()
         )))
     })
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let db = self.db.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        close_quietly(db);
+    }
+}
+
+/// Closes a file: redb walks its trees as it closes, and panics there on a damaged page, which
+/// must neither print nor unwind into the caller (a DETACH, a failed ATTACH).
+fn close_quietly(db: Option<Db>) {
+    QUIET.with(|q| q.set(q.get() + 1));
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(db)));
+    QUIET.with(|q| q.set(q.get() - 1));
 }
 
 /// `lake.skade` -> `lake.skade.data/`, beside the file.
@@ -470,14 +484,6 @@ fn install_quiet_panics() {
             }
         }));
     });
-}
-
-fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "redb panicked".to_string())
 }
 
 /// A redb error as a message, saying what ran out when the disk did; notes (for

@@ -13,23 +13,24 @@ use uuid::Uuid;
 
 use super::commit::{Change, CommitRequest, Expect};
 use super::names::{self, key, DEFAULT_SCHEMA};
+use super::pinned::{lookup_rows, pinned_keys};
 use super::state::{CatalogState, SchemaRecord, StateChange, TableRecord};
 use super::store::CommitRecord;
 use super::{Catalog, Inner};
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
+use crate::format::{metadata, schema};
 use crate::io::{remove_files, sync_files};
 use crate::lookup::{lookup, Found, LookupRequest};
-use crate::runtime::block_on;
 use crate::read::deletes::values_at;
 use crate::read::filter::Prune;
-use crate::write::key_check::{check_partitioned, KeyBudget, KeyClash};
 use crate::read::keys::{find_live, ranges_may_overlap, KeyColumns, PackedKeys};
 use crate::read::scan::{split_row_id, ScanPlan, ScanRequest};
-use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
 use crate::read::time_travel::{self, Version};
-use crate::write::writer::{TableWriter, Written};
+use crate::runtime::block_on;
 use crate::write::delete_writer;
-use crate::format::{metadata, schema};
+use crate::write::key_check::{check_partitioned, KeyBudget, KeyClash};
+use crate::write::writer::{TableWriter, Written};
 
 /// How often an append-only commit rebases onto a newer head before giving up.
 const MAX_REBASES: usize = 32;
@@ -237,7 +238,7 @@ impl Transaction {
         };
         let file_ids = std::cell::RefCell::new(&mut st.file_ids);
         let number = |path: &str| file_ids.borrow_mut().id(path);
-        let caches = self.catalog.inner.read_caches.clone();
+        let inner = &self.catalog.inner;
         let request = ScanRequest {
             version: table.version,
             columns,
@@ -246,8 +247,18 @@ impl Transaction {
             staged_deletes: &staged_deletes,
             row_ids: row_ids.then_some(&number as &dyn Fn(&str) -> u32),
         };
-        ScanPlan::plan(&table.metadata, caches, request)
-            .map_err(|e| e.context(format!("table {}", table.record.qualified_name())))
+        let planned = (|| {
+            let (plan, snapshot) = ScanPlan::prepare(&table.metadata, inner.read_caches.clone(), &request)?;
+            // Filters that pin the primary key: a lookup of those keys, not a read of every file.
+            if let Some(keys) = request.prune.as_ref().zip(plan.key()).and_then(|(p, key)| pinned_keys(p, key)) {
+                let caches = (inner.read_caches.as_ref(), &inner.lookup_cache);
+                let schema = plan.iceberg_schema().clone();
+                let rows = lookup_rows(&table.metadata, caches, &request, &schema, &keys, plan.schema())?;
+                return Ok(plan.with_rows(rows));
+            }
+            plan.plan_files(&table.metadata, snapshot.as_deref(), request)
+        })();
+        planned.map_err(|e| e.context(format!("table {}", table.record.qualified_name())))
     }
 
     /// The live rows of table `uuid` whose primary key is one of `keys` (arrays in key-column
@@ -257,7 +268,7 @@ impl Transaction {
         let table = self.table_by_uuid(uuid)?;
         let name = table.record.qualified_name();
         let current = table.metadata.current_schema();
-        let shape = self.catalog.inner.read_caches.lookup.shape(&table.metadata, current)?;
+        let shape = self.catalog.inner.read_caches.shape(&table.metadata, current)?;
         let key = shape
             .key
             .as_ref()
@@ -290,7 +301,8 @@ impl Transaction {
             staged_deletes: &staged_deletes,
             output: current,
         };
-        lookup(&self.catalog.inner.read_caches, &request, &keys).map_err(|e| e.context(format!("table {name}")))
+        lookup(&self.catalog.inner.read_caches, &self.catalog.inner.lookup_cache, &request, &keys)
+            .map_err(|e| e.context(format!("table {name}")))
     }
 
     // ---- DDL ---------------------------------------------------------------------------
@@ -936,7 +948,7 @@ impl Transaction {
 
     /// Removes files this transaction wrote and will not commit (lookups may hold them open).
     fn discard(&self, written: &[String]) {
-        self.catalog.inner.read_caches.lookup.forget(written.iter().map(String::as_str));
+        self.catalog.inner.lookup_cache.forget(written.iter().map(String::as_str));
         remove_files(written.iter().map(String::as_str));
     }
 }

@@ -7,19 +7,18 @@
 //! as n INSERTs (and the reverse as DELETEs); deleted-and-reinserted identical rows vanish.
 //! Rows are identified by Arrow's row format (injective), matched in a borrowed hash map.
 
-use std::sync::Arc;
-
-use arrow::array::{Array, ArrayRef, AsArray, ListArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::buffer::{Buffer, NullBuffer};
-use arrow::datatypes::{DataType, SchemaRef as ArrowSchemaRef};
+use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use arrow::row::{RowConverter, Rows, SortField};
 
 use rayon::prelude::*;
 
-use super::changelog::{change_column, change_keys, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
+use super::compare::{comparable, comparable_type};
+use super::types::{change_column, change_keys, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
+use crate::error::{Error, Result};
 use crate::read::keys::{encode_rows, KeyColumns, KeySet};
 use crate::read::select::kept_rows;
-use crate::error::{Error, Result};
 
 /// (batch, row) of a changelog row.
 type Ref = (usize, usize);
@@ -508,28 +507,4 @@ fn read<const W: usize>(bytes: &[u8], start: usize) -> u64 {
     let mut value = [0u8; 8];
     value[..W].copy_from_slice(&bytes[start..start + W]);
     u64::from_le_bytes(value)
-}
-
-/// The type a column is compared as: Arrow's row format has no MAP, so a map compares as the
-/// list of its entries (its physical layout; entry order as stored).
-pub(super) fn comparable_type(t: &DataType) -> DataType {
-    match t {
-        DataType::Map(entries, _) => DataType::List(entries.clone()),
-        other => other.clone(),
-    }
-}
-
-pub(super) fn comparable(array: &ArrayRef) -> ArrayRef {
-    match array.as_map_opt() {
-        Some(map) => Arc::new(ListArray::new(
-            match map.data_type() {
-                DataType::Map(entries, _) => entries.clone(),
-                _ => unreachable!("a map array has a map type"),
-            },
-            map.offsets().clone(),
-            Arc::new(map.entries().clone()),
-            map.nulls().cloned(),
-        )),
-        None => array.clone(),
-    }
 }

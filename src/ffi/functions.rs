@@ -11,9 +11,9 @@ use arrow::ffi_stream::FFI_ArrowArrayStream;
 use super::catalog::SkadeCatalog;
 use super::transaction::SkadeTxn;
 use super::{arg, guard, handle, out, SkadeStatus};
+use crate::changelog::filters::Filters;
 use crate::error::Error;
 use crate::functions::{changelog, check, commits_since, compact, expire_snapshots, lookup_stats, snapshots, tables};
-use crate::changelog::changelog::Filters;
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut FFI_ArrowSchema) -> *mut SkadeStatus {

@@ -11,15 +11,13 @@ use std::sync::{Arc, Mutex};
 use iceberg::spec::{DataFile, Schema, Snapshot, TableMetadata};
 
 use super::data_file::{Bounds, DataFileIndex};
-use super::probe_keys::ColumnEncoders;
 use super::stats;
 use crate::error::{Error, Result};
 use crate::io::local_path;
+use crate::read::caches::ReadCaches;
 use crate::read::deletes::{with_sequence, DeleteIndex};
+use crate::read::key_bounds::ColumnEncoders;
 use crate::read::keys::KeyColumns;
-use crate::read::scan::ReadCaches;
-use crate::format::schema::arrow_schema;
-use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 
 const MAX_SNAPSHOTS: usize = 256;
 /// Bound on the data files all cached snapshot indexes list together (a large table's index is
@@ -68,18 +66,8 @@ pub struct SnapshotIndex {
     pub deletes: DeleteIndex,
 }
 
-/// What a lookup derives from a table schema: its Arrow schema, its key and the key encoders.
-pub struct Shape {
-    pub arrow: ArrowSchemaRef,
-    pub key: Option<KeyColumns>,
-    pub encoders: Option<ColumnEncoders>,
-}
-
 #[derive(Default)]
 pub struct LookupCache {
-    /// By table uuid and schema id (a schema id never changes its meaning in a table; a table
-    /// dropped and created again has the same location but a new uuid).
-    shapes: Mutex<HashMap<(uuid::Uuid, i32), Arc<Shape>>>,
     /// By manifest-list path, with the number of files listed in all of them.
     snapshots: Mutex<(HashMap<String, Arc<SnapshotIndex>>, usize)>,
     files: Mutex<(HashMap<String, Arc<DataFileIndex>>, usize)>,
@@ -87,22 +75,6 @@ pub struct LookupCache {
 }
 
 impl LookupCache {
-    pub fn shape(&self, metadata: &TableMetadata, schema: &Schema) -> Result<Arc<Shape>> {
-        let name = (metadata.uuid(), schema.schema_id());
-        if let Some(s) = self.shapes.lock().unwrap().get(&name) {
-            return Ok(s.clone());
-        }
-        let key = KeyColumns::of(schema)?;
-        let encoders = key.as_ref().map(ColumnEncoders::new).transpose()?;
-        let shape = Arc::new(Shape { arrow: arrow_schema(schema)?, key, encoders });
-        let mut shapes = self.shapes.lock().unwrap();
-        if shapes.len() >= MAX_SNAPSHOTS {
-            shapes.clear();
-        }
-        shapes.insert(name, shape.clone());
-        Ok(shape)
-    }
-
     pub fn snapshot(
         &self,
         caches: &ReadCaches,

@@ -25,14 +25,14 @@ use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::reader::ChunkReader;
 
 use super::column_decode::{self, Direct};
-use super::probe_keys::ColumnEncoders;
 use super::stats;
 use crate::error::{Error, Result};
+use crate::format::schema::conform_array;
 use crate::io::ranges::{chunk_range, footer_range, FileRanges};
 use crate::read::filter::ColumnStats;
+use crate::read::key_bounds::ColumnEncoders;
 use crate::read::keys::KeyColumns;
 use crate::read::row_groups::row_group_stats;
-use crate::format::schema::conform_array;
 use crate::read::skippable::group_can_skip;
 use iceberg::spec::Schema;
 

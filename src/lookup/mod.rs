@@ -23,15 +23,19 @@ use arrow::datatypes::Int64Type;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use iceberg::spec::{DataFile, Schema, TableMetadata};
 
+use self::cache::LookupCache;
 use self::cache::{within, CandidateFile};
 use self::data_file::{DataFileIndex, PageRows};
-use self::probe_keys::{bloom_bytes, ColumnEncoders};
+use self::probe_keys::bloom_bytes;
 use crate::error::{Error, Result};
-use crate::io::ranges::FileRanges;
-use crate::read::deletes::{DeleteIndex, EqualityDeletes};
-use crate::read::keys::{KeyColumns, KeySet};
-use crate::read::scan::{ReadCaches, STAGED_SEQUENCE};
 use crate::format::schema::conform_array;
+use crate::io::ranges::FileRanges;
+use crate::read::caches::ReadCaches;
+use crate::read::deletes::{DeleteIndex, EqualityDeletes};
+use crate::read::key_bounds::ColumnEncoders;
+use crate::read::keys::{KeyColumns, KeySet};
+use crate::read::scan::STAGED_SEQUENCE;
+use crate::read::time_travel::snapshot_and_schema;
 use crate::read::time_travel::Version;
 
 pub struct LookupRequest<'a> {
@@ -62,22 +66,17 @@ struct Probe {
 }
 
 /// Finds the live rows whose primary key is one of `keys` (arrays in key-column order).
-pub fn lookup(caches: &ReadCaches, req: &LookupRequest<'_>, keys: &[ArrayRef]) -> Result<Found> {
+pub fn lookup(
+    caches: &ReadCaches,
+    lookup_cache: &LookupCache,
+    req: &LookupRequest<'_>,
+    keys: &[ArrayRef],
+) -> Result<Found> {
     stats::LOOKUPS.fetch_add(1, Relaxed);
-    let lookup_cache = &caches.lookup;
-    let out_schema = lookup_cache.shape(req.metadata, req.output)?.arrow.clone();
-    let snapshot = match req.version {
-        Version::Snapshot(id) => Some(
-            req.metadata.snapshot_by_id(id).ok_or_else(|| Error::catalog(format!("snapshot {id} does not exist")))?,
-        ),
-        Version::Current => req.metadata.current_snapshot(),
-        Version::Empty => None,
-    };
-    let schema = match snapshot {
-        Some(s) => s.schema(req.metadata)?,
-        None => req.metadata.current_schema().clone(),
-    };
-    let shape = lookup_cache.shape(req.metadata, &schema)?;
+    let out_schema = caches.shape(req.metadata, req.output)?.arrow.clone();
+    let (snapshot, schema) = snapshot_and_schema(req.metadata, req.version)?;
+    let snapshot = snapshot.as_deref();
+    let shape = caches.shape(req.metadata, &schema)?;
     let (Some(key), Some(encoders)) = (&shape.key, &shape.encoders) else {
         return Err(Error::invalid("the table has no primary key"));
     };

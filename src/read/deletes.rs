@@ -18,10 +18,10 @@ use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::PageIndexPolicy;
 
 use super::keys::{KeyRange, KeySet};
-use crate::format::manifests::FileEntry;
-use crate::format::schema::{arrow_schema, conform_array};
 use super::skippable::group_can_skip;
 use crate::error::{Error, Result};
+use crate::format::manifests::FileEntry;
+use crate::format::schema::{arrow_schema, conform_array};
 use crate::io::local_path;
 
 /// Iceberg's reserved field ids of position-delete files.

@@ -13,8 +13,8 @@ use rayon::prelude::*;
 
 use super::filter::{Cmp, Prune};
 use super::scan::ScanPlan;
-use crate::format::schema::arrow_schema;
 use crate::error::{Error, Result};
+use crate::format::schema::arrow_schema;
 
 /// A set of encoded keys, with a fast hash (keys are not attacker-chosen lookups of a server).
 pub type KeySet<K> = std::collections::HashSet<K, ahash::RandomState>;

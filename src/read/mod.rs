@@ -1,8 +1,10 @@
 //! Reading rows: scan planning (manifests, filters, the deletes of each file), row-group pruning,
 //! merge-on-read deletes, primary keys as encoded rows, time travel, and the caches reads share.
 
+pub mod caches;
 pub mod deletes;
 pub mod filter;
+pub mod key_bounds;
 pub mod keys;
 pub mod row_groups;
 pub mod scan;

@@ -1,38 +1,35 @@
 //! Scans: plan the data files a read needs (manifests from the cache, files pruned by their
 //! column bounds, the deletes that apply to each), then read each file as its own Arrow stream so
-//! DuckDB's threads can read files in parallel. Parquet footers are cached per file (immutable).
+//! DuckDB's threads can read files in parallel.
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow::array::{new_null_array, ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, RecordBatchReader};
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use arrow::error::ArrowError;
 use arrow::row::RowConverter;
-use iceberg::spec::{DataFile, Schema, SchemaRef, TableMetadata};
+use iceberg::spec::{DataFile, SchemaRef, Snapshot, SnapshotRef, TableMetadata};
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection,
-    RowSelector,
+    ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
 use parquet::arrow::ProjectionMask;
 use parquet::file::reader::ChunkReader;
 
-use super::deletes::{with_sequence, DeleteCache, DeleteIndex, FileDeletes};
+use super::caches::{ReadCaches, Shape};
+use super::deletes::{with_sequence, DeleteIndex, FileDeletes};
 use super::filter::Prune;
 use super::keys::probe;
-use crate::format::manifests::ManifestCache;
+use super::keys::KeyColumns;
 use super::row_groups::row_group_stats;
-use crate::format::schema::{arrow_schema, conform_array};
 use super::select::kept_rows;
 use super::skippable::group_can_skip;
-use super::time_travel::Version;
+use super::time_travel::{snapshot_and_schema, Version};
 use crate::error::{Error, Result};
+use crate::format::schema::{arrow_schema, conform_array};
 use crate::io::local_path;
 use crate::io::ranges::{chunk_range, FileRanges};
-use crate::lookup::cache::LookupCache;
-use crate::catalog::pinned::pinned_keys;
-use crate::lookup::{lookup, LookupRequest};
 
 /// Rows per Arrow batch handed to DuckDB: a multiple of its 2,048-row vectors.
 const BATCH_ROWS: usize = 8 * 2048;
@@ -48,34 +45,6 @@ pub fn row_id(file_id: u32, position: u64) -> i64 {
 
 pub fn split_row_id(row_id: i64) -> (u32, u64) {
     ((row_id >> 32) as u32, (row_id & 0xFFFF_FFFF) as u64)
-}
-
-/// What a read needs from every scan, by immutable path: parsed manifests, Parquet footers,
-/// delete files.
-#[derive(Default)]
-pub struct ReadCaches {
-    pub manifests: ManifestCache,
-    pub deletes: DeleteCache,
-    pub lookup: LookupCache,
-    footers: Mutex<HashMap<String, ArrowReaderMetadata>>,
-}
-
-const MAX_CACHED_FOOTERS: usize = 65_536;
-
-impl ReadCaches {
-    fn footer(&self, path: &str, file: &File) -> Result<ArrowReaderMetadata> {
-        if let Some(m) = self.footers.lock().unwrap().get(path) {
-            return Ok(m.clone());
-        }
-        let m = ArrowReaderMetadata::load(file, ArrowReaderOptions::new())
-            .map_err(|e| Error::corrupt(format!("data file {path} is not readable Parquet: {e}")))?;
-        let mut footers = self.footers.lock().unwrap();
-        if footers.len() >= MAX_CACHED_FOOTERS {
-            footers.clear();
-        }
-        footers.insert(path.to_string(), m.clone());
-        Ok(m)
-    }
 }
 
 pub struct ScanRequest<'a> {
@@ -114,25 +83,26 @@ pub struct ScanPlan {
     schema: ArrowSchemaRef,
     field_ids: Vec<i32>,
     row_ids: bool,
+    /// The Arrow shape and key of `iceberg_schema` (plans of given files have none).
+    shape: Option<Arc<Shape>>,
     caches: Arc<ReadCaches>,
 }
 
 impl ScanPlan {
+    /// The plan of `req`: its output columns, and the files to read with their deletes.
     pub fn plan(metadata: &TableMetadata, caches: Arc<ReadCaches>, req: ScanRequest<'_>) -> Result<ScanPlan> {
-        let snapshot = match req.version {
-            Version::Snapshot(id) => Some(
-                metadata
-                    .snapshot_by_id(id)
-                    .ok_or_else(|| Error::catalog(format!("snapshot {id} does not exist")))?
-                    .clone(),
-            ),
-            Version::Current => metadata.current_snapshot().cloned(),
-            Version::Empty => None,
-        };
-        let schema = match &snapshot {
-            Some(s) => s.schema(metadata)?,
-            None => metadata.current_schema().clone(),
-        };
+        let (plan, snapshot) = Self::prepare(metadata, caches, &req)?;
+        plan.plan_files(metadata, snapshot.as_deref(), req)
+    }
+
+    /// The plan of `req`'s output columns, reading nothing yet, and the snapshot it reads: next,
+    /// [`Self::plan_files`] or [`Self::with_rows`].
+    pub fn prepare(
+        metadata: &TableMetadata,
+        caches: Arc<ReadCaches>,
+        req: &ScanRequest<'_>,
+    ) -> Result<(ScanPlan, Option<SnapshotRef>)> {
+        let (snapshot, schema) = snapshot_and_schema(metadata, req.version)?;
         let fields = schema.as_struct().fields();
         let mut field_ids = Vec::with_capacity(req.columns.len());
         for &c in &req.columns {
@@ -140,42 +110,41 @@ impl ScanPlan {
             field_ids.push(f.id);
         }
         // The Arrow schema and the key, derived once per table and schema id (shared with lookups).
-        let shape = caches.lookup.shape(metadata, &schema)?;
+        let shape = caches.shape(metadata, &schema)?;
         let mut out_fields: Vec<Field> =
             shape.arrow.project(&req.columns)?.fields().iter().map(|f| f.as_ref().clone()).collect();
         if req.row_ids.is_some() {
             out_fields.push(Field::new(ROW_ID_COLUMN, DataType::Int64, false));
         }
+        let plan = ScanPlan {
+            tasks: vec![],
+            prune: None,
+            iceberg_schema: schema,
+            schema: Arc::new(ArrowSchema::new(out_fields)),
+            field_ids,
+            row_ids: req.row_ids.is_some(),
+            shape: Some(shape),
+            caches,
+        };
+        Ok((plan, snapshot))
+    }
 
-        // Filters that pin the primary key: a lookup of those keys, not a read of every file.
-        let out = Arc::new(ArrowSchema::new(out_fields));
-        if let Some(keys) = req.prune.as_ref().zip(shape.key.as_ref()).and_then(|(p, key)| pinned_keys(p, key)) {
-            let rows = lookup_rows(metadata, &caches, &req, &schema, &keys, out.clone())?;
-            let task = ScanTask {
-                path: String::new(),
-                record_count: rows.num_rows() as u64,
-                file_id: 0,
-                deletes: FileDeletes::default(),
-                rows: Some(rows),
-            };
-            return Ok(ScanPlan {
-                tasks: vec![task],
-                prune: None,
-                iceberg_schema: schema,
-                schema: out,
-                field_ids,
-                row_ids: req.row_ids.is_some(),
-                caches,
-            });
-        }
-
-        let committed = match &snapshot {
+    /// The files of `snapshot` (the one [`Self::prepare`] returned) and the request's staged
+    /// ones that its filters may match, each with the deletes that apply to it.
+    pub fn plan_files(
+        mut self,
+        metadata: &TableMetadata,
+        snapshot: Option<&Snapshot>,
+        req: ScanRequest<'_>,
+    ) -> Result<ScanPlan> {
+        let caches = self.caches.clone();
+        let committed = match snapshot {
             Some(s) => caches.manifests.snapshot_files(metadata, s)?,
             None => Default::default(),
         };
         let mut delete_files = with_sequence(&committed.deletes);
         delete_files.extend(req.staged_deletes.iter().map(|f| (STAGED_SEQUENCE, f)));
-        let index = DeleteIndex::load(&caches.deletes, &schema, &delete_files)?;
+        let index = DeleteIndex::load(&caches.deletes, &self.iceberg_schema, &delete_files)?;
 
         let may_match = |f: &DataFile| req.prune.as_ref().is_none_or(|p| p.may_match(f));
         let data = committed
@@ -183,22 +152,39 @@ impl ScanPlan {
             .iter()
             .map(|e| (e.sequence_number, e.file()))
             .chain(req.staged.iter().map(|f| (STAGED_SEQUENCE, f)));
-        let mut tasks = vec![];
         for (seq, f) in data.filter(|(_, f)| may_match(f)) {
             let path = f.file_path().to_string();
             let file_id = req.row_ids.map(|ids| ids(&path)).unwrap_or(0);
             let deletes = if index.is_empty() { FileDeletes::default() } else { index.for_file(&path, seq) };
-            tasks.push(ScanTask { path, record_count: f.record_count(), file_id, deletes, rows: None });
+            self.tasks.push(ScanTask { path, record_count: f.record_count(), file_id, deletes, rows: None });
         }
-        Ok(ScanPlan {
-            tasks,
-            prune: req.prune,
-            iceberg_schema: schema,
-            schema: out,
-            field_ids,
-            row_ids: req.row_ids.is_some(),
-            caches,
-        })
+        self.prune = req.prune;
+        Ok(self)
+    }
+
+    /// The same plan answering with `rows` (in the plan's columns: a lookup found them) instead
+    /// of reading files.
+    pub fn with_rows(mut self, rows: RecordBatch) -> ScanPlan {
+        let task = ScanTask {
+            path: String::new(),
+            record_count: rows.num_rows() as u64,
+            file_id: 0,
+            deletes: FileDeletes::default(),
+            rows: Some(rows),
+        };
+        self.tasks = vec![task];
+        self.prune = None;
+        self
+    }
+
+    /// The primary key of the schema the plan reads (None: the table has none).
+    pub fn key(&self) -> Option<&KeyColumns> {
+        self.shape.as_ref().and_then(|s| s.key.as_ref())
+    }
+
+    /// The table schema the plan reads (the snapshot's).
+    pub fn iceberg_schema(&self) -> &SchemaRef {
+        &self.iceberg_schema
     }
 
     /// A plan over given files with given deletes (the changelog reads the files one snapshot
@@ -214,7 +200,16 @@ impl ScanPlan {
             .into_iter()
             .map(|(path, record_count, deletes)| ScanTask { path, record_count, file_id: 0, deletes, rows: None })
             .collect();
-        Ok(ScanPlan { tasks, prune: None, iceberg_schema: schema, schema: arrow, field_ids, row_ids: false, caches })
+        Ok(ScanPlan {
+            tasks,
+            prune: None,
+            iceberg_schema: schema,
+            schema: arrow,
+            field_ids,
+            row_ids: false,
+            shape: None,
+            caches,
+        })
     }
 
     pub fn schema(&self) -> ArrowSchemaRef {
@@ -363,33 +358,6 @@ impl ScanPlan {
         };
         Ok(TaskReader { source: Source::File { reader, columns, keys, path: task.path.clone() }, runs, ..base })
     }
-}
-
-/// The rows of the keys `keys` a scan asked for, found by a lookup, in the plan's columns `out`
-/// (with row ids when asked).
-fn lookup_rows(
-    metadata: &TableMetadata,
-    caches: &ReadCaches,
-    req: &ScanRequest<'_>,
-    schema: &Schema,
-    keys: &[ArrayRef],
-    out: ArrowSchemaRef,
-) -> Result<RecordBatch> {
-    let request = LookupRequest {
-        metadata,
-        version: req.version,
-        staged: req.staged,
-        staged_deletes: req.staged_deletes,
-        output: schema,
-    };
-    let found = lookup(caches, &request, keys)?;
-    let mut columns: Vec<ArrayRef> = req.columns.iter().map(|&c| found.batch.column(c).clone()).collect();
-    if let Some(ids) = req.row_ids {
-        let ids = found.positions.iter().map(|(path, pos)| row_id(ids(path), *pos));
-        columns.push(Arc::new(Int64Array::from_iter_values(ids)));
-    }
-    let rows = Some(found.batch.num_rows());
-    Ok(RecordBatch::try_new_with_options(out, columns, &RecordBatchOptions::new().with_row_count(rows))?)
 }
 
 /// Files whose wanted column chunks span at most this many bytes are read ahead.

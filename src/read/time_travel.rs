@@ -1,6 +1,6 @@
 //! `AT (VERSION => id)` and `AT (TIMESTAMP => ts)`: which snapshot of a table a read sees.
 
-use iceberg::spec::TableMetadata;
+use iceberg::spec::{SchemaRef, SnapshotRef, TableMetadata};
 
 use crate::error::{Error, Result};
 
@@ -76,4 +76,21 @@ fn format_ms(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f+00").to_string())
         .unwrap_or_else(|| ms.to_string())
+}
+
+/// The snapshot a read at `version` sees (None: the table had none) and the schema it reads with
+/// (the snapshot's; the current one without a snapshot).
+pub fn snapshot_and_schema(metadata: &TableMetadata, version: Version) -> Result<(Option<SnapshotRef>, SchemaRef)> {
+    let snapshot = match version {
+        Version::Snapshot(id) => Some(
+            metadata.snapshot_by_id(id).ok_or_else(|| Error::catalog(format!("snapshot {id} does not exist")))?.clone(),
+        ),
+        Version::Current => metadata.current_snapshot().cloned(),
+        Version::Empty => None,
+    };
+    let schema = match &snapshot {
+        Some(s) => s.schema(metadata)?,
+        None => metadata.current_schema().clone(),
+    };
+    Ok((snapshot, schema))
 }

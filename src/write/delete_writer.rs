@@ -14,9 +14,9 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use uuid::Uuid;
 
-use crate::read::deletes::{DELETE_FILE_PATH_ID, DELETE_POS_ID};
-use crate::format::schema::arrow_schema;
 use crate::error::{Error, Result};
+use crate::format::schema::arrow_schema;
+use crate::read::deletes::{DELETE_FILE_PATH_ID, DELETE_POS_ID};
 
 /// A position-delete file for `positions` (data file path -> sorted positions): sorted by path
 /// then position, as the spec asks.

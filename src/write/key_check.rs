@@ -15,10 +15,11 @@ use std::sync::Arc;
 
 use iceberg::spec::{DataFile, SchemaRef};
 
+use crate::error::Result;
+use crate::read::caches::ReadCaches;
 use crate::read::deletes::FileDeletes;
 use crate::read::keys::{find_live, KeyColumns, KeySet, PackedKeys};
-use crate::read::scan::{ReadCaches, ScanPlan};
-use crate::error::Result;
+use crate::read::scan::ScanPlan;
 
 /// Bytes a collected key costs beyond its own bytes: its end offset in the packed buffer and its
 /// slot in the hash set of the check (measured: ~50 bytes per 9-byte BIGINT key in all).

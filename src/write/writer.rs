@@ -19,9 +19,9 @@ use parquet::schema::types::ColumnPath;
 use uuid::Uuid;
 
 use super::key_check::KeyBudget;
-use crate::read::keys::{KeyColumns, PackedKeys};
-use crate::format::schema::{arrow_schema, conform};
 use crate::error::Result;
+use crate::format::schema::{arrow_schema, conform};
+use crate::read::keys::{KeyColumns, PackedKeys};
 use crate::runtime::block_on;
 
 /// Data files roll over at this size (DuckLake's default too).

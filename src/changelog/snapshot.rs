@@ -1,338 +1,33 @@
-//! The row-level changelog of a merge-on-read Iceberg table: for each snapshot of a window, the
-//! rows it inserted and the rows it deleted, with full images, tagged in Iceberg's vocabulary.
-//!
-//! A snapshot's inserted rows are the rows of the data files it added, minus its own position
-//! deletes of them (a transaction that inserted and deleted a row never showed it). Its deleted
-//! rows are read at its parent: position deletes name a file and a position; equality deletes name
-//! keys, whose live rows at the parent are found by a scan pruned to the delete file's key bounds.
-//! On a table with a primary key, a key deleted and inserted by one snapshot is an update.
+//! One snapshot's changes, with full images: the rows of the data files it added minus its own
+//! deletes of them, and the rows live at its parent that its delete files and file removals
+//! remove; rows a rewrite removed and added back unchanged are none; on a table with a primary
+//! key, a key deleted and inserted by the snapshot is an update.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::StructArray;
-use arrow::array::{ArrayRef, AsArray, BooleanArray, DictionaryArray, Int64Array, Int8Array, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
-use arrow::datatypes::Int8Type;
-use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
+use arrow::datatypes::{DataType, SchemaRef as ArrowSchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
-use iceberg::spec::{
-    DataContentType, DataFile, Datum, ManifestStatus, NestedField, NestedFieldRef, Operation, PrimitiveType, Schema,
-    Snapshot, TableMetadata, Type,
-};
+use iceberg::spec::{DataContentType, DataFile, ManifestStatus, Operation, Schema, Snapshot, TableMetadata};
 use rayon::prelude::*;
 
-use super::collapse::{comparable, comparable_type};
+use super::compare::{comparable, comparable_type};
+use super::filters::Filters;
+use super::types::{change_column, with_tags, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
+use crate::error::Result;
+use crate::read::caches::ReadCaches;
 use crate::read::deletes::{with_sequence, DeleteIndex, FileDeletes};
-use crate::read::filter::{ColumnStats, Prune};
+use crate::read::filter::Prune;
+use crate::read::key_bounds::ColumnEncoders;
 use crate::read::keys::{probe, KeyColumns, KeySet};
-use crate::read::scan::{ReadCaches, ScanPlan, ScanRequest};
-use crate::format::schema::arrow_schema;
+use crate::read::scan::{ScanPlan, ScanRequest};
 use crate::read::time_travel::Version;
-use crate::error::{Error, Result};
-use crate::lookup::probe_keys::ColumnEncoders;
-
-pub const CHANGE_TYPE: &str = "_change_type";
-pub const COMMIT_SNAPSHOT_ID: &str = "_commit_snapshot_id";
-/// `_change_type` is dictionary-encoded: these are its keys, into [`CHANGE_TYPES`] (one byte a
-/// row to build and compare; DuckDB reads it as a VARCHAR).
-pub const INSERT: i8 = 0;
-pub const DELETE: i8 = 1;
-pub const UPDATE_BEFORE: i8 = 2;
-pub const UPDATE_AFTER: i8 = 3;
-/// Iceberg's vocabulary, byte for byte.
-pub const CHANGE_TYPES: [&str; 4] = ["INSERT", "DELETE", "UPDATE_BEFORE", "UPDATE_AFTER"];
-
-/// A `_change_type` column of the given keys.
-pub fn change_column(keys: Vec<i8>) -> ArrayRef {
-    let values: ArrayRef = Arc::new(StringArray::from(CHANGE_TYPES.to_vec()));
-    Arc::new(DictionaryArray::<Int8Type>::new(Int8Array::from(keys), values))
-}
-
-/// The keys of a `_change_type` column (see [`change_column`]).
-pub fn change_keys(column: &ArrayRef) -> &[i8] {
-    column.as_dictionary::<Int8Type>().keys().values()
-}
-/// A virtual column: true on the rows of a full reload (see [`full_reload`]).
-pub const FULL_RELOAD: &str = "_full_reload";
-
-/// The table's columns (all nullable: a changelog row is an image) plus the change type, the
-/// snapshot that made the change, and whether the row is part of a full reload.
-pub fn changelog_schema(table: &ArrowSchema) -> ArrowSchemaRef {
-    let mut fields: Vec<Field> = table.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
-    let change_type = DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8));
-    fields.push(Field::new(CHANGE_TYPE, change_type, false));
-    fields.push(Field::new(COMMIT_SNAPSHOT_ID, DataType::Int64, false));
-    fields.push(Field::new(FULL_RELOAD, DataType::Boolean, false));
-    Arc::new(ArrowSchema::new(fields))
-}
-
-/// The snapshots after `from` (exclusive; None: from the table's creation) up to and including
-/// `to` (None: the current snapshot), oldest first, along `to`'s ancestry.
-pub fn window(metadata: &TableMetadata, table: &str, from: Option<i64>, to: Option<i64>) -> Result<Vec<Arc<Snapshot>>> {
-    let unknown =
-        |id: i64| Error::catalog(format!("table {table} has no snapshot {id} (skade_snapshots('{table}') lists them)"));
-    if let Some(id) = from {
-        metadata.snapshot_by_id(id).ok_or_else(|| unknown(id))?;
-    }
-    let to = match to {
-        Some(id) => metadata.snapshot_by_id(id).cloned().ok_or_else(|| unknown(id))?,
-        None => match metadata.current_snapshot() {
-            Some(s) => s.clone(),
-            None => return Ok(vec![]),
-        },
-    };
-    let mut out = vec![];
-    let mut next = Some(to.clone());
-    while let Some(s) = next {
-        if Some(s.snapshot_id()) == from {
-            out.reverse();
-            return Ok(out);
-        }
-        next = s.parent_snapshot_id().and_then(|p| metadata.snapshot_by_id(p).cloned());
-        out.push(s);
-    }
-    match from {
-        None => {
-            out.reverse();
-            Ok(out)
-        }
-        Some(f) => {
-            let from_seq = metadata.snapshot_by_id(f).map(|s| s.sequence_number()).unwrap_or_default();
-            if from_seq > to.sequence_number() {
-                Err(Error::invalid(format!(
-                    "skade_changelog: from snapshot {f} is newer than to snapshot {}",
-                    to.snapshot_id()
-                )))
-            } else {
-                Err(Error::invalid(format!(
-                    "skade_changelog: snapshot {f} is not an ancestor of snapshot {} of table {table}",
-                    to.snapshot_id()
-                )))
-            }
-        }
-    }
-}
-
-/// A query's filters on the changelog, as pruning predicates (DuckDB still applies every filter
-/// exactly to the rows; these only skip what cannot match).
-#[derive(Default)]
-pub struct Filters {
-    /// On the table's columns: files and row groups whose bounds exclude them are not read. On a
-    /// table with a primary key only the key columns' part: both images of an update share the
-    /// key, while a filter on another column could drop the one that pairs it.
-    pub rows: Option<Prune>,
-    /// On `_commit_snapshot_id`: the window's snapshots that cannot match are not decoded (plain
-    /// feeds only: netting needs every snapshot).
-    pub snapshots: Option<Prune>,
-}
-
-/// The field id `_commit_snapshot_id` has in [`Filters::parse`]'s predicates (no table's).
-const COMMIT_FIELD_ID: i32 = i32::MAX;
-
-impl Filters {
-    /// From the shim's description of the filters on the changelog's columns (the table's, then
-    /// `_change_type`, `_commit_snapshot_id`).
-    pub fn parse(json: &str, constants: Option<&StructArray>, table: &Schema, collapse: bool) -> Result<Filters> {
-        let mut fields: Vec<NestedFieldRef> = table.as_struct().fields().to_vec();
-        let id = table.highest_field_id();
-        let change = NestedField::optional(id + 1, CHANGE_TYPE, Type::Primitive(PrimitiveType::String));
-        fields.push(Arc::new(change));
-        let commit = NestedField::optional(COMMIT_FIELD_ID, COMMIT_SNAPSHOT_ID, Type::Primitive(PrimitiveType::Long));
-        fields.push(Arc::new(commit));
-        let extended = Schema::builder().with_fields(fields).build()?;
-        let Some(prune) = Prune::parse(json, constants, &extended)? else {
-            return Ok(Filters::default());
-        };
-        let key: Option<HashSet<i32>> = KeyColumns::of(table)?.map(|k| k.field_ids.into_iter().collect());
-        let rows = prune.restrict(&|f| match &key {
-            Some(key) => key.contains(&f),
-            None => f <= id,
-        });
-        let snapshots = if collapse { None } else { prune.restrict(&|f| f == COMMIT_FIELD_ID) };
-        Ok(Filters { rows, snapshots })
-    }
-
-    fn may_match(&self, file: &DataFile) -> bool {
-        self.rows.as_ref().is_none_or(|p| p.may_match(file))
-    }
-
-    fn may_match_snapshot(&self, snapshot: &Snapshot) -> bool {
-        self.snapshots.as_ref().is_none_or(|p| p.may_match_stats(&SnapshotId(Datum::long(snapshot.snapshot_id()))))
-    }
-}
-
-/// A snapshot's id as the statistics of `_commit_snapshot_id`.
-struct SnapshotId(Datum);
-
-impl ColumnStats for SnapshotId {
-    fn lower(&self, field_id: i32) -> Option<&Datum> {
-        (field_id == COMMIT_FIELD_ID).then_some(&self.0)
-    }
-    fn upper(&self, field_id: i32) -> Option<&Datum> {
-        self.lower(field_id)
-    }
-    fn null_count(&self, field_id: i32) -> Option<u64> {
-        (field_id == COMMIT_FIELD_ID).then_some(0)
-    }
-    fn row_count(&self) -> u64 {
-        1
-    }
-}
-
-/// A window's changes, or why it cannot be told row by row.
-pub enum Feed {
-    Rows(Vec<RecordBatch>),
-    /// Some snapshot of the window cannot be decoded exactly (see [`changelog`]): the reason.
-    Undecodable(String),
-}
-
-/// The changes of the snapshots of `window` (see [`window`]), in window order, in the schema of
-/// [`changelog_schema`]. Snapshots are decoded in parallel. With `used`, only those table columns
-/// (and the key columns, for pairing) are read; the others are NULL. `netting`: the columns a
-/// netted feed of a table without a key uses (see [`read_deferred`]).
-///
-/// A `replace` snapshot (files rewritten, rows unchanged: a compaction) changes nothing. A
-/// snapshot that removes data files deleted their rows live at its parent; rows it removed and
-/// added back unchanged (a copy-on-write rewrite keeps a file's other rows) are no change. Two
-/// things cannot be decoded exactly: a snapshot that removes delete files while rows they deleted
-/// stay (those rows come back to life), and a window from the table's creation whose first
-/// snapshots were expired. Then the whole feed is [`Feed::Undecodable`].
-pub fn changelog(
-    metadata: &TableMetadata,
-    caches: &Arc<ReadCaches>,
-    table: &str,
-    window: &[Arc<Snapshot>],
-    used: Option<&[usize]>,
-    filters: &Filters,
-    netting: Option<&[usize]>,
-) -> Result<Feed> {
-    if let Some(p) = window.first().and_then(|s| s.parent_snapshot_id()) {
-        if metadata.snapshot_by_id(p).is_none() {
-            return Ok(Feed::Undecodable(format!(
-                "the snapshots of table {table} before snapshot {} were expired",
-                window[0].snapshot_id()
-            )));
-        }
-    }
-    let schema = metadata.current_schema().clone();
-    let key = KeyColumns::of(&schema)?;
-    let out_schema = changelog_schema(arrow_schema(&schema)?.as_ref());
-    let read: Option<Vec<usize>> = used.map(|u| u.iter().chain(key.iter().flat_map(|k| &k.indexes)).copied().collect());
-    let decode: Vec<&Arc<Snapshot>> = window.iter().filter(|s| filters.may_match_snapshot(s)).collect();
-    // Decoding, pairing and tagging run per snapshot, in parallel; the batches keep window order.
-    let decoded: Vec<Result<Decoded>> = decode
-        .par_iter()
-        .map(|s| snapshot_changes(metadata, caches, table, s, read.as_deref(), filters, netting.is_some()))
-        .collect();
-    let mut changes = vec![];
-    for d in decoded {
-        match d? {
-            Decoded::Changes(c) => changes.push(c),
-            Decoded::Undecodable(reason) => return Ok(Feed::Undecodable(reason)),
-        }
-    }
-    if let Some(used) = netting {
-        read_deferred(metadata, caches, &mut changes, used, filters)?;
-    }
-    let tagged: Vec<Vec<RecordBatch>> = changes
-        .into_par_iter()
-        .zip(decode.par_iter())
-        .map(|(c, s)| c.into_batches(&out_schema, s.snapshot_id(), key.as_ref()))
-        .collect::<Result<_>>()?;
-    Ok(Feed::Rows(tagged.into_iter().flatten().collect()))
-}
-
-/// The seed's full-reload rule for a window that cannot be decoded: every row live at `to` (None:
-/// the table has no snapshot) as an INSERT of `to`, flagged [`FULL_RELOAD`]. A consumer replaces
-/// what it holds with them.
-pub fn full_reload(
-    metadata: &TableMetadata,
-    caches: &Arc<ReadCaches>,
-    to: Option<&Snapshot>,
-    used: Option<&[usize]>,
-    filters: &Filters,
-) -> Result<Vec<RecordBatch>> {
-    let Some(to) = to.filter(|to| filters.may_match_snapshot(to)) else {
-        return Ok(vec![]);
-    };
-    let out_schema = changelog_schema(arrow_schema(metadata.current_schema())?.as_ref());
-    let rows = rows_at(metadata, caches, to.snapshot_id(), used, filters)?;
-    tag(&out_schema, rows, INSERT, to.snapshot_id(), true)
-}
-
-/// The rows live at `from` as DELETEs and those live at `to` as INSERTs, all of snapshot `to`:
-/// netted by `collapse`, exactly the window's effect, without decoding its snapshots.
-pub fn snapshot_difference(
-    metadata: &TableMetadata,
-    caches: &Arc<ReadCaches>,
-    from: Option<i64>,
-    to: Option<&Snapshot>,
-    filters: &Filters,
-) -> Result<Vec<RecordBatch>> {
-    let Some(to) = to else {
-        return Ok(vec![]);
-    };
-    let out_schema = changelog_schema(arrow_schema(metadata.current_schema())?.as_ref());
-    let at = |id: i64| rows_at(metadata, caches, id, None, filters);
-    let mut out = match from {
-        Some(from) => tag(&out_schema, at(from)?, DELETE, to.snapshot_id(), false)?,
-        None => vec![],
-    };
-    out.extend(tag(&out_schema, at(to.snapshot_id())?, INSERT, to.snapshot_id(), false)?);
-    Ok(out)
-}
-
-fn rows_at(
-    metadata: &TableMetadata,
-    caches: &Arc<ReadCaches>,
-    snapshot_id: i64,
-    used: Option<&[usize]>,
-    filters: &Filters,
-) -> Result<Vec<RecordBatch>> {
-    let request = ScanRequest {
-        version: Version::Snapshot(snapshot_id),
-        columns: (0..metadata.current_schema().as_struct().fields().len()).collect(),
-        prune: filters.rows.clone(),
-        staged: &[],
-        staged_deletes: &[],
-        row_ids: None,
-    };
-    let plan = ScanPlan::plan(metadata, caches.clone(), request)?;
-    read_all(plan.read_only(used))
-}
-
-fn tag(
-    schema: &ArrowSchemaRef,
-    batches: Vec<RecordBatch>,
-    change: i8,
-    snapshot_id: i64,
-    reload: bool,
-) -> Result<Vec<RecordBatch>> {
-    batches
-        .iter()
-        .map(|b| with_tags(schema, b, change_column(vec![change; b.num_rows()]), snapshot_id, reload))
-        .collect()
-}
-
-/// A batch of table rows with the change columns appended.
-fn with_tags(
-    schema: &ArrowSchemaRef,
-    batch: &RecordBatch,
-    tags: ArrayRef,
-    snapshot_id: i64,
-    reload: bool,
-) -> Result<RecordBatch> {
-    let mut columns = batch.columns().to_vec();
-    columns.push(tags);
-    columns.push(Arc::new(Int64Array::from(vec![snapshot_id; batch.num_rows()])));
-    columns.push(Arc::new(BooleanArray::from(vec![reload; batch.num_rows()])));
-    Ok(RecordBatch::try_new(schema.clone(), columns)?)
-}
 
 /// The full images one snapshot inserted and deleted.
 #[derive(Default)]
-struct SnapshotChanges {
+pub struct SnapshotChanges {
     inserted: Vec<RecordBatch>,
     deleted: Vec<RecordBatch>,
     /// The inserted side, when it is read later (see [`read_deferred`]): each added file with
@@ -393,12 +88,12 @@ impl RemovedFirst {
     }
 }
 
-enum Decoded {
+pub enum Decoded {
     Changes(SnapshotChanges),
     Undecodable(String),
 }
 
-fn snapshot_changes(
+pub fn snapshot_changes(
     metadata: &TableMetadata,
     caches: &Arc<ReadCaches>,
     table: &str,
@@ -579,7 +274,7 @@ fn snapshot_changes(
 /// to a removed one can cancel it. So the removed rows are read first (every column), and then
 /// the deferred inserted sides: an added file whole only if its first column's bounds hold a
 /// removed row's first value, the others only the columns the query uses (`used`) and the first.
-fn read_deferred(
+pub fn read_deferred(
     metadata: &TableMetadata,
     caches: &Arc<ReadCaches>,
     changes: &mut [SnapshotChanges],
@@ -608,7 +303,7 @@ fn read_deferred(
     })
 }
 
-fn read_all(plan: ScanPlan) -> Result<Vec<RecordBatch>> {
+pub fn read_all(plan: ScanPlan) -> Result<Vec<RecordBatch>> {
     let parts: Vec<Result<Vec<RecordBatch>>> =
         (0..plan.task_count()).into_par_iter().map(|t| plan.open(t)?.map(|b| Ok(b?)).collect()).collect();
     let mut out = vec![];
@@ -622,7 +317,7 @@ impl SnapshotChanges {
     /// The tagged rows, deletions first (a snapshot's deletes apply to older rows), batches kept
     /// as read. On a primary-key table a key both deleted and inserted here is an UPDATE_BEFORE
     /// (the old image) and an UPDATE_AFTER (the new one).
-    fn into_batches(
+    pub fn into_batches(
         self,
         schema: &ArrowSchemaRef,
         snapshot_id: i64,

@@ -1,0 +1,146 @@
+//! Decoding a window's changelog: every snapshot decoded (see `snapshot`) in parallel and its rows
+//! tagged; the full reload of a window that cannot be decoded; the difference of two snapshots.
+//!
+//! A snapshot's inserted rows are the rows of the data files it added, minus its own position
+//! deletes of them (a transaction that inserted and deleted a row never showed it). Its deleted
+//! rows are read at its parent: position deletes name a file and a position; equality deletes name
+//! keys, whose live rows at the parent are found by a scan pruned to the delete file's key bounds.
+//! On a table with a primary key, a key deleted and inserted by one snapshot is an update.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use iceberg::spec::{Snapshot, TableMetadata};
+use rayon::prelude::*;
+
+use super::filters::Filters;
+use super::snapshot::{read_all, read_deferred, snapshot_changes, Decoded};
+use super::types::{changelog_schema, tag, DELETE, INSERT};
+use crate::error::Result;
+use crate::format::schema::arrow_schema;
+use crate::read::caches::ReadCaches;
+use crate::read::keys::KeyColumns;
+use crate::read::scan::{ScanPlan, ScanRequest};
+use crate::read::time_travel::Version;
+
+/// A window's changes, or why it cannot be told row by row.
+pub enum Feed {
+    Rows(Vec<RecordBatch>),
+    /// Some snapshot of the window cannot be decoded exactly (see [`changelog`]): the reason.
+    Undecodable(String),
+}
+
+/// The changes of the snapshots of `window` (see [`window`]), in window order, in the schema of
+/// [`changelog_schema`]. Snapshots are decoded in parallel. With `used`, only those table columns
+/// (and the key columns, for pairing) are read; the others are NULL. `netting`: the columns a
+/// netted feed of a table without a key uses (see [`read_deferred`]).
+///
+/// A `replace` snapshot (files rewritten, rows unchanged: a compaction) changes nothing. A
+/// snapshot that removes data files deleted their rows live at its parent; rows it removed and
+/// added back unchanged (a copy-on-write rewrite keeps a file's other rows) are no change. Two
+/// things cannot be decoded exactly: a snapshot that removes delete files while rows they deleted
+/// stay (those rows come back to life), and a window from the table's creation whose first
+/// snapshots were expired. Then the whole feed is [`Feed::Undecodable`].
+pub fn changelog(
+    metadata: &TableMetadata,
+    caches: &Arc<ReadCaches>,
+    table: &str,
+    window: &[Arc<Snapshot>],
+    used: Option<&[usize]>,
+    filters: &Filters,
+    netting: Option<&[usize]>,
+) -> Result<Feed> {
+    if let Some(p) = window.first().and_then(|s| s.parent_snapshot_id()) {
+        if metadata.snapshot_by_id(p).is_none() {
+            return Ok(Feed::Undecodable(format!(
+                "the snapshots of table {table} before snapshot {} were expired",
+                window[0].snapshot_id()
+            )));
+        }
+    }
+    let schema = metadata.current_schema().clone();
+    let key = KeyColumns::of(&schema)?;
+    let out_schema = changelog_schema(arrow_schema(&schema)?.as_ref());
+    let read: Option<Vec<usize>> = used.map(|u| u.iter().chain(key.iter().flat_map(|k| &k.indexes)).copied().collect());
+    let decode: Vec<&Arc<Snapshot>> = window.iter().filter(|s| filters.may_match_snapshot(s)).collect();
+    // Decoding, pairing and tagging run per snapshot, in parallel; the batches keep window order.
+    let decoded: Vec<Result<Decoded>> = decode
+        .par_iter()
+        .map(|s| snapshot_changes(metadata, caches, table, s, read.as_deref(), filters, netting.is_some()))
+        .collect();
+    let mut changes = vec![];
+    for d in decoded {
+        match d? {
+            Decoded::Changes(c) => changes.push(c),
+            Decoded::Undecodable(reason) => return Ok(Feed::Undecodable(reason)),
+        }
+    }
+    if let Some(used) = netting {
+        read_deferred(metadata, caches, &mut changes, used, filters)?;
+    }
+    let tagged: Vec<Vec<RecordBatch>> = changes
+        .into_par_iter()
+        .zip(decode.par_iter())
+        .map(|(c, s)| c.into_batches(&out_schema, s.snapshot_id(), key.as_ref()))
+        .collect::<Result<_>>()?;
+    Ok(Feed::Rows(tagged.into_iter().flatten().collect()))
+}
+
+/// The seed's full-reload rule for a window that cannot be decoded: every row live at `to` (None:
+/// the table has no snapshot) as an INSERT of `to`, flagged [`FULL_RELOAD`]. A consumer replaces
+/// what it holds with them.
+pub fn full_reload(
+    metadata: &TableMetadata,
+    caches: &Arc<ReadCaches>,
+    to: Option<&Snapshot>,
+    used: Option<&[usize]>,
+    filters: &Filters,
+) -> Result<Vec<RecordBatch>> {
+    let Some(to) = to.filter(|to| filters.may_match_snapshot(to)) else {
+        return Ok(vec![]);
+    };
+    let out_schema = changelog_schema(arrow_schema(metadata.current_schema())?.as_ref());
+    let rows = rows_at(metadata, caches, to.snapshot_id(), used, filters)?;
+    tag(&out_schema, rows, INSERT, to.snapshot_id(), true)
+}
+
+/// The rows live at `from` as DELETEs and those live at `to` as INSERTs, all of snapshot `to`:
+/// netted by `collapse`, exactly the window's effect, without decoding its snapshots.
+pub fn snapshot_difference(
+    metadata: &TableMetadata,
+    caches: &Arc<ReadCaches>,
+    from: Option<i64>,
+    to: Option<&Snapshot>,
+    filters: &Filters,
+) -> Result<Vec<RecordBatch>> {
+    let Some(to) = to else {
+        return Ok(vec![]);
+    };
+    let out_schema = changelog_schema(arrow_schema(metadata.current_schema())?.as_ref());
+    let at = |id: i64| rows_at(metadata, caches, id, None, filters);
+    let mut out = match from {
+        Some(from) => tag(&out_schema, at(from)?, DELETE, to.snapshot_id(), false)?,
+        None => vec![],
+    };
+    out.extend(tag(&out_schema, at(to.snapshot_id())?, INSERT, to.snapshot_id(), false)?);
+    Ok(out)
+}
+
+fn rows_at(
+    metadata: &TableMetadata,
+    caches: &Arc<ReadCaches>,
+    snapshot_id: i64,
+    used: Option<&[usize]>,
+    filters: &Filters,
+) -> Result<Vec<RecordBatch>> {
+    let request = ScanRequest {
+        version: Version::Snapshot(snapshot_id),
+        columns: (0..metadata.current_schema().as_struct().fields().len()).collect(),
+        prune: filters.rows.clone(),
+        staged: &[],
+        staged_deletes: &[],
+        row_ids: None,
+    };
+    let plan = ScanPlan::plan(metadata, caches.clone(), request)?;
+    read_all(plan.read_only(used))
+}

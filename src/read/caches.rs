@@ -1,0 +1,70 @@
+//! What every read shares, by immutable path or id: parsed manifests, delete files, Parquet
+//! footers, and the Arrow shape of each table schema.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::{Arc, Mutex};
+
+use arrow::datatypes::SchemaRef as ArrowSchemaRef;
+use iceberg::spec::{Schema, TableMetadata};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+
+use super::deletes::DeleteCache;
+use super::key_bounds::ColumnEncoders;
+use super::keys::KeyColumns;
+use crate::error::{Error, Result};
+use crate::format::manifests::ManifestCache;
+use crate::format::schema::arrow_schema;
+
+#[derive(Default)]
+pub struct ReadCaches {
+    pub manifests: ManifestCache,
+    pub deletes: DeleteCache,
+    footers: Mutex<HashMap<String, ArrowReaderMetadata>>,
+    /// By table uuid and schema id (a schema id never changes its meaning in a table; a table
+    /// dropped and created again has the same location but a new uuid).
+    shapes: Mutex<HashMap<(uuid::Uuid, i32), Arc<Shape>>>,
+}
+
+const MAX_CACHED_FOOTERS: usize = 65_536;
+const MAX_CACHED_SHAPES: usize = 4096;
+
+/// What a lookup derives from a table schema: its Arrow schema, its key and the key encoders.
+pub struct Shape {
+    pub arrow: ArrowSchemaRef,
+    pub key: Option<KeyColumns>,
+    pub encoders: Option<ColumnEncoders>,
+}
+
+impl ReadCaches {
+    /// The footer of the data file at `path`, open as `file`.
+    pub fn footer(&self, path: &str, file: &File) -> Result<ArrowReaderMetadata> {
+        if let Some(m) = self.footers.lock().unwrap().get(path) {
+            return Ok(m.clone());
+        }
+        let m = ArrowReaderMetadata::load(file, ArrowReaderOptions::new())
+            .map_err(|e| Error::corrupt(format!("data file {path} is not readable Parquet: {e}")))?;
+        let mut footers = self.footers.lock().unwrap();
+        if footers.len() >= MAX_CACHED_FOOTERS {
+            footers.clear();
+        }
+        footers.insert(path.to_string(), m.clone());
+        Ok(m)
+    }
+
+    pub fn shape(&self, metadata: &TableMetadata, schema: &Schema) -> Result<Arc<Shape>> {
+        let name = (metadata.uuid(), schema.schema_id());
+        if let Some(s) = self.shapes.lock().unwrap().get(&name) {
+            return Ok(s.clone());
+        }
+        let key = KeyColumns::of(schema)?;
+        let encoders = key.as_ref().map(ColumnEncoders::new).transpose()?;
+        let shape = Arc::new(Shape { arrow: arrow_schema(schema)?, key, encoders });
+        let mut shapes = self.shapes.lock().unwrap();
+        if shapes.len() >= MAX_CACHED_SHAPES {
+            shapes.clear();
+        }
+        shapes.insert(name, shape.clone());
+        Ok(shape)
+    }
+}
