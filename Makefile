@@ -12,7 +12,7 @@ DUCKDB := $(VENV)/bin/duckdb
 # Test hosts and peers come from PyPI, installed into a project-local virtualenv.
 VENV_STAMP := $(VENV)/.installed
 
-.PHONY: all extension demo test test-rust test-sql test-python bench clean
+.PHONY: all extension demo test test-layers test-rust test-sql test-python bench clean
 
 all: demo
 
@@ -29,7 +29,11 @@ demo: extension $(VENV_STAMP)
 	rm -rf build/demo && mkdir -p build/demo
 	$(DUCKDB) -unsigned < tools/demo.sql
 
-test: extension $(VENV_STAMP) test-rust test-sql test-python
+test: extension $(VENV_STAMP) test-layers test-rust test-sql test-python
+
+# A module may use only the modules below it, and no two files may use each other.
+test-layers:
+	python3 tools/check_layers.py
 
 test-rust:
 	cargo test --release --no-default-features

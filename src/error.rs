@@ -126,26 +126,3 @@ impl From<serde_json::Error> for Error {
         Error::corrupt(e.to_string())
     }
 }
-
-macro_rules! redb_errors {
-    ($($t:ty),*) => {$(
-        impl From<$t> for Error {
-            fn from(e: $t) -> Self {
-                let e: redb::Error = e.into();
-                let message = crate::catalog::store::describe(&e);
-                match e {
-                    redb::Error::Corrupted(_) => Error::corrupt(format!("{}{message}", crate::catalog::store::STORE_ERROR)),
-                    _ => Error::io(format!("{}{message}", crate::catalog::store::STORE_ERROR)),
-                }
-            }
-        }
-    )*};
-}
-redb_errors!(
-    redb::Error,
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError,
-    redb::SetDurabilityError
-);

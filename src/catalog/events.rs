@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::broadcast::Receiver;
 
-use super::{Catalog, CommitEvent};
+use super::open::{Catalog, CommitEvent};
 use crate::error::{Error, Result};
 
 const CATCH_UP_PAGE: usize = 4096;

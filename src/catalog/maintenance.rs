@@ -5,8 +5,8 @@ use arrow::array::StructArray;
 use iceberg::spec::{Operation, TableMetadataBuilder};
 
 use super::commit::{Change, CommitRequest, Expect};
+use super::open::Catalog;
 use super::state::{StateChange, TableRecord};
-use super::Catalog;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::expire::{
     expired_snapshots, trim_metadata_log, unlisted_metadata_files, unreferenced_files, Retention,

@@ -511,3 +511,27 @@ pub(crate) fn describe(e: &redb::Error) -> String {
         None => e.to_string(),
     }
 }
+
+// redb's errors become skade's (here, where `describe` notes a latched I/O failure).
+macro_rules! redb_errors {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Error {
+            fn from(e: $t) -> Self {
+                let e: redb::Error = e.into();
+                let message = describe(&e);
+                match e {
+                    redb::Error::Corrupted(_) => Error::corrupt(format!("{}{message}", STORE_ERROR)),
+                    _ => Error::io(format!("{}{message}", STORE_ERROR)),
+                }
+            }
+        }
+    )*};
+}
+redb_errors!(
+    redb::Error,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::SetDurabilityError
+);

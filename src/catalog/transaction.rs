@@ -13,10 +13,10 @@ use uuid::Uuid;
 
 use super::commit::{Change, CommitRequest, Expect};
 use super::names::{self, key, DEFAULT_SCHEMA};
+use super::open::{Catalog, Inner};
 use super::pinned::{lookup_rows, pinned_keys};
 use super::state::{CatalogState, SchemaRecord, StateChange, TableRecord};
 use super::store::CommitRecord;
-use super::{Catalog, Inner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
 use crate::format::{metadata, schema};
@@ -24,12 +24,12 @@ use crate::io::{remove_files, sync_files};
 use crate::lookup::{lookup, Found, LookupRequest};
 use crate::read::deletes::values_at;
 use crate::read::filter::Prune;
-use crate::read::keys::{find_live, ranges_may_overlap, KeyColumns, PackedKeys};
+use crate::read::keys::{ranges_may_overlap, KeyColumns, PackedKeys};
 use crate::read::scan::{split_row_id, ScanPlan, ScanRequest};
 use crate::read::time_travel::{self, Version};
 use crate::runtime::block_on;
 use crate::write::delete_writer;
-use crate::write::key_check::{check_partitioned, KeyBudget, KeyClash};
+use crate::write::key_check::{check_partitioned, find_live, KeyBudget, KeyClash};
 use crate::write::writer::{TableWriter, Written};
 
 /// How often an append-only commit rebases onto a newer head before giving up.
@@ -138,6 +138,12 @@ pub struct Transaction {
     state: Mutex<TxnState>,
     /// DuckDB's memory_limit, bytes (bounds what a statement's key check holds).
     memory_limit: AtomicU64,
+}
+
+impl Catalog {
+    pub fn begin(&self) -> Transaction {
+        Transaction::new(self.clone())
+    }
 }
 
 impl Transaction {

@@ -23,6 +23,9 @@ use iceberg::spec::{
 use serde::Serialize;
 use uuid::Uuid;
 
+/// Table property recording when skade created the table (ms since the epoch, UTC).
+pub const CREATED_AT_MS: &str = "skade.created-at-ms";
+
 use crate::error::{Error, Result};
 use crate::io::{local_path, write_new};
 
@@ -32,7 +35,7 @@ pub fn new_table(schema: Schema, location: &str, table_uuid: Uuid) -> Result<Tab
         ("write.format.default".to_string(), "parquet".to_string()),
         ("write.parquet.compression-codec".to_string(), "snappy".to_string()),
         ("created-by".to_string(), format!("skade {}", env!("CARGO_PKG_VERSION"))),
-        (crate::read::time_travel::CREATED_AT_MS.to_string(), chrono::Utc::now().timestamp_millis().to_string()),
+        (CREATED_AT_MS.to_string(), chrono::Utc::now().timestamp_millis().to_string()),
     ]);
     let built = TableMetadataBuilder::new(
         schema,

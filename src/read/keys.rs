@@ -9,10 +9,8 @@ use arrow::compute::take;
 use arrow::datatypes::DataType;
 use arrow::row::{RowConverter, Rows, SortField};
 use iceberg::spec::{DataFile, Datum, Schema};
-use rayon::prelude::*;
 
 use super::filter::{Cmp, Prune};
-use super::scan::ScanPlan;
 use crate::error::{Error, Result};
 use crate::format::schema::arrow_schema;
 
@@ -233,9 +231,9 @@ impl PackedKeys {
         self.ends.push(self.data.len());
     }
 
-    /// The bytes this holds, as a [`crate::write::key_check::KeyBudget`] counts them.
-    pub fn budget_bytes(&self) -> usize {
-        self.data.len() + self.ends.len() * crate::write::key_check::KEY_OVERHEAD_BYTES
+    /// The bytes of the keys themselves.
+    pub fn data_len(&self) -> usize {
+        self.data.len()
     }
 
     pub fn append(&mut self, other: PackedKeys) {
@@ -271,31 +269,4 @@ impl PackedKeys {
         }
         Ok(set)
     }
-}
-
-/// The first of `keys` that is live in the rows `plan` reads (the key columns, in `key` order),
-/// reading its files in parallel.
-pub fn find_live(plan: &ScanPlan, key: &KeyColumns, keys: &KeySet<&[u8]>) -> Result<Option<Vec<u8>>> {
-    let converter = key.converter()?;
-    let Some(range) = KeyRange::of(&converter, keys.iter().copied())? else {
-        return Ok(None);
-    };
-    let found = (0..plan.task_count()).into_par_iter().map(|task| -> Result<Option<Vec<u8>>> {
-        let converter = key.converter()?;
-        for batch in plan.open(task)? {
-            let batch = batch?;
-            let mut found = None;
-            probe(&converter, &range, batch.columns(), |_, k| {
-                if keys.contains(k) {
-                    found = Some(k.to_vec());
-                }
-                found.is_none()
-            })?;
-            if found.is_some() {
-                return Ok(found);
-            }
-        }
-        Ok(None)
-    });
-    found.find_map_any(|r| r.transpose()).transpose()
 }

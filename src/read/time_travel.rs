@@ -3,6 +3,7 @@
 use iceberg::spec::{SchemaRef, SnapshotRef, TableMetadata};
 
 use crate::error::{Error, Result};
+use crate::format::metadata::CREATED_AT_MS;
 
 /// The version of a table a statement reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,9 +14,6 @@ pub enum Version {
     /// The table existed but had no snapshot yet: it reads as empty.
     Empty,
 }
-
-/// Table property recording when skade created the table (ms since the epoch, UTC).
-pub const CREATED_AT_MS: &str = "skade.created-at-ms";
 
 /// Resolves an AT clause. `value` is a snapshot id for VERSION and microseconds since the epoch
 /// (UTC) for TIMESTAMP.

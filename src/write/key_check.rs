@@ -13,17 +13,24 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use iceberg::spec::{DataFile, SchemaRef};
 
 use crate::error::Result;
 use crate::read::caches::ReadCaches;
 use crate::read::deletes::FileDeletes;
-use crate::read::keys::{find_live, KeyColumns, KeySet, PackedKeys};
+use crate::read::keys::{probe, KeyColumns, KeyRange, KeySet, PackedKeys};
 use crate::read::scan::ScanPlan;
 
 /// Bytes a collected key costs beyond its own bytes: its end offset in the packed buffer and its
 /// slot in the hash set of the check (measured: ~50 bytes per 9-byte BIGINT key in all).
 pub const KEY_OVERHEAD_BYTES: usize = 40;
+
+/// The bytes `keys` hold, as a [`KeyBudget`] counts them.
+pub fn budget_bytes(keys: &PackedKeys) -> usize {
+    keys.data_len() + keys.len() * KEY_OVERHEAD_BYTES
+}
 
 /// The share of DuckDB's memory limit the keys of one statement may take.
 const BUDGET_SHARE: u64 = 4;
@@ -113,4 +120,31 @@ pub fn check_partitioned(
         }
     }
     Ok(None)
+}
+
+/// The first of `keys` that is live in the rows `plan` reads (the key columns, in `key` order),
+/// reading its files in parallel.
+pub fn find_live(plan: &ScanPlan, key: &KeyColumns, keys: &KeySet<&[u8]>) -> Result<Option<Vec<u8>>> {
+    let converter = key.converter()?;
+    let Some(range) = KeyRange::of(&converter, keys.iter().copied())? else {
+        return Ok(None);
+    };
+    let found = (0..plan.task_count()).into_par_iter().map(|task| -> Result<Option<Vec<u8>>> {
+        let converter = key.converter()?;
+        for batch in plan.open(task)? {
+            let batch = batch?;
+            let mut found = None;
+            probe(&converter, &range, batch.columns(), |_, k| {
+                if keys.contains(k) {
+                    found = Some(k.to_vec());
+                }
+                found.is_none()
+            })?;
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        Ok(None)
+    });
+    found.find_map_any(|r| r.transpose()).transpose()
 }

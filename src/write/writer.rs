@@ -18,7 +18,7 @@ use parquet::file::properties::{BloomFilterPosition, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use uuid::Uuid;
 
-use super::key_check::KeyBudget;
+use super::key_check::{budget_bytes, KeyBudget};
 use crate::error::Result;
 use crate::format::schema::{arrow_schema, conform};
 use crate::read::keys::{KeyColumns, PackedKeys};
@@ -148,9 +148,9 @@ impl TableWriter {
             if self.budget.exceeded() {
                 self.keys = None; // the statement's check reads the keys back from the files
             } else {
-                let before = packed.budget_bytes();
+                let before = budget_bytes(packed);
                 packed.push_rows(&key.encode(converter, &batch)?);
-                if !self.budget.take(packed.budget_bytes() - before) {
+                if !self.budget.take(budget_bytes(packed) - before) {
                     self.keys = None;
                 }
             }

@@ -1,0 +1,448 @@
+//! An open catalog: one ATTACH's handle on the shared open store, its in-memory state, and the
+//! commit path (group commit, durability, recovery after an I/O failure) that moves its pointers.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use iceberg::io::FileIO;
+use tokio::sync::broadcast;
+
+use super::commit::{apply_group, CommitRequest, Committer, Staged};
+use super::options::{AttachOptions, Durability};
+use super::state::CatalogState;
+use super::store::{CommitRecord, Store};
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::metadata::MetadataCache;
+use crate::io::absolute;
+use crate::lookup::cache::LookupCache;
+use crate::read::caches::ReadCaches;
+
+/// Buffered commit events per subscriber; a slower subscriber lags and recovers from the log.
+pub const COMMIT_EVENT_BUFFER: usize = 1024;
+
+/// A commit as published to subscribers: exactly the durable commit-log row.
+pub type CommitEvent = CommitRecord;
+
+/// One ATTACH of a catalog. Several handles (ATTACHes, DuckDB databases) in one process share
+/// one open store, because the file can only be opened once.
+#[derive(Clone)]
+pub struct Catalog {
+    pub(crate) inner: Arc<Inner>,
+    actor: String,
+    read_only: bool,
+}
+
+pub(crate) struct Inner {
+    pub store: Store,
+    pub data_path: PathBuf,
+    pub durability: Durability,
+    state: RwLock<Arc<CatalogState>>,
+    committer: Committer,
+    next_snapshot_id: AtomicI64,
+    pub metadata: MetadataCache,
+    pub read_caches: Arc<ReadCaches>,
+    pub lookup_cache: LookupCache,
+    pub file_io: FileIO,
+    events: broadcast::Sender<CommitEvent>,
+    /// Acknowledged commits that are not durable yet (DURABILITY 'eventual' or 'none').
+    pending: Mutex<Pending>,
+    /// Held for the whole of a flush.
+    flushing: Mutex<()>,
+    /// The last commit_seq known to be durable: the commit feed serves nothing beyond it.
+    durable_seq: AtomicU64,
+    /// One lock per table uuid, held by a committer from reading the table's head to its commit.
+    table_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+/// How long an acknowledged commit may stay non-durable under DURABILITY 'eventual'.
+pub const EVENTUAL_FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+
+static OPEN: Mutex<Option<HashMap<PathBuf, Weak<Inner>>>> = Mutex::new(None);
+/// Catalogs whose DETACH could not make their acknowledged commits durable (see `detach`).
+static KEPT: Mutex<Vec<Arc<Inner>>> = Mutex::new(Vec::new());
+
+impl Catalog {
+    /// Opens (or creates) the catalog file at `path`.
+    pub fn open(path: &Path, options: AttachOptions) -> Result<Catalog> {
+        crate::format::avro_names::install(); // before any manifest is read or written
+        let path = absolute(path)?;
+        let data_path = options.data_path.as_deref().map(absolute).transpose()?;
+        let mut registry = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        let registry = registry.get_or_insert_with(HashMap::new);
+        let key = path.canonicalize().unwrap_or_else(|_| path.clone());
+        if let Some(inner) = registry.get(&key).and_then(Weak::upgrade) {
+            if inner.store.read_only() && !options.read_only {
+                return Err(Error::permission(format!(
+                    "skade catalog {} is already attached read-only in this process; detach it first",
+                    path.display()
+                )));
+            }
+            if let Some(dp) = &data_path {
+                if *dp != inner.data_path {
+                    return Err(Error::invalid(format!(
+                        "DATA_PATH {} differs from the data path {} this catalog uses",
+                        dp.display(),
+                        inner.data_path.display()
+                    )));
+                }
+            }
+            if inner.durability != options.durability {
+                return Err(Error::invalid(format!(
+                    "skade catalog {} is already attached in this process with DURABILITY '{:?}'",
+                    path.display(),
+                    inner.durability
+                )));
+            }
+            return Ok(Catalog { inner, actor: options.actor, read_only: options.read_only });
+        }
+        // A handle of this process that is closing (flushing at DETACH) still holds the file for
+        // a moment: wait for it rather than report another process.
+        let closing = registry.contains_key(&key);
+        let mut attempt = 0;
+        let (store, loaded) = loop {
+            match Store::open(&path, options.read_only, data_path.as_deref()) {
+                Err(e) if closing && e.kind == ErrorKind::Permission && attempt < 200 => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => break other?,
+            }
+        };
+        let (events, _) = broadcast::channel(COMMIT_EVENT_BUFFER);
+        let inner = Arc::new(Inner {
+            store,
+            data_path: loaded.data_path,
+            durability: options.durability,
+            state: RwLock::new(Arc::new(loaded.state)),
+            committer: Committer::default(),
+            next_snapshot_id: AtomicI64::new(loaded.next_snapshot_id),
+            metadata: MetadataCache::default(),
+            read_caches: Arc::default(),
+            lookup_cache: LookupCache::default(),
+            file_io: crate::io::storage::file_io(),
+            events,
+            pending: Mutex::new(Pending::default()),
+            flushing: Mutex::new(()),
+            durable_seq: AtomicU64::new(loaded.commit_seq),
+            table_locks: Mutex::new(HashMap::new()),
+        });
+        if inner.durability == Durability::Eventual && !inner.store.read_only() {
+            spawn_flusher(Arc::downgrade(&inner));
+        }
+        let key = path.canonicalize().unwrap_or(path);
+        registry.retain(|_, w| w.strong_count() > 0);
+        registry.insert(key, Arc::downgrade(&inner));
+        Ok(Catalog { inner, actor: options.actor, read_only: options.read_only })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.store.path
+    }
+
+    pub fn data_path(&self) -> &Path {
+        &self.inner.data_path
+    }
+
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The caches every read of this catalog shares (manifests, footers, delete files).
+    pub fn read_caches(&self) -> Arc<ReadCaches> {
+        self.inner.read_caches.clone()
+    }
+
+    pub fn actor(&self) -> &str {
+        &self.actor
+    }
+
+    /// The current committed state.
+    pub fn state(&self) -> Arc<CatalogState> {
+        self.inner.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Every commit with `seq > since`, in order, at most `limit`.
+    /// Only durable commits are served: under 'eventual' a commit appears once flushed.
+    pub fn commits_since(&self, since: u64, limit: usize) -> Result<Vec<CommitRecord>> {
+        self.inner.usable_store()?;
+        let durable = self.inner.durable_seq.load(Ordering::SeqCst);
+        let mut rows = self.inner.store.commits_since(since, limit)?;
+        rows.retain(|r| r.seq <= durable);
+        Ok(rows)
+    }
+
+    /// Commit events, published once each commit is durable and visible.
+    pub fn subscribe_commits(&self) -> broadcast::Receiver<CommitEvent> {
+        self.inner.events.subscribe()
+    }
+
+    pub fn commit_seq_of(&self, table_uuid: &str, snapshot_id: i64) -> Result<Option<u64>> {
+        self.inner.usable_store()?;
+        self.inner.store.commit_seq_of(table_uuid, snapshot_id)
+    }
+
+    pub(crate) fn allocate_snapshot_id(&self) -> i64 {
+        self.inner.next_snapshot_id.fetch_add(1, Ordering::SeqCst)
+    }
+
+    pub(crate) fn durable_at_commit(&self) -> bool {
+        self.inner.durability.durable_at_commit()
+    }
+
+    /// The commit turn of one table (see `Transaction::commit`).
+    pub(crate) fn table_lock(&self, uuid: &str) -> Arc<Mutex<()>> {
+        let mut locks = self.inner.table_locks.lock().unwrap_or_else(|p| p.into_inner());
+        if locks.len() > 4096 {
+            locks.retain(|_, l| Arc::strong_count(l) > 1); // forget idle tables
+        }
+        locks.entry(uuid.to_string()).or_default().clone()
+    }
+
+    /// Makes every acknowledged commit durable now (CHECKPOINT; DETACH does it too).
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()?;
+        // Kept alive by a failed DETACH: durable now, it may close.
+        KEPT.lock().unwrap_or_else(|p| p.into_inner()).retain(|k| !Arc::ptr_eq(k, &self.inner));
+        Ok(())
+    }
+
+    /// DETACH: makes every acknowledged commit durable. When that fails (a full disk), the open
+    /// catalog, with the commits that are not durable yet, stays in this process rather than
+    /// closing and losing them: attached again, a CHECKPOINT (or DETACH) retries.
+    pub fn detach(&self) -> Result<()> {
+        if self.inner.store.read_only() {
+            return Ok(());
+        }
+        let waiting = self.inner.pending.lock().unwrap_or_else(|p| p.into_inner()).commits.len();
+        self.flush().map_err(|e| {
+            let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+            if !kept.iter().any(|k| Arc::ptr_eq(k, &self.inner)) {
+                kept.push(self.inner.clone());
+            }
+            Error::new(
+                e.kind,
+                format!(
+                    "DETACH could not make {waiting} acknowledged commit(s) of skade catalog {} durable ({}); \
+                     they are kept in this process: once that is fixed, ATTACH the catalog again and run \
+                     CHECKPOINT",
+                    self.path().display(),
+                    e.message
+                ),
+            )
+        })
+    }
+
+    /// Group-commits `request`; on success the new state is visible before this returns.
+    pub(crate) fn commit(&self, request: CommitRequest) -> Result<Vec<CommitRecord>> {
+        let inner = &self.inner;
+        inner.committer.commit(request, |group| {
+            crate::failpoint::hit("before_catalog_commit");
+            if let Err(e) = inner.recover_store() {
+                return group.iter().map(|_| Err(e.clone())).collect();
+            }
+            let now_us = chrono::Utc::now().timestamp_micros();
+            let next_snapshot_id = inner.next_snapshot_id.load(Ordering::SeqCst);
+            let durable = inner.durability.durable_at_commit();
+            let mut staged = None;
+            let results = match apply_group(&inner.store, &group, durable, next_snapshot_id, now_us, &mut staged) {
+                Ok(results) => results,
+                Err(e) => match inner.landed_after_failure(staged) {
+                    Some(results) => results,
+                    None => return group.iter().map(|_| Err(e.clone())).collect(),
+                },
+            };
+            crate::failpoint::hit("after_catalog_commit");
+            {
+                let mut guard = inner.state.write().unwrap_or_else(|p| p.into_inner());
+                let mut state = CatalogState::clone(&guard);
+                for (request, result) in group.iter().zip(&results) {
+                    if result.is_ok() {
+                        for change in &request.changes {
+                            state.apply(&change.effect);
+                        }
+                    }
+                }
+                *guard = Arc::new(state);
+            }
+            let records: Vec<CommitRecord> = results.iter().flatten().flatten().cloned().collect();
+            if inner.durability.durable_at_commit() {
+                inner.publish(records);
+            } else {
+                // Still under the leader lock: the next flush cannot miss these files or commits.
+                let mut pending = inner.pending.lock().unwrap_or_else(|p| p.into_inner());
+                for (request, result) in group.iter().zip(&results) {
+                    if result.is_ok() {
+                        pending.files.extend(request.files.iter().cloned());
+                    }
+                }
+                if !records.is_empty() {
+                    pending.since.get_or_insert_with(Instant::now);
+                }
+                pending.commits.extend(records);
+            }
+            results
+        })
+    }
+}
+
+/// Commits acknowledged under 'eventual' or 'none' and not yet durable.
+#[derive(Default)]
+struct Pending {
+    files: Vec<String>,
+    commits: Vec<CommitRecord>,
+    /// When the oldest of them was acknowledged.
+    since: Option<Instant>,
+}
+
+impl Inner {
+    fn publish(&self, records: Vec<CommitRecord>) {
+        if let Some(last) = records.last() {
+            self.durable_seq.fetch_max(last.seq, Ordering::SeqCst);
+        }
+        for r in records {
+            let _ = self.events.send(r);
+        }
+    }
+
+    /// Syncs the files of non-durable commits, then makes the catalog durable, with no commit in
+    /// between: a pointer may only become durable after the files it references. The bulk of the
+    /// syncing happens before taking the commit lock, so commits keep flowing meanwhile; under the
+    /// lock only the files of commits that landed during that first pass remain. Pending commits
+    /// leave the queue only once durable: on failure everything stays for the next attempt.
+    fn flush(&self) -> Result<()> {
+        if self.store.read_only() {
+            return Ok(());
+        }
+        // One flush at a time: a second one could make commits durable whose files the first
+        // has not synced yet.
+        let _flushing = self.flushing.lock().unwrap_or_else(|p| p.into_inner());
+        let early_files = self.pending.lock().unwrap_or_else(|p| p.into_inner()).files.clone();
+        let early_synced = crate::io::sync_filesystems(early_files.iter().map(String::as_str));
+        self.committer.exclusive(|| {
+            early_synced.clone()?;
+            // Commits only append to the queue (under the commit lock, held here): what is past
+            // the files synced above landed meanwhile.
+            let (late_files, any) = {
+                let p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                (p.files[early_files.len().min(p.files.len())..].to_vec(), !p.commits.is_empty())
+            };
+            crate::io::sync_filesystems(late_files.iter().map(String::as_str))?;
+            if self.store.failed() {
+                return self.recover_store(); // makes the queue durable on the reopened file
+            }
+            if any {
+                self.store.make_durable()?;
+            }
+            let done = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+            self.publish(done.commits);
+            Ok(())
+        })
+    }
+
+    /// Recovers the store first if an I/O failure left it unusable (outside the commit path).
+    pub(crate) fn usable_store(&self) -> Result<()> {
+        if self.store.failed() {
+            self.committer.exclusive(|| self.recover_store())?;
+        }
+        Ok(())
+    }
+
+    /// The last commit_seq this process assigned (durable or not).
+    fn last_seq(&self) -> u64 {
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let durable = self.durable_seq.load(Ordering::SeqCst);
+        pending.commits.last().map_or(durable, |c| c.seq.max(durable))
+    }
+
+    /// Reopens the catalog file after redb latched an I/O failure (a full disk), so that commits
+    /// work again once the cause is gone. The reopened file holds its last durable state: commits
+    /// acknowledged but not yet durable ('eventual', 'none') are written to it again, with the
+    /// files they reference synced first, so that no acknowledged commit is lost and the
+    /// in-memory state stays what the file holds. Called with the commit lock held.
+    fn recover_store(&self) -> Result<()> {
+        if !self.store.failed() {
+            return Ok(());
+        }
+        self.store.reopen()?;
+        let file_seq = self.store.commit_seq()?;
+        if file_seq >= self.last_seq() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let restored = crate::io::sync_filesystems(pending.files.iter().map(String::as_str)).and_then(|_| {
+            let state = self.state.read().unwrap_or_else(|p| p.into_inner()).clone();
+            let next_snapshot_id = self.next_snapshot_id.load(Ordering::SeqCst);
+            self.store.restore(&state, &pending.commits, next_snapshot_id)
+        });
+        match restored {
+            Ok(()) => {
+                self.publish(pending.commits);
+                Ok(())
+            }
+            Err(e) => {
+                *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = pending;
+                Err(e)
+            }
+        }
+    }
+
+    /// After a group's catalog commit failed: recovers the file when redb latched an I/O failure,
+    /// and returns the group's results if its commit landed in the file after all (the failure
+    /// came after redb's commit point), None if it did not.
+    fn landed_after_failure(&self, staged: Option<Staged>) -> Option<Vec<Result<Vec<CommitRecord>>>> {
+        if !self.store.failed() {
+            return None;
+        }
+        let staged = staged?; // (the next commit recovers the file)
+        self.recover_store().ok()?;
+        let committed: u64 = staged.results.iter().flatten().map(|r| r.len() as u64).sum();
+        let seq = self.store.commit_seq().ok()?;
+        (committed > 0 && seq == staged.seq_before + committed).then_some(staged.results)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // DETACH (the last handle going away) is a durable point in every mode.
+        if let Err(e) = self.flush() {
+            eprintln!("skade: making {} durable at close failed: {e}", self.store.path.display());
+        }
+    }
+}
+
+/// How often the background flush looks at the oldest pending commit.
+const FLUSH_TICK: Duration = Duration::from_millis(5);
+
+/// The background flush of DURABILITY 'eventual': ends when the catalog is closed. A commit
+/// must be durable within [`EVENTUAL_FLUSH_INTERVAL`] of its acknowledgment, and a flush takes
+/// time (fsyncs): each flush starts when the oldest pending commit is that interval old, less
+/// the longest recent flush and a tick.
+fn spawn_flusher(inner: Weak<Inner>) {
+    let spawned = std::thread::Builder::new().name("skade-flush".into()).spawn(move || {
+        // The longest of the recent flushes, decaying so that one slow flush is forgotten.
+        let mut flush_cost = Duration::ZERO;
+        loop {
+            std::thread::sleep(FLUSH_TICK);
+            let Some(inner) = inner.upgrade() else { return };
+            let since = inner.pending.lock().unwrap_or_else(|p| p.into_inner()).since;
+            let Some(since) = since else { continue };
+            let lead = (flush_cost + FLUSH_TICK).min(EVENTUAL_FLUSH_INTERVAL / 2);
+            if since.elapsed() + lead < EVENTUAL_FLUSH_INTERVAL {
+                continue;
+            }
+            let start = Instant::now();
+            let flushed = inner.flush();
+            flush_cost = start.elapsed().max(flush_cost.mul_f64(0.9));
+            if flushed.is_err() {
+                drop(inner);
+                std::thread::sleep(EVENTUAL_FLUSH_INTERVAL / 4); // retried, without spinning
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        eprintln!("skade: cannot start the flush thread ({e}); commits stay non-durable until DETACH");
+    }
+}

@@ -1,0 +1,132 @@
+"""Fails when the core's layering breaks: a module may use only the modules below it, and no two
+files may use each other, directly or around a cycle (`make test` runs this).
+
+Layers, bottom up (README, "Layout"): the base (error, failpoint, runtime), io, format, read,
+write, lookup, changelog, catalog, functions, ffi, then the extension's entry. A file's uses are
+its `crate::...` and `super::...`/`self::...` paths; a directory's mod.rs counts as a file of its
+directory (it may only declare and re-export, or use its files: then they must not use it).
+"""
+import os
+import re
+import sys
+
+LAYERS = [
+    {"error", "failpoint", "runtime"},
+    {"io"},
+    {"format"},
+    {"read"},
+    {"write"},
+    {"lookup"},
+    {"changelog"},
+    {"catalog"},
+    {"functions"},
+    {"ffi"},
+    {"extension", "lib"},
+]
+LAYER = {m: i for i, names in enumerate(LAYERS) for m in names}
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+def files():
+    for root, _, names in os.walk(SRC):
+        for n in names:
+            if n.endswith(".rs"):
+                yield os.path.relpath(os.path.join(root, n), SRC)
+
+
+def unit(rel):
+    """(module, file) of a source path: read/scan.rs -> (read, read/scan); error.rs -> (error, error)."""
+    parts = rel[:-3].split(os.sep)
+    if parts[-1] == "mod":
+        parts = parts[:-1]
+    return parts[0], "/".join(parts)
+
+
+def code(text):
+    """The text without comments and without its unit tests (a test may use what it tests)."""
+    text = re.sub(r"//[^\n]*", "", text)
+    cut = re.search(r"#\[cfg\(test\)\]\s*mod tests", text)
+    return text[: cut.start()] if cut else text
+
+
+def uses(rel, text):
+    module, me = unit(rel)
+    is_mod = rel.endswith("mod.rs") or "/" not in me
+    out = set()
+    for m in re.finditer(r"\bcrate::([a-z_]+)(?:::([a-z_]+))?", text):
+        top, sub = m.group(1), m.group(2)
+        target = f"{top}/{sub}" if sub and os.path.exists(os.path.join(SRC, top, sub + ".rs")) else top
+        out.add(target)
+    refs = [(k, n) for k, n in re.findall(r"\b(super|self)::([a-zA-Z_]+)", text)]
+    # grouped uses: super::{Catalog, commit::Change}, crate::read::{keys, scan::ScanPlan}
+    for kind, inner in re.findall(r"\b(super|self)::\{([^}]*)\}", text):
+        refs += [(kind, item.strip().split("::")[0]) for item in inner.split(",") if item.strip()]
+    for top, inner in re.findall(r"\bcrate::([a-z_]+)::\{([^}]*)\}", text):
+        for item in inner.split(","):
+            sub = item.strip().split("::")[0]
+            if os.path.exists(os.path.join(SRC, top, sub + ".rs")):
+                out.add(f"{top}/{sub}")
+    for kind, name in refs:
+        if kind == "self" and not is_mod:
+            continue  # self:: inside a file names its own items
+        base = me if (kind == "self") else (me.rsplit("/", 1)[0] if "/" in me else "")
+        if base == "" and kind == "super":
+            continue
+        candidate = f"{base}/{name}" if base else name
+        if not name[0].islower():
+            out.add(base)  # an item (a type) of the module: its mod.rs
+        elif os.path.exists(os.path.join(SRC, candidate + ".rs")) or os.path.isdir(os.path.join(SRC, candidate)):
+            out.add(candidate)
+        elif kind == "super":
+            out.add(base)  # an item of the parent module: its mod.rs
+    out.discard(me)
+    return out
+
+
+def main():
+    graph, problems = {}, []
+    for rel in sorted(files()):
+        module, me = unit(rel)
+        if module not in LAYER:
+            problems.append(f"src/{rel}: module {module} has no layer in tools/check_layers.py")
+            continue
+        with open(os.path.join(SRC, rel)) as f:
+            targets = uses(rel, code(f.read()))
+        graph[me] = targets
+        for t in sorted(targets):
+            top = t.split("/")[0]
+            if top not in LAYER:
+                continue
+            if top != module and LAYER[top] >= LAYER[module]:
+                problems.append(f"src/{rel}: {module} uses {t}, which is not below it")
+    # cycles between files (a module's mod.rs included)
+    state, stack = {}, []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for t in sorted(graph.get(n, ())):
+            if t not in graph:
+                continue
+            if state.get(t) == 1:
+                cycle = stack[stack.index(t):] + [t]
+                problems.append("cycle: " + " -> ".join(cycle))
+            elif t not in state:
+                visit(t)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"{len(problems)} layering problem(s)")
+        return 1
+    print(f"layering ok: {len(graph)} files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
