@@ -16,7 +16,6 @@
 //! until DETACH (redb latches it; the file is reopened before the next access).
 
 use std::cell::Cell;
-use std::io::Read;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -435,11 +434,9 @@ pub fn default_data_path(catalog: &Path) -> PathBuf {
 }
 
 fn check_magic(path: &Path) -> Result<()> {
-    let mut head = [0u8; 4];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
-        .map_err(|e| Error::io(format!("cannot read {}: {e}", path.display())))?;
-    if n < head.len() || head != REDB_MAGIC {
+    let location = path.to_str().ok_or_else(|| Error::invalid(format!("{} is not valid UTF-8", path.display())))?;
+    let head = crate::io::input::read_head(location, REDB_MAGIC.len() as u64)?;
+    if head != REDB_MAGIC {
         return Err(Error::corrupt(format!(
             "{} is not a skade catalog (it exists but is not a redb database); it was left untouched",
             path.display()

@@ -134,37 +134,32 @@ pub fn unlisted_metadata_files(after: &TableMetadata, current: &str) -> Vec<Stri
         return vec![];
     };
     let dir = format!("{}/metadata", after.location());
-    let Ok(entries) = std::fs::read_dir(local_path(&dir)) else {
+    let Ok(entries) = crate::io::input::list(&dir) else {
         return vec![];
     };
     let listed: HashSet<&str> =
         after.metadata_log().iter().map(|e| local_path(&e.metadata_file)).chain([local_path(current)]).collect();
     let uuid = after.uuid().to_string();
-    let written_before = |meta: std::fs::Metadata| {
-        let ms = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map(|d| d.as_millis());
+    let written_before = |t: Option<std::time::SystemTime>| {
+        let ms = t.and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map(|d| d.as_millis());
         ms.is_some_and(|ms| ms < oldest.max(0) as u128)
     };
-    let mut out = vec![];
-    for entry in entries.flatten() {
-        let path = format!("{dir}/{}", entry.file_name().to_string_lossy());
-        if path.ends_with(".metadata.json")
-            && !listed.contains(local_path(&path))
-            && entry.metadata().is_ok_and(written_before)
-            && names_table(&path, &uuid)
-        {
-            out.push(path);
-        }
-    }
-    out
+    entries
+        .into_iter()
+        .filter(|e| {
+            e.location.ends_with(".metadata.json")
+                && !listed.contains(local_path(&e.location))
+                && written_before(e.modified)
+                && names_table(&e.location, &uuid)
+        })
+        .map(|e| e.location)
+        .collect()
 }
 
 /// Whether the metadata file at `path` belongs to the table `uuid`: skade writes the table's uuid
 /// second, right after the format version, so the file's first bytes tell (and reading them costs
 /// nothing like parsing a file that repeats a whole history). Anything else is left alone.
 fn names_table(path: &str, uuid: &str) -> bool {
-    use std::io::Read;
-    let mut head = Vec::with_capacity(128);
-    let read = std::fs::File::open(local_path(path)).and_then(|f| f.take(128).read_to_end(&mut head));
     let needle = format!(r#""table-uuid":"{uuid}""#);
-    read.is_ok() && head.windows(needle.len()).any(|w| w == needle.as_bytes())
+    crate::io::input::read_head(path, 128).is_ok_and(|head| head.windows(needle.len()).any(|w| w == needle.as_bytes()))
 }

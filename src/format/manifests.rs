@@ -12,7 +12,6 @@ use iceberg::spec::{
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::io::local_path;
 
 /// One file entry of a manifest with the ids it inherits from its manifest.
 #[derive(Clone, Debug)]
@@ -122,7 +121,7 @@ impl ManifestCache {
 }
 
 fn read(path: &str) -> Result<Vec<u8>> {
-    std::fs::read(local_path(path)).map_err(|e| Error::io(format!("cannot read {path}: {e}")))
+    crate::io::input::read_whole(path, "manifest file")
 }
 
 /// The entries of the manifest list at `path`, read from its file.

@@ -12,7 +12,6 @@
 //! back to the metadata it was written from.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use iceberg::spec::{
@@ -27,7 +26,7 @@ use uuid::Uuid;
 pub const CREATED_AT_MS: &str = "skade.created-at-ms";
 
 use crate::error::{Error, Result};
-use crate::io::{local_path, write_new};
+use crate::io::write_new;
 
 /// Metadata of a new, empty, unpartitioned v2 table.
 pub fn new_table(schema: Schema, location: &str, table_uuid: Uuid) -> Result<TableMetadata> {
@@ -198,8 +197,7 @@ impl SnapshotTexts {
 }
 
 pub fn read(location: &str) -> Result<TableMetadata> {
-    let bytes = std::fs::read(local_path(location))
-        .map_err(|e| Error::io(format!("cannot read table metadata file {location}: {e}")))?;
+    let bytes = crate::io::input::read_whole(location, "table metadata file")?;
     serde_json::from_slice(&bytes)
         .map_err(|e| Error::corrupt(format!("table metadata file {location} is not valid Iceberg metadata: {e}")))
 }
@@ -217,7 +215,7 @@ impl MetadataCache {
     /// Writes `metadata` to a new file at `location`, never replacing one. The commit that points
     /// at it makes it durable.
     pub fn write(&self, location: &str, metadata: &TableMetadata) -> Result<()> {
-        write_new(Path::new(local_path(location)), &to_json(metadata, &self.texts)?)
+        write_new(location, &to_json(metadata, &self.texts)?)
     }
 
     pub fn get(&self, location: &str) -> Result<Arc<TableMetadata>> {

@@ -1,3 +1,6 @@
+//! All file access of data and metadata: reading (`input`, `ranges`), writing files that never
+//! replace another, listing, removing and making durable. Local files today.
+//!
 //! Local-file primitives. Everything the catalog points at must be on disk before the pointer
 //! moves: files are created exclusively (never overwritten), and a commit makes them durable
 //! (with their directory entries) before its catalog transaction.
@@ -9,11 +12,13 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+pub mod input;
 pub mod ranges;
 pub mod storage;
 
-/// Writes `bytes` to a new file at `path`, failing if it exists (never replacing a file).
-pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes `bytes` to a new file at `location`, failing if it exists (never replacing a file).
+pub fn write_new(location: &str, bytes: &[u8]) -> Result<()> {
+    let path = Path::new(local_path(location));
     let mut f = create_new(path).map_err(|e| io_err("create", path, e))?;
     f.write_all(bytes).map_err(|e| io_err("write", path, e))
 }

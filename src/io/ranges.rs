@@ -3,14 +3,12 @@
 //! the descriptor and seeks) per column chunk; with small row groups that dominated scans. Ranges
 //! are read with positional reads (`pread`) and merged when the gap between them is small.
 
-use std::fs::File;
-use std::os::fd::AsRawFd;
-
 use bytes::Bytes;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::reader::{ChunkReader, Length};
 
+use super::input::InputFile;
 use crate::error::{Error, Result};
 
 /// Parts of a file (sorted, disjoint) with the file's length. Clones share the bytes.
@@ -24,7 +22,7 @@ impl FileRanges {
     /// Reads `ranges` (start, length) of `file`, merging ranges less than `max_gap` bytes apart;
     /// `on_read(bytes)` is told about every read.
     pub fn read(
-        file: &File,
+        file: &InputFile,
         file_len: u64,
         mut ranges: Vec<(u64, u64)>,
         max_gap: u64,
@@ -48,7 +46,7 @@ impl FileRanges {
         }
         let mut parts = Vec::with_capacity(merged.len());
         for (start, len) in merged {
-            parts.push((start, read_at(file, start, len as usize, path)?));
+            parts.push((start, file.read_range(start, len as usize)?));
             on_read(len);
         }
         Ok(FileRanges { len: file_len, parts })
@@ -83,33 +81,6 @@ pub fn footer_range(offset: i64, length: i64, path: &str) -> Result<(u64, u64)> 
 /// A column chunk's bytes (dictionary page first, when it has one), checked as `footer_range`.
 pub fn chunk_range(chunk: &ColumnChunkMetaData, path: &str) -> Result<(u64, u64)> {
     footer_range(chunk.dictionary_page_offset().unwrap_or(chunk.data_page_offset()), chunk.compressed_size(), path)
-}
-
-/// Reads `len` bytes at `offset` with positional reads, into a buffer that is not zeroed first
-/// (zeroing it cost a point lookup as much as the read: std's `read_exact_at` needs an
-/// initialized slice, so this calls pread itself).
-fn read_at(file: &File, offset: u64, len: usize, path: &str) -> Result<Bytes> {
-    let fail = |e: std::io::Error| Error::io(format!("cannot read {len} bytes at offset {offset} of {path}: {e}"));
-    let mut buf: Vec<u8> = Vec::with_capacity(len);
-    while buf.len() < len {
-        let done = buf.len();
-        let at =
-            libc::off_t::try_from(offset + done as u64).map_err(|_| fail(std::io::ErrorKind::InvalidInput.into()))?;
-        // SAFETY: the kernel writes at most `len - done` bytes into the vector's spare capacity,
-        // and `set_len` covers only the bytes it reports written.
-        let n = unsafe { libc::pread(file.as_raw_fd(), buf.as_mut_ptr().add(done).cast(), len - done, at) };
-        match n {
-            n if n > 0 => unsafe { buf.set_len(done + n as usize) },
-            0 => return Err(fail(std::io::ErrorKind::UnexpectedEof.into())),
-            _ => {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(fail(e));
-                }
-            }
-        }
-    }
-    Ok(Bytes::from(buf))
 }
 
 impl Length for FileRanges {
@@ -181,7 +152,7 @@ mod tests {
         let path = dir.join("f");
         let data: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
         std::fs::File::create(&path).unwrap().write_all(&data).unwrap();
-        let file = File::open(&path).unwrap();
+        let file = InputFile::open(path.to_str().unwrap(), "data file").unwrap();
         let mut reads = vec![];
         let r = FileRanges::read(&file, 10_000, vec![(5000, 100), (0, 10), (20, 10), (9000, 1000)], 16, "f", |n| {
             reads.push(n)
@@ -196,7 +167,7 @@ mod tests {
         let Err(e) = FileRanges::read(&file, 20_000, vec![(9_990, 20)], 0, "lake/data/f.parquet", |_| ()) else {
             panic!("a read past the end of the file succeeded")
         };
-        assert!(e.to_string().contains("cannot read 20 bytes at offset 9990 of lake/data/f.parquet"), "{e}");
+        assert!(e.to_string().contains("cannot read 20 bytes at offset 9990 of data file"), "{e}");
         // A footer's absurd range: an error, before any buffer is sized from it.
         for range in [(0, 1 << 60), (u64::MAX, 2), (9_999, 2)] {
             let Err(e) = FileRanges::read(&file, 10_000, vec![(0, 10), range], 0, "f", |_| ()) else {

@@ -4,7 +4,6 @@
 //! file's open descriptor (by path). Each is bounded; when full it starts over.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
@@ -12,8 +11,8 @@ use iceberg::spec::{DataFile, Schema, Snapshot, TableMetadata};
 
 use super::data_file::{Bounds, DataFileIndex};
 use super::stats;
-use crate::error::{Error, Result};
-use crate::io::local_path;
+use crate::error::Result;
+use crate::io::input::InputFile;
 use crate::read::caches::ReadCaches;
 use crate::read::deletes::{with_sequence, DeleteIndex};
 use crate::read::key_bounds::ColumnEncoders;
@@ -71,7 +70,7 @@ pub struct LookupCache {
     /// By manifest-list path, with the number of files listed in all of them.
     snapshots: Mutex<(HashMap<String, Arc<SnapshotIndex>>, usize)>,
     files: Mutex<(HashMap<String, Arc<DataFileIndex>>, usize)>,
-    handles: Mutex<HashMap<String, Arc<File>>>,
+    handles: Mutex<HashMap<String, Arc<InputFile>>>,
 }
 
 impl LookupCache {
@@ -121,13 +120,11 @@ impl LookupCache {
     }
 
     /// The open descriptor of a data file.
-    pub fn handle(&self, path: &str) -> Result<Arc<File>> {
+    pub fn handle(&self, path: &str) -> Result<Arc<InputFile>> {
         if let Some(f) = self.handles.lock().unwrap().get(path) {
             return Ok(f.clone());
         }
-        let file = Arc::new(
-            File::open(local_path(path)).map_err(|e| Error::io(format!("data file {path} cannot be opened: {e}")))?,
-        );
+        let file = Arc::new(InputFile::open(path, "data file")?);
         stats::FILE_OPENS.fetch_add(1, Relaxed);
         let mut handles = self.handles.lock().unwrap();
         if handles.len() >= MAX_HANDLES {
@@ -151,10 +148,7 @@ impl LookupCache {
         }
         let file = self.handle(&candidate.path)?;
         // The file's real length (a manifest's recorded size could be wrong).
-        let len = file
-            .metadata()
-            .map(|m| m.len())
-            .map_err(|e| Error::io(format!("data file {} cannot be read: {e}", candidate.path)))?;
+        let len = file.size()?;
         let index = Arc::new(DataFileIndex::load(&file, &candidate.path, len, schema, key, encoders)?);
         let mut files = self.files.lock().unwrap();
         let bytes = index.memory_size();

@@ -311,7 +311,7 @@ mod tests {
     /// The batch written as skade writes key tables (small pages, page index, packed integers
     /// uncompressed), one row group; `foreign`: as another writer might (a dictionary on strings,
     /// version 2 data pages, everything Snappy).
-    fn file(batch: &RecordBatch, foreign: bool) -> (std::path::PathBuf, File, u64) {
+    fn file(batch: &RecordBatch, foreign: bool) -> (std::path::PathBuf, crate::io::input::InputFile, u64) {
         static FILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("skade-column-decode-{}-{n}", std::process::id()));
@@ -333,8 +333,8 @@ mod tests {
         let mut writer = ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(props)).unwrap();
         writer.write(batch).unwrap();
         writer.close().unwrap();
-        let f = File::open(&path).unwrap();
-        let len = f.metadata().unwrap().len();
+        let f = crate::io::input::InputFile::open(path.to_str().unwrap(), "data file").unwrap();
+        let len = f.size().unwrap();
         (dir, f, len)
     }
 

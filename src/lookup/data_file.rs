@@ -8,7 +8,6 @@
 //! read, so they keep their own.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -28,6 +27,7 @@ use super::column_decode::{self, Direct};
 use super::stats;
 use crate::error::{Error, Result};
 use crate::format::schema::conform_array;
+use crate::io::input::InputFile;
 use crate::io::ranges::{chunk_range, footer_range, FileRanges};
 use crate::read::filter::ColumnStats;
 use crate::read::key_bounds::ColumnEncoders;
@@ -91,7 +91,7 @@ pub struct DataFileIndex {
 
 impl DataFileIndex {
     pub fn load(
-        file: &File,
+        file: &InputFile,
         path: &str,
         len: u64,
         schema: &Schema,
@@ -212,7 +212,7 @@ impl DataFileIndex {
     }
 
     /// Reads row group `g` (all its column chunks) with one read.
-    pub fn read_group(&self, file: &File, path: &str, g: usize) -> Result<FileRanges> {
+    pub fn read_group(&self, file: &InputFile, path: &str, g: usize) -> Result<FileRanges> {
         FileRanges::read(file, self.len, vec![self.groups[g].range], 0, path, stats::read)
     }
 

@@ -2,7 +2,6 @@
 //! footers, and the Arrow shape of each table schema.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::sync::{Arc, Mutex};
 
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
@@ -15,6 +14,7 @@ use super::keys::KeyColumns;
 use crate::error::{Error, Result};
 use crate::format::manifests::ManifestCache;
 use crate::format::schema::arrow_schema;
+use crate::io::input::InputFile;
 
 #[derive(Default)]
 pub struct ReadCaches {
@@ -38,7 +38,7 @@ pub struct Shape {
 
 impl ReadCaches {
     /// The footer of the data file at `path`, open as `file`.
-    pub fn footer(&self, path: &str, file: &File) -> Result<ArrowReaderMetadata> {
+    pub fn footer(&self, path: &str, file: &InputFile) -> Result<ArrowReaderMetadata> {
         if let Some(m) = self.footers.lock().unwrap().get(path) {
             return Ok(m.clone());
         }

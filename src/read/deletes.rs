@@ -6,7 +6,6 @@
 //! NULL). Delete files are immutable, so their parsed contents are cached by path.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::{Array, ArrayRef, AsArray};
@@ -22,7 +21,7 @@ use super::skippable::group_can_skip;
 use crate::error::{Error, Result};
 use crate::format::manifests::FileEntry;
 use crate::format::schema::{arrow_schema, conform_array};
-use crate::io::local_path;
+use crate::io::input::InputFile;
 
 /// Iceberg's reserved field ids of position-delete files.
 pub const DELETE_FILE_PATH_ID: i32 = 2147483546;
@@ -252,8 +251,7 @@ struct Selection<'a> {
 /// is matched by column name instead.
 fn read_selected(path: &str, columns: &[(i32, &str)], rows: Option<Selection<'_>>) -> Result<Vec<Vec<ArrayRef>>> {
     let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("delete file {path} is not readable: {e}"));
-    let file =
-        File::open(local_path(path)).map_err(|e| Error::io(format!("delete file {path} cannot be opened: {e}")))?;
+    let file = InputFile::open(path, "delete file")?;
     let policy = if rows.is_some() { PageIndexPolicy::Optional } else { PageIndexPolicy::Skip };
     let options = ArrowReaderOptions::new().with_page_index_policy(policy);
     let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options).map_err(|e| unreadable(&e))?;

@@ -3,7 +3,6 @@
 //! DuckDB's threads can read files in parallel.
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::File;
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, RecordBatchReader};
@@ -28,7 +27,7 @@ use super::skippable::group_can_skip;
 use super::time_travel::{snapshot_and_schema, Version};
 use crate::error::{Error, Result};
 use crate::format::schema::{arrow_schema, conform_array};
-use crate::io::local_path;
+use crate::io::input::InputFile;
 use crate::io::ranges::{chunk_range, FileRanges};
 
 /// Rows per Arrow batch handed to DuckDB: a multiple of its 2,048-row vectors.
@@ -283,8 +282,7 @@ impl ScanPlan {
             // count(*), or row ids only: the manifest's row count is enough, the file stays shut.
             return Ok(base);
         }
-        let file = File::open(local_path(&task.path))
-            .map_err(|e| Error::io(format!("data file {} cannot be opened: {e}", task.path)))?;
+        let file = InputFile::open(&task.path, "data file")?;
         let footer = self.caches.footer(&task.path, &file)?;
         let parquet_schema = footer.parquet_schema();
         let roots_by_id: HashMap<i32, usize> = parquet_schema
@@ -351,7 +349,7 @@ impl ScanPlan {
             .collect::<Result<Vec<_>>>()?;
         let (first, end) = ranges.iter().fold((u64::MAX, 0), |(a, b), &(s, n)| (a.min(s), b.max(s + n)));
         let reader = if end.saturating_sub(first) <= READ_AHEAD_MAX_BYTES {
-            let ranges = FileRanges::read(&file, end, ranges, READ_AHEAD_MAX_GAP, &task.path, |_| {})?;
+            let ranges = FileRanges::read(&file, file.size()?, ranges, READ_AHEAD_MAX_GAP, &task.path, |_| {})?;
             build_reader(ranges, footer, mask, selected, selection, &task.path)?
         } else {
             build_reader(file, footer, mask, selected, selection, &task.path)?

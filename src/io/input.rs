@@ -1,0 +1,133 @@
+//! Files read by their warehouse location: whole, by byte ranges (positional reads), as Parquet's
+//! reader wants them, or a folder listed. Local files today; object storage would be one more
+//! implementation behind these same calls.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
+use std::sync::OnceLock;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use parquet::errors::ParquetError;
+use parquet::file::reader::{ChunkReader, Length};
+
+use super::local_path;
+use crate::error::{Error, Result};
+
+/// A file open for reading. `what` names its kind in errors ("data file", "delete file").
+pub struct InputFile {
+    file: File,
+    location: String,
+    what: &'static str,
+    len: OnceLock<u64>,
+}
+
+impl InputFile {
+    pub fn open(location: &str, what: &'static str) -> Result<InputFile> {
+        let file = File::open(local_path(location))
+            .map_err(|e| Error::io(format!("{what} {location} cannot be opened: {e}")))?;
+        Ok(InputFile { file, location: location.to_string(), what, len: OnceLock::new() })
+    }
+
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The file's length (asked of the file system once).
+    pub fn size(&self) -> Result<u64> {
+        if let Some(len) = self.len.get() {
+            return Ok(*len);
+        }
+        let len = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io(format!("{} {} cannot be read: {e}", self.what, self.location)))?
+            .len();
+        Ok(*self.len.get_or_init(|| len))
+    }
+
+    /// `len` bytes at `offset`, with positional reads into a buffer that is not zeroed first
+    /// (zeroing it cost a point lookup as much as the read: std's `read_exact_at` needs an
+    /// initialized slice, so this calls pread itself).
+    pub fn read_range(&self, offset: u64, len: usize) -> Result<Bytes> {
+        let fail = |e: std::io::Error| {
+            Error::io(format!("cannot read {len} bytes at offset {offset} of {} {}: {e}", self.what, self.location))
+        };
+        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        while buf.len() < len {
+            let done = buf.len();
+            let at = libc::off_t::try_from(offset + done as u64)
+                .map_err(|_| fail(std::io::ErrorKind::InvalidInput.into()))?;
+            // SAFETY: the kernel writes at most `len - done` bytes into the vector's spare
+            // capacity, and `set_len` covers only the bytes it reports written.
+            let n = unsafe { libc::pread(self.file.as_raw_fd(), buf.as_mut_ptr().add(done).cast(), len - done, at) };
+            match n {
+                n if n > 0 => unsafe { buf.set_len(done + n as usize) },
+                0 => return Err(fail(std::io::ErrorKind::UnexpectedEof.into())),
+                _ => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(fail(e));
+                    }
+                }
+            }
+        }
+        Ok(Bytes::from(buf))
+    }
+}
+
+impl Length for InputFile {
+    fn len(&self) -> u64 {
+        self.size().unwrap_or(0)
+    }
+}
+
+impl ChunkReader for InputFile {
+    type T = std::io::BufReader<File>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        let mut file = self.file.try_clone()?;
+        file.seek(SeekFrom::Start(start))?;
+        Ok(std::io::BufReader::new(file))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.read_range(start, length).map_err(|e| ParquetError::External(Box::new(e)))
+    }
+}
+
+/// The whole file at `location`.
+pub fn read_whole(location: &str, what: &str) -> Result<Vec<u8>> {
+    std::fs::read(local_path(location)).map_err(|e| Error::io(format!("cannot read {what} {location}: {e}")))
+}
+
+/// The first `n` bytes of the file at `location` (fewer if it is shorter).
+pub fn read_head(location: &str, n: u64) -> Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(n as usize);
+    File::open(local_path(location))
+        .and_then(|f| f.take(n).read_to_end(&mut head))
+        .map_err(|e| Error::io(format!("cannot read {location}: {e}")))?;
+    Ok(head)
+}
+
+/// A file found in a folder: its location and when it was last written.
+pub struct Listed {
+    pub location: String,
+    pub modified: Option<SystemTime>,
+}
+
+/// The files of the folder at `location` (none when it does not exist).
+pub fn list(location: &str) -> Result<Vec<Listed>> {
+    let entries = match std::fs::read_dir(local_path(location)) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(Error::io(format!("cannot list {location}: {e}"))),
+    };
+    let mut out = vec![];
+    for entry in entries.flatten() {
+        let modified = entry.metadata().ok().and_then(|m| m.modified().ok());
+        out.push(Listed { location: format!("{location}/{}", entry.file_name().to_string_lossy()), modified });
+    }
+    Ok(out)
+}
