@@ -3,17 +3,17 @@
 //! ABI in [`ffi`].
 
 pub mod catalog;
-pub mod changelog;
+pub(crate) mod changelog;
 pub mod error;
-pub mod failpoint;
-pub mod ffi;
+pub(crate) mod failpoint;
+pub(crate) mod ffi;
 pub mod format;
 pub mod functions;
-pub mod io;
+pub(crate) mod io;
 pub mod lookup;
 pub mod read;
-pub mod runtime;
-pub mod write;
+pub(crate) mod runtime;
+pub(crate) mod write;
 
 #[cfg(feature = "extension")]
 mod extension;

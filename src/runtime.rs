@@ -18,11 +18,6 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-/// The iceberg crate's handle onto [`runtime`].
-pub fn iceberg_runtime() -> iceberg::Runtime {
-    iceberg::Runtime::new(runtime())
-}
-
 /// Runs a future to completion from a thread that is not a runtime worker (a DuckDB thread, a
 /// test). Inside a runtime worker it would panic, so the core never calls it from async code.
 pub fn block_on<F: Future>(f: F) -> F::Output {

@@ -7,7 +7,8 @@ use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 
 use super::open::Catalog;
 use super::state::{SchemaRecord, TableRecord};
-use super::store::{CommitRecord, Store, COMMITS, COMMIT_LOG, COMMIT_SEQ, COUNTERS, META, SCHEMAS, TABLES};
+use super::store::{CommitRecord, Store};
+use super::tables::{COMMITS, COMMIT_LOG, COMMIT_SEQ, COUNTERS, META, SCHEMAS, TABLES};
 use crate::error::Result;
 
 /// One part of the catalog and what is wrong with it (None: nothing found).

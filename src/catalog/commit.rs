@@ -15,7 +15,8 @@ use redb::{ReadableTable, WriteTransaction};
 
 use super::names::key;
 use super::state::{SchemaRecord, StateChange, TableRecord};
-use super::store::{CommitRecord, Store, COMMITS, COMMIT_LOG, COMMIT_SEQ, COUNTERS, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES};
+use super::store::{CommitRecord, Store};
+use super::tables::{COMMITS, COMMIT_LOG, COMMIT_SEQ, COUNTERS, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES};
 use crate::error::{Error, Result};
 
 /// What must still hold when a change is applied.
@@ -24,7 +25,6 @@ pub enum Expect {
     SchemaAbsent,
     /// The schema exists and holds no table.
     SchemaEmpty,
-    SchemaPresent,
     TableAbsent,
     /// The table's pointer is still this metadata location.
     TableAt(String),
@@ -193,7 +193,6 @@ fn check(tx: &WriteTransaction, request: &CommitRequest) -> Result<()> {
         };
         let ok = match &change.expect {
             Expect::SchemaAbsent => !schema_exists,
-            Expect::SchemaPresent => schema_exists,
             Expect::SchemaEmpty => {
                 schema_exists
                     && count_tables(tx, &schema_key)? + local.table_delta.get(&schema_key).copied().unwrap_or(0) == 0
@@ -205,7 +204,6 @@ fn check(tx: &WriteTransaction, request: &CommitRequest) -> Result<()> {
             let why = match &change.expect {
                 Expect::SchemaAbsent => "it was created by a concurrent transaction",
                 Expect::SchemaEmpty => "a concurrent transaction changed its tables",
-                Expect::SchemaPresent => "it was dropped by a concurrent transaction",
                 Expect::TableAbsent if !schema_exists => "its schema was dropped by a concurrent transaction",
                 Expect::TableAbsent => "it was created by a concurrent transaction",
                 Expect::TableAt(_) if current_location.is_none() => "it was dropped by a concurrent transaction",
@@ -298,4 +296,86 @@ fn write_change(
     }
     tx.open_table(COMMIT_LOG)?.insert(seq, serde_json::to_vec(&record)?.as_slice())?;
     Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    fn store() -> (Store, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("skade-commit-{}-{}", std::process::id(), uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (store, _) = Store::open(&dir.join("c.skade"), false, None).unwrap();
+        (store, dir)
+    }
+
+    fn table(name: &str, location: &str) -> TableRecord {
+        TableRecord {
+            schema: "main".into(),
+            name: name.into(),
+            uuid: format!("u-{name}"),
+            metadata_location: location.into(),
+        }
+    }
+
+    fn request(changes: Vec<(StateChange, Expect)>) -> CommitRequest {
+        let changes = changes
+            .into_iter()
+            .map(|(effect, expect)| Change { effect, expect, operation: "test".into(), snapshot_id: None })
+            .collect();
+        CommitRequest { changes, actor: "t".into(), dropped_uuids: HashMap::new(), files: vec![] }
+    }
+
+    fn apply(store: &Store, requests: &[CommitRequest]) -> Vec<Result<Vec<CommitRecord>>> {
+        apply_group(store, requests, true, 1, 0, &mut None).unwrap()
+    }
+
+    #[test]
+    fn each_request_of_a_group_is_checked_whole_against_those_before_it() {
+        let (store, dir) = store();
+        let create_t = || request(vec![(StateChange::PutTable(table("t", "m1")), Expect::TableAbsent)]);
+        let results = apply(
+            &store,
+            &[
+                create_t(),
+                create_t(), // the first created it: a conflict, and it writes nothing
+                request(vec![(StateChange::PutSchema(SchemaRecord { name: "s".into() }), Expect::SchemaAbsent)]),
+            ],
+        );
+        assert_eq!(results[0].as_ref().unwrap()[0].seq, 1);
+        let e = results[1].as_ref().unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Conflict);
+        assert!(e.message.contains("it was created by a concurrent transaction"), "{}", e.message);
+        assert_eq!(results[2].as_ref().unwrap()[0].seq, 2, "a failed request takes no commit_seq");
+        assert_eq!(store.commit_seq().unwrap(), 2);
+
+        // compare-and-swap on the pointer read
+        let moved = request(vec![(StateChange::PutTable(table("t", "m2")), Expect::TableAt("m0".into()))]);
+        let e = apply(&store, &[moved]).remove(0).unwrap_err();
+        assert!(e.message.contains("a concurrent transaction committed to it first"), "{}", e.message);
+        let moved = request(vec![(StateChange::PutTable(table("t", "m2")), Expect::TableAt("m1".into()))]);
+        assert!(apply(&store, &[moved]).remove(0).is_ok());
+
+        // a schema with a table is not empty; within one request, its own earlier changes count
+        let drop_main = || request(vec![(StateChange::DropSchema("main".into()), Expect::SchemaEmpty)]);
+        assert!(apply(&store, &[drop_main()]).remove(0).is_err());
+        let schema_and_table = request(vec![
+            (StateChange::PutSchema(SchemaRecord { name: "x".into() }), Expect::SchemaAbsent),
+            (StateChange::PutTable(TableRecord { schema: "x".into(), ..table("y", "m") }), Expect::TableAbsent),
+            (StateChange::DropTable { schema: "x".into(), name: "y".into() }, Expect::TableAt("m".into())),
+            (StateChange::DropSchema("x".into()), Expect::SchemaEmpty),
+        ]);
+        let records = apply(&store, &[schema_and_table]).remove(0).unwrap();
+        assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![4, 5, 6, 7]);
+        // a table in a dropped schema
+        let orphan = request(vec![(
+            StateChange::PutTable(TableRecord { schema: "x".into(), ..table("z", "m") }),
+            Expect::TableAbsent,
+        )]);
+        let e = apply(&store, &[orphan]).remove(0).unwrap_err();
+        assert!(e.message.contains("its schema was dropped"), "{}", e.message);
+        drop(store);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

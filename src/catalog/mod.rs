@@ -1,16 +1,19 @@
 //! The catalog: one redb file that names every schema and table and points at each table's
 //! current Iceberg metadata, plus the commit path that moves those pointers.
 
-pub mod check;
-pub mod commit;
+pub(crate) mod check;
+pub(crate) mod commit;
 pub mod events;
-pub mod maintenance;
-pub mod names;
-pub mod open;
+pub(crate) mod maintenance;
+pub(crate) mod migrate;
+pub(crate) mod names;
+pub(crate) mod open;
 pub mod options;
-pub mod pinned;
-pub mod state;
-pub mod store;
+pub(crate) mod pinned;
+pub(crate) mod rebase;
+pub(crate) mod state;
+pub(crate) mod store;
+pub mod tables;
 pub mod transaction;
 
 pub use self::open::{Catalog, CommitEvent, COMMIT_EVENT_BUFFER, EVENTUAL_FLUSH_INTERVAL};

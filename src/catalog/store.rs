@@ -1,6 +1,6 @@
 //! The redb file: the catalog's single source of truth.
 //!
-//! Tables (format `skade-catalog-1`):
+//! Tables (format `skade-catalog-1`; `migrate` keeps the version):
 //! - `meta`: format stamp, data path, creation time.
 //! - `counters`: `commit_seq` (last assigned, gapless from 1), `next_snapshot_id`.
 //! - `schemas`: schema key -> [`SchemaRecord`] (JSON).
@@ -21,30 +21,19 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, RwLock};
 
-use redb::{
-    Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata,
-    TableDefinition, WriteTransaction,
-};
+use redb::{Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
+use super::migrate::{migrate, readable, stamp, version_of, FORMAT_VERSION, MIGRATIONS};
 use super::names::DEFAULT_SCHEMA;
 use super::state::{CatalogState, SchemaRecord, TableRecord};
 use crate::error::{Error, ErrorKind, Result};
 
-pub const FORMAT: &str = "skade-catalog-1";
 /// Where the catalog file was created (canonical): Iceberg metadata holds absolute paths, so a
 /// catalog file found elsewhere is a copy (or a move) whose tables still name the original's files.
 const CREATED_AS: &str = "created_as";
 
-pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
-pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
-pub(crate) const SCHEMAS: TableDefinition<&str, &[u8]> = TableDefinition::new("schemas");
-pub(crate) const TABLES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("tables");
-pub(crate) const COMMITS: TableDefinition<(&str, i64), u64> = TableDefinition::new("commits");
-pub(crate) const COMMIT_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("commit_log");
-
-pub(crate) const COMMIT_SEQ: &str = "commit_seq";
-pub(crate) const NEXT_SNAPSHOT_ID: &str = "next_snapshot_id";
+use super::tables::{COMMITS, COMMIT_LOG, COMMIT_SEQ, COUNTERS, META, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES};
 
 /// redb's file header starts with these bytes; anything else is not ours and is left untouched.
 const REDB_MAGIC: &[u8] = b"redb";
@@ -115,6 +104,8 @@ impl Store {
                 None => default_data_path(path),
             };
             store.initialize(&data_path)?;
+        } else if !read_only {
+            store.migrate()?;
         }
         let loaded = store.load(data_path)?;
         Ok((store, loaded))
@@ -221,7 +212,7 @@ impl Store {
         let created_as = self.path.canonicalize().ok();
         self.write(true, |tx| {
             let mut meta = tx.open_table(META)?;
-            meta.insert("format", FORMAT)?;
+            meta.insert("format", stamp(FORMAT_VERSION).as_str())?;
             meta.insert("data_path", data_path_str)?;
             if let Some(created_as) = created_as.as_deref().and_then(Path::to_str) {
                 meta.insert(CREATED_AS, created_as)?;
@@ -240,6 +231,18 @@ impl Store {
         })
     }
 
+    /// Brings an older file to this build's format (one durable transaction with its new stamp).
+    fn migrate(&self) -> Result<()> {
+        let path = self.path.display().to_string();
+        self.write(true, |tx| {
+            let Some(format) = super::migrate::stamped(tx)? else {
+                return Ok(()); // not ours: `load` says so
+            };
+            let version = version_of(&format, &path, FORMAT_VERSION)?;
+            migrate(tx, version, FORMAT_VERSION, MIGRATIONS).map(drop)
+        })
+    }
+
     fn load(&self, requested_data_path: Option<&Path>) -> Result<Loaded> {
         let path = &self.path;
         let not_ours = || {
@@ -251,11 +254,9 @@ impl Store {
         self.read(|tx| {
             let meta = tx.open_table(META).map_err(|_| not_ours())?;
             let format = meta.get("format")?.ok_or_else(not_ours)?.value().to_string();
-            if format != FORMAT {
-                return Err(Error::corrupt(format!(
-                    "{} has catalog format '{format}', which this skade build cannot read (it reads '{FORMAT}')",
-                    path.display()
-                )));
+            let version = version_of(&format, &path.display().to_string(), FORMAT_VERSION)?;
+            if version < FORMAT_VERSION {
+                readable(version, MIGRATIONS, &path.display().to_string())?;
             }
             let data_path = PathBuf::from(
                 meta.get("data_path")?.ok_or_else(|| self.corrupt(&"its meta table has no data_path"))?.value(),
@@ -337,10 +338,6 @@ impl Store {
     /// The commit_seq that produced `snapshot_id` of the table `uuid`, if skade committed it.
     pub fn commit_seq_of(&self, uuid: &str, snapshot_id: i64) -> Result<Option<u64>> {
         self.read(|tx| Ok(tx.open_table(COMMITS)?.get((uuid, snapshot_id))?.map(|v| v.value())))
-    }
-
-    pub fn commit_log_len(&self) -> Result<u64> {
-        self.read(|tx| Ok(tx.open_table(COMMIT_LOG)?.len()?))
     }
 
     /// Writes `state` and the commits `records` (those after what the file holds) durably, as

@@ -15,6 +15,7 @@ use super::commit::{Change, CommitRequest, Expect};
 use super::names::{self, key, DEFAULT_SCHEMA};
 use super::open::{Catalog, Inner};
 use super::pinned::{lookup_rows, pinned_keys};
+use super::rebase::deletes_rebase;
 use super::state::{CatalogState, SchemaRecord, StateChange, TableRecord};
 use super::store::CommitRecord;
 use crate::error::{Error, ErrorKind, Result};
@@ -850,13 +851,12 @@ impl Transaction {
                     // update may have removed the same rows (and its own deletes could miss rows
                     // this transaction added or changed).
                     let at_read = sequence_at(inner, delete_base, record)?;
-                    let since: Vec<_> = base.snapshots().filter(|s| s.sequence_number() > at_read).collect();
-                    // Each snapshot takes the next sequence number: one missing was expired
-                    // meanwhile, and what it did is unknown, so it counts as a delete.
-                    let expired_meanwhile = since.len() as i64 != base.last_sequence_number() - at_read;
-                    let deleted_meanwhile =
-                        expired_meanwhile || since.iter().any(|s| s.summary().operation != Operation::Append);
-                    if deleted_meanwhile {
+                    let since: Vec<Operation> = base
+                        .snapshots()
+                        .filter(|s| s.sequence_number() > at_read)
+                        .map(|s| s.summary().operation.clone())
+                        .collect();
+                    if !deletes_rebase(at_read, base.last_sequence_number(), &since) {
                         return Err(Error::conflict(format!(
                             "transaction conflict on table \"{}\": a concurrent transaction deleted, updated or \
                              compacted rows of it first; nothing was committed, retry the transaction",

@@ -508,3 +508,118 @@ fn read<const W: usize>(bytes: &[u8], start: usize) -> u64 {
     value[..W].copy_from_slice(&bytes[start..start + W]);
     u64::from_le_bytes(value)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::changelog::types::{changelog_schema, CHANGE_TYPES};
+    use arrow::array::{AsArray, Int64Array, StringArray};
+    use arrow::datatypes::DataType;
+    use arrow::datatypes::{Field, Schema as ArrowSchema};
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+    use std::sync::Arc;
+
+    /// (id, v) rows of a changelog: each (id, v, change, snapshot).
+    fn feed(rows: &[(i64, &str, i8, i64)]) -> (ArrowSchemaRef, Vec<RecordBatch>) {
+        let table =
+            ArrowSchema::new(vec![Field::new("id", DataType::Int64, true), Field::new("v", DataType::Utf8, true)]);
+        let schema = changelog_schema(&table);
+        // one batch per row: netting must work across batches
+        let batches = rows
+            .iter()
+            .map(|&(id, v, change, snapshot)| {
+                let t = RecordBatch::try_new(
+                    Arc::new(table.clone()),
+                    vec![Arc::new(Int64Array::from(vec![id])), Arc::new(StringArray::from(vec![v]))],
+                )
+                .unwrap();
+                crate::changelog::types::with_tags(&schema, &t, change_column(vec![change]), snapshot, false).unwrap()
+            })
+            .collect();
+        (schema, batches)
+    }
+
+    fn key() -> KeyColumns {
+        let schema = Schema::builder()
+            .with_fields(vec![
+                Arc::new(NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long))),
+                Arc::new(NestedField::optional(2, "v", Type::Primitive(PrimitiveType::String))),
+            ])
+            .with_identifier_field_ids([1])
+            .build()
+            .unwrap();
+        KeyColumns::of(&schema).unwrap().unwrap()
+    }
+
+    /// The netted rows as (id, v, change), sorted.
+    fn netted(
+        schema: &ArrowSchemaRef,
+        batches: &[RecordBatch],
+        key: Option<&KeyColumns>,
+    ) -> Vec<(i64, String, String)> {
+        let mut out = vec![];
+        for b in collapse(schema, batches, key).unwrap() {
+            let ids = b.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+            let vs = b.column(1).as_string::<i32>();
+            for (r, tag) in change_keys(b.column(2)).iter().enumerate() {
+                out.push((ids.value(r), vs.value(r).to_string(), CHANGE_TYPES[*tag as usize].to_string()));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn row(id: i64, v: &str, change: &str) -> (i64, String, String) {
+        (id, v.to_string(), change.to_string())
+    }
+
+    #[test]
+    fn a_keyed_window_nets_each_key_to_its_first_and_last_image() {
+        let (schema, batches) = feed(&[
+            (1, "a", INSERT, 10), // absent, then present: INSERT
+            (2, "b", DELETE, 10), // present, then absent: DELETE
+            (3, "c", UPDATE_BEFORE, 10),
+            (3, "c2", UPDATE_AFTER, 10), // changed twice:
+            (3, "c2", UPDATE_BEFORE, 11),
+            (3, "c3", UPDATE_AFTER, 11), //   the first and last images
+            (4, "d", INSERT, 10),
+            (4, "d", DELETE, 11), // inserted then deleted: nothing
+            (5, "e", UPDATE_BEFORE, 10),
+            (5, "x", UPDATE_AFTER, 10), // changed and changed back:
+            (5, "x", UPDATE_BEFORE, 11),
+            (5, "e", UPDATE_AFTER, 11), //   nothing
+            (6, "f", DELETE, 10),
+            (6, "g", INSERT, 11), // deleted then re-inserted: UPDATE
+        ]);
+        assert_eq!(
+            netted(&schema, &batches, Some(&key())),
+            vec![
+                row(1, "a", "INSERT"),
+                row(2, "b", "DELETE"),
+                row(3, "c", "UPDATE_BEFORE"),
+                row(3, "c3", "UPDATE_AFTER"),
+                row(6, "f", "UPDATE_BEFORE"),
+                row(6, "g", "UPDATE_AFTER"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_window_without_a_key_nets_to_the_multiset_difference_of_rows() {
+        let (schema, batches) = feed(&[
+            (1, "a", INSERT, 10),
+            (1, "a", INSERT, 10), // a duplicate row: two INSERTs
+            (1, "a", DELETE, 11), // one of them deleted: one left
+            (2, "b", DELETE, 10), // an older row deleted
+            (3, "c", DELETE, 10), // deleted and re-inserted identical: a carry-over, gone
+            (3, "c", INSERT, 11),
+            (4, "d", DELETE, 10), // changed: a DELETE and an INSERT
+            (4, "e", INSERT, 10),
+        ]);
+        assert_eq!(
+            netted(&schema, &batches, None),
+            vec![row(1, "a", "INSERT"), row(2, "b", "DELETE"), row(4, "d", "DELETE"), row(4, "e", "INSERT")]
+        );
+        assert!(collapse(&schema, &[], None).unwrap().is_empty());
+    }
+}

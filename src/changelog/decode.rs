@@ -26,8 +26,8 @@ use crate::read::time_travel::Version;
 /// A window's changes, or why it cannot be told row by row.
 pub enum Feed {
     Rows(Vec<RecordBatch>),
-    /// Some snapshot of the window cannot be decoded exactly (see [`changelog`]): the reason.
-    Undecodable(String),
+    /// Some snapshot of the window cannot be decoded exactly (see [`changelog`]).
+    Undecodable,
 }
 
 /// The changes of the snapshots of `window` (see [`window`]), in window order, in the schema of
@@ -44,7 +44,6 @@ pub enum Feed {
 pub fn changelog(
     metadata: &TableMetadata,
     caches: &Arc<ReadCaches>,
-    table: &str,
     window: &[Arc<Snapshot>],
     used: Option<&[usize]>,
     filters: &Filters,
@@ -52,10 +51,7 @@ pub fn changelog(
 ) -> Result<Feed> {
     if let Some(p) = window.first().and_then(|s| s.parent_snapshot_id()) {
         if metadata.snapshot_by_id(p).is_none() {
-            return Ok(Feed::Undecodable(format!(
-                "the snapshots of table {table} before snapshot {} were expired",
-                window[0].snapshot_id()
-            )));
+            return Ok(Feed::Undecodable); // the snapshots before the window's first were expired
         }
     }
     let schema = metadata.current_schema().clone();
@@ -66,13 +62,13 @@ pub fn changelog(
     // Decoding, pairing and tagging run per snapshot, in parallel; the batches keep window order.
     let decoded: Vec<Result<Decoded>> = decode
         .par_iter()
-        .map(|s| snapshot_changes(metadata, caches, table, s, read.as_deref(), filters, netting.is_some()))
+        .map(|s| snapshot_changes(metadata, caches, s, read.as_deref(), filters, netting.is_some()))
         .collect();
     let mut changes = vec![];
     for d in decoded {
         match d? {
             Decoded::Changes(c) => changes.push(c),
-            Decoded::Undecodable(reason) => return Ok(Feed::Undecodable(reason)),
+            Decoded::Undecodable => return Ok(Feed::Undecodable),
         }
     }
     if let Some(used) = netting {

@@ -135,17 +135,17 @@ pub fn rows(
         _ => None,
     };
     let to_snapshot = snapshots.last().map(|s| s.as_ref());
-    let feed = changelog(metadata, caches, name, &snapshots, read.as_deref(), &filters, netting.as_deref())?;
+    let feed = changelog(metadata, caches, &snapshots, read.as_deref(), &filters, netting.as_deref())?;
     Ok(match feed {
         Feed::Rows(batches) if collapse => collapse::collapse(&schema, &batches, key.as_ref())?,
         Feed::Rows(batches) => batches,
         // Netted, the window is exactly the difference between its two ends: no guess needed.
-        Feed::Undecodable(_) if collapse => collapse::collapse(
+        Feed::Undecodable if collapse => collapse::collapse(
             &schema,
             &snapshot_difference(metadata, caches, from_id, to_snapshot, &filters)?,
             key.as_ref(),
         )?,
         // The seed's rule.
-        Feed::Undecodable(_) => full_reload(metadata, caches, to_snapshot, read.as_deref(), &filters)?,
+        Feed::Undecodable => full_reload(metadata, caches, to_snapshot, read.as_deref(), &filters)?,
     })
 }

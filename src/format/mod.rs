@@ -1,9 +1,9 @@
 //! The Iceberg table format: schemas (DuckDB's types as Iceberg's), metadata files, manifests and
 //! manifest lists, producing a snapshot's files, and snapshot expiry. Nothing here reads rows.
 
-pub mod avro_names;
+pub(crate) mod avro_names;
 pub mod expire;
 pub mod manifests;
 pub mod metadata;
-pub mod schema;
+pub(crate) mod schema;
 pub mod snapshot;

@@ -1,13 +1,13 @@
 //! The rows behind skade's table functions, as Arrow batches.
 
 pub mod changelog;
-pub mod check;
-pub mod commits_since;
-pub mod compact;
-pub mod expire_snapshots;
-pub mod lookup_stats;
-pub mod snapshots;
-pub mod tables;
+pub(crate) mod check;
+pub(crate) mod commits_since;
+pub(crate) mod compact;
+pub(crate) mod expire_snapshots;
+pub(crate) mod lookup_stats;
+pub(crate) mod snapshots;
+pub(crate) mod tables;
 
 use arrow::datatypes::{DataType, TimeUnit};
 

@@ -7,10 +7,10 @@
 //! is the answer (a primary key has at most one). Everything that does not change between
 //! lookups is cached (see `cache`), so a warm probe costs one read.
 
-pub mod cache;
-pub mod column_decode;
-pub mod data_file;
-pub mod probe_keys;
+pub(crate) mod cache;
+pub(crate) mod column_decode;
+pub(crate) mod data_file;
+pub(crate) mod probe_keys;
 pub mod stats;
 
 use std::collections::HashMap;

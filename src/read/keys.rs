@@ -270,3 +270,43 @@ impl PackedKeys {
         Ok(set)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat};
+
+    /// A data file whose key columns (field ids 1 and 2) have these bounds.
+    fn file(bounds: &[(i32, i64, i64)]) -> DataFile {
+        DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path(format!("{bounds:?}.parquet"))
+            .file_format(DataFileFormat::Parquet)
+            .record_count(1)
+            .file_size_in_bytes(1)
+            .partition_spec_id(0)
+            .lower_bounds(bounds.iter().map(|(id, lo, _)| (*id, Datum::long(*lo))).collect())
+            .upper_bounds(bounds.iter().map(|(id, _, hi)| (*id, Datum::long(*hi))).collect())
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn keys_may_collide_only_where_every_key_column_overlaps_in_one_pair_of_files() {
+        let ids = [1];
+        let ours = [file(&[(1, 201, 201)]), file(&[(1, 203, 203)])];
+        // interleaved one-key files: their span (200..=204) holds ours, no file does
+        let theirs = [file(&[(1, 200, 200)]), file(&[(1, 202, 202)]), file(&[(1, 204, 204)])];
+        assert!(!ranges_may_overlap(&ids, &ours, &theirs));
+        assert!(ranges_may_overlap(&ids, &ours, &[file(&[(1, 203, 210)])]), "one pair overlaps");
+        assert!(ranges_may_overlap(&ids, &ours, &[file(&[(1, 203, 203)])]), "the same key");
+        assert!(!ranges_may_overlap(&ids, &ours, &[]), "nothing committed meanwhile");
+        // composite keys: disjoint in one column is enough
+        let ids = [1, 2];
+        let a = [file(&[(1, 0, 10), (2, 0, 10)])];
+        assert!(!ranges_may_overlap(&ids, &a, &[file(&[(1, 0, 10), (2, 11, 20)])]));
+        assert!(ranges_may_overlap(&ids, &a, &[file(&[(1, 5, 6), (2, 10, 20)])]));
+        // a file without bounds may hold any key
+        assert!(ranges_may_overlap(&ids, &a, &[file(&[])]));
+    }
+}

@@ -1,13 +1,13 @@
 //! Reading rows: scan planning (manifests, filters, the deletes of each file), row-group pruning,
 //! merge-on-read deletes, primary keys as encoded rows, time travel, and the caches reads share.
 
-pub mod caches;
-pub mod deletes;
+pub(crate) mod caches;
+pub(crate) mod deletes;
 pub mod filter;
-pub mod key_bounds;
-pub mod keys;
-pub mod row_groups;
-pub mod scan;
-pub mod select;
-pub mod skippable;
+pub(crate) mod key_bounds;
+pub(crate) mod keys;
+pub(crate) mod row_groups;
+pub(crate) mod scan;
+pub(crate) mod select;
+pub(crate) mod skippable;
 pub mod time_travel;

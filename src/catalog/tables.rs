@@ -1,0 +1,13 @@
+//! The redb tables of the catalog file (see `store` for what each holds).
+
+use redb::TableDefinition;
+
+pub const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
+pub const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+pub const SCHEMAS: TableDefinition<&str, &[u8]> = TableDefinition::new("schemas");
+pub const TABLES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("tables");
+pub const COMMITS: TableDefinition<(&str, i64), u64> = TableDefinition::new("commits");
+pub const COMMIT_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("commit_log");
+
+pub const COMMIT_SEQ: &str = "commit_seq";
+pub const NEXT_SNAPSHOT_ID: &str = "next_snapshot_id";
