@@ -94,6 +94,71 @@ pub enum Decoded {
     Undecodable,
 }
 
+/// What one snapshot itself added and removed (not what it carried forward).
+#[derive(Default)]
+struct SnapshotFiles {
+    added_data: Vec<DataFile>,
+    added_deletes: Vec<DataFile>,
+    removed_data: Vec<DataFile>,
+    removed_deletes: Vec<DataFile>,
+}
+
+impl SnapshotFiles {
+    fn of(metadata: &TableMetadata, caches: &ReadCaches, snapshot: &Snapshot) -> Result<SnapshotFiles> {
+        let id = snapshot.snapshot_id();
+        let mut files = SnapshotFiles::default();
+        for manifest in caches.manifests.manifest_list(metadata, snapshot)?.iter() {
+            if manifest.added_snapshot_id != id {
+                continue; // carried forward unchanged (merged manifests hold EXISTING entries only)
+            }
+            for e in caches.manifests.manifest(manifest)?.iter() {
+                if e.snapshot_id != id {
+                    continue;
+                }
+                let data = e.file().content_type() == DataContentType::Data;
+                let list = match (e.entry.status, data) {
+                    (ManifestStatus::Added, true) => &mut files.added_data,
+                    (ManifestStatus::Added, false) => &mut files.added_deletes,
+                    (ManifestStatus::Deleted, true) => &mut files.removed_data,
+                    (ManifestStatus::Deleted, false) => &mut files.removed_deletes,
+                    (ManifestStatus::Existing, _) => continue,
+                };
+                list.push(e.file().clone());
+            }
+        }
+        Ok(files)
+    }
+
+    fn removes(&self) -> bool {
+        !self.added_deletes.is_empty() || !self.removed_data.is_empty() || !self.removed_deletes.is_empty()
+    }
+
+    fn of_kind(&self, kind: DataContentType) -> impl Iterator<Item = &DataFile> {
+        self.added_deletes.iter().filter(move |f| f.content_type() == kind)
+    }
+}
+
+/// What a decoding reads of one snapshot: the table, the columns wanted, the filters.
+struct Decoding<'a> {
+    metadata: &'a TableMetadata,
+    caches: &'a Arc<ReadCaches>,
+    schema: Arc<Schema>,
+    snapshot: &'a Snapshot,
+    /// The columns to read (None: all of them).
+    read: Option<&'a [usize]>,
+    filters: &'a Filters,
+}
+
+impl Decoding<'_> {
+    /// A plan over given files, pruned by the filters, reading the wanted columns.
+    fn read_files(&self, files: Vec<(String, u64, FileDeletes)>) -> Result<Vec<RecordBatch>> {
+        let plan = ScanPlan::for_files(self.schema.clone(), self.caches.clone(), files)?;
+        read_all(plan.with_prune(self.filters.rows.clone()).read_only(self.read))
+    }
+}
+
+/// One snapshot's changes (see the module's documentation). `netting`: the inserted side of a
+/// snapshot that removes no file is left to [`read_deferred`].
 pub fn snapshot_changes(
     metadata: &TableMetadata,
     caches: &Arc<ReadCaches>,
@@ -105,164 +170,170 @@ pub fn snapshot_changes(
     if snapshot.summary().operation == Operation::Replace {
         return Ok(Decoded::Changes(SnapshotChanges::default())); // by Iceberg's definition: same rows
     }
-    let schema = metadata.current_schema().clone();
-    let id = snapshot.snapshot_id();
-    let seq = snapshot.sequence_number();
-    let mut added_data: Vec<DataFile> = vec![];
-    let mut added_deletes: Vec<DataFile> = vec![];
-    let mut removed_data: Vec<DataFile> = vec![];
-    let mut removed_deletes: Vec<DataFile> = vec![];
-    for manifest in caches.manifests.manifest_list(metadata, snapshot)?.iter() {
-        if manifest.added_snapshot_id != id {
-            continue; // carried forward unchanged (merged manifests hold EXISTING entries only)
-        }
-        for e in caches.manifests.manifest(manifest)?.iter() {
-            if e.snapshot_id != id {
-                continue;
-            }
-            let data = e.file().content_type() == DataContentType::Data;
-            match (e.entry.status, data) {
-                (ManifestStatus::Added, true) => added_data.push(e.file().clone()),
-                (ManifestStatus::Added, false) => added_deletes.push(e.file().clone()),
-                (ManifestStatus::Deleted, true) => removed_data.push(e.file().clone()),
-                (ManifestStatus::Deleted, false) => removed_deletes.push(e.file().clone()),
-                (ManifestStatus::Existing, _) => {}
-            }
-        }
-    }
+    let files = SnapshotFiles::of(metadata, caches, snapshot)?;
     // Whether a rewrite keeps rows unchanged is told by comparing whole rows: read them all.
-    let read = if removed_data.is_empty() { read } else { None };
-    // Files and row groups the filters exclude are not read.
-    let only = |plan: ScanPlan| plan.with_prune(filters.rows.clone()).read_only(read);
-
-    // Inserted: the added files, minus this snapshot's own deletes of their rows.
-    let own = DeleteIndex::load(&caches.deletes, &schema, &added_deletes.iter().map(|f| (seq, f)).collect::<Vec<_>>())?;
-    let wanted: Vec<&DataFile> = added_data.iter().filter(|f| filters.may_match(f)).collect();
-    // Netting (rewrites aside, which compare their own rows): read once the removed rows are known.
-    let defer = netting && removed_data.is_empty();
-    let deferred: Vec<(DataFile, FileDeletes)> = match defer {
-        true => wanted.iter().map(|f| ((*f).clone(), own.for_file(f.file_path(), seq))).collect(),
-        false => vec![],
-    };
-    let inserted = match defer {
-        true => vec![],
-        false => {
-            let files =
-                wanted.iter().map(|f| (f.file_path().to_string(), f.record_count(), own.for_file(f.file_path(), seq)));
-            read_all(only(ScanPlan::for_files(schema.clone(), caches.clone(), files.collect())?))?
-        }
-    };
-
-    // Deleted: rows live at the parent that this snapshot's delete files or removals remove.
-    let mut deleted = vec![];
+    let read = if files.removed_data.is_empty() { read } else { None };
+    let decoding = Decoding { metadata, caches, schema: metadata.current_schema().clone(), snapshot, read, filters };
+    let (inserted, deferred) = inserted_rows(&decoding, &files, netting && files.removed_data.is_empty())?;
     let parent = snapshot.parent_snapshot_id().and_then(|p| metadata.snapshot_by_id(p));
-    let removes = !added_deletes.is_empty() || !removed_data.is_empty() || !removed_deletes.is_empty();
-    if let (Some(parent), true) = (parent, removes) {
-        let at_parent = caches.manifests.snapshot_files(metadata, parent)?;
-        let parent_deletes = DeleteIndex::load(&caches.deletes, &schema, &with_sequence(&at_parent.deletes))?;
-        let live: HashMap<&str, (i64, &DataFile)> =
-            at_parent.data.iter().map(|e| (e.file().file_path(), (e.sequence_number, e.file()))).collect();
-        let removed: HashSet<&str> = removed_data.iter().map(|f| f.file_path()).collect();
-        // A removed delete file un-deletes its rows, unless their files are gone as well.
-        for f in &removed_deletes {
-            let harmless = f.content_type() == DataContentType::PositionDeletes
-                && caches
-                    .deletes
-                    .positions(f)?
-                    .by_path
-                    .keys()
-                    .all(|p| removed.contains(p.as_str()) || !live.contains_key(p.as_str()));
-            if !harmless {
-                return Ok(Decoded::Undecodable); // rows it deleted come back to life
-            }
-        }
-        let mut files = vec![];
-        // Removed data files: all their rows live at the parent.
-        for path in &removed {
-            if let Some((file_seq, file)) = live.get(path).filter(|(_, f)| filters.may_match(f)) {
-                files.push((path.to_string(), file.record_count(), parent_deletes.for_file(path, *file_seq)));
-            }
-        }
-        // Position deletes: the named rows of files live at the parent, unless already deleted.
-        let mut by_file: HashMap<&str, Vec<u64>> = HashMap::new();
-        let mut position_files = vec![];
-        for f in added_deletes.iter().filter(|f| f.content_type() == DataContentType::PositionDeletes) {
-            position_files.push(caches.deletes.positions(f)?);
-        }
-        for p in &position_files {
-            for (path, positions) in &p.by_path {
-                let wanted = |(p, (_, f)): &(&&str, &(i64, &DataFile))| !removed.contains(**p) && filters.may_match(f);
-                if let Some((path, _)) = live.get_key_value(path.as_str()).filter(wanted) {
-                    by_file.entry(path).or_default().extend(positions);
-                }
-            }
-        }
-        for (path, mut positions) in by_file {
-            let (file_seq, file) = live[path];
-            positions.sort_unstable();
-            positions.dedup();
-            let before = parent_deletes.for_file(path, file_seq);
-            // Keep exactly the newly deleted rows: everything else of the file, and what was
-            // deleted before, is "deleted" here (built in position order: no sort).
-            let rows = file.record_count() as usize;
-            let mut doomed = vec![true; rows];
-            for p in positions.iter().map(|p| *p as usize).filter(|p| *p < rows) {
-                doomed[p] = false;
-            }
-            for p in before.positions.iter().map(|p| *p as usize).filter(|p| *p < rows) {
-                doomed[p] = true;
-            }
-            let mask: Vec<u64> = (0..file.record_count()).filter(|p| doomed[*p as usize]).collect();
-            let deletes = FileDeletes { positions: Arc::new(mask), equality: before.equality.clone() };
-            files.push((path.to_string(), file.record_count(), deletes));
-        }
-        deleted.extend(read_all(only(ScanPlan::for_files(schema.clone(), caches.clone(), files)?))?);
-
-        // Equality deletes: the parent's live rows whose key is in the delete file (rows of
-        // removed files are already counted).
-        for f in added_deletes.iter().filter(|f| f.content_type() == DataContentType::EqualityDeletes) {
-            let set = caches.deletes.equality(f, &schema)?;
-            let Some(range) = &set.range else {
-                continue;
-            };
-            let Some(set_key) = KeyColumns::for_fields(&schema, &set.field_ids)? else {
-                continue;
-            };
-            let request = ScanRequest {
-                version: Version::Snapshot(parent.snapshot_id()),
-                columns: (0..schema.as_struct().fields().len()).collect(),
-                prune: Prune::and(set_key.overlap_prune(std::slice::from_ref(f)), filters.rows.clone()),
-                staged: &[],
-                staged_deletes: &[],
-                row_ids: None,
-            };
-            // the delete's key columns are read too: rows are matched on them
-            let with_keys: Option<Vec<usize>> = read.map(|c| c.iter().chain(&set_key.indexes).copied().collect());
-            let plan = ScanPlan::plan(metadata, caches.clone(), request)?
-                .without_files(&removed)
-                .read_only(with_keys.as_deref());
-            let converter = set_key.converter()?;
-            for batch in read_all(plan)? {
-                let columns: Vec<ArrayRef> = set_key.indexes.iter().map(|&i| batch.column(i).clone()).collect();
-                let mut keep = vec![false; batch.num_rows()];
-                probe(&converter, range, &columns, |i, k| {
-                    keep[i] = set.keys.contains(k);
-                    true
-                })?;
-                if keep.iter().any(|k| *k) {
-                    deleted.push(filter_record_batch(&batch, &BooleanArray::from(keep))?);
-                }
-            }
-        }
-    }
+    let deleted = match parent.filter(|_| files.removes()) {
+        Some(parent) => match deleted_rows(&decoding, &files, parent)? {
+            Some(rows) => rows,
+            None => return Ok(Decoded::Undecodable),
+        },
+        None => vec![],
+    };
     let changes = SnapshotChanges { inserted, deleted, deferred };
-    if removed_data.is_empty() {
+    if files.removed_data.is_empty() {
         return Ok(Decoded::Changes(changes));
     }
     Ok(match changes.without_carry_overs()? {
         Some(changes) => Decoded::Changes(changes),
         None => Decoded::Undecodable, // a rewrite whose rows' types cannot be compared
     })
+}
+
+/// The rows of the files the snapshot added, minus its own deletes of them; or, `deferred`, those
+/// files with their deletes, to be read once the window's removed rows are known.
+fn inserted_rows(
+    d: &Decoding<'_>,
+    files: &SnapshotFiles,
+    deferred: bool,
+) -> Result<(Vec<RecordBatch>, Vec<(DataFile, FileDeletes)>)> {
+    let seq = d.snapshot.sequence_number();
+    let own: Vec<(i64, &DataFile)> = files.added_deletes.iter().map(|f| (seq, f)).collect();
+    let own = DeleteIndex::load(&d.caches.deletes, &d.schema, &own)?;
+    let wanted = files.added_data.iter().filter(|f| d.filters.may_match(f));
+    if deferred {
+        return Ok((vec![], wanted.map(|f| (f.clone(), own.for_file(f.file_path(), seq))).collect()));
+    }
+    let tasks = wanted.map(|f| (f.file_path().to_string(), f.record_count(), own.for_file(f.file_path(), seq)));
+    Ok((d.read_files(tasks.collect())?, vec![]))
+}
+
+/// The rows live at `parent` that the snapshot's delete files and file removals remove; None
+/// when a removed delete file brings rows back to life (that cannot be told row by row).
+fn deleted_rows(d: &Decoding<'_>, files: &SnapshotFiles, parent: &Snapshot) -> Result<Option<Vec<RecordBatch>>> {
+    let at_parent = d.caches.manifests.snapshot_files(d.metadata, parent)?;
+    let parent_deletes = DeleteIndex::load(&d.caches.deletes, &d.schema, &with_sequence(&at_parent.deletes))?;
+    let live: HashMap<&str, (i64, &DataFile)> =
+        at_parent.data.iter().map(|e| (e.file().file_path(), (e.sequence_number, e.file()))).collect();
+    let removed: HashSet<&str> = files.removed_data.iter().map(|f| f.file_path()).collect();
+    // A removed delete file un-deletes its rows, unless their files are gone as well.
+    for f in &files.removed_deletes {
+        let harmless = f.content_type() == DataContentType::PositionDeletes
+            && d.caches
+                .deletes
+                .positions(f)?
+                .by_path
+                .keys()
+                .all(|p| removed.contains(p.as_str()) || !live.contains_key(p.as_str()));
+        if !harmless {
+            return Ok(None);
+        }
+    }
+    // Removed data files: all their rows live at the parent.
+    let mut tasks = vec![];
+    for path in &removed {
+        if let Some((file_seq, file)) = live.get(path).filter(|(_, f)| d.filters.may_match(f)) {
+            tasks.push((path.to_string(), file.record_count(), parent_deletes.for_file(path, *file_seq)));
+        }
+    }
+    tasks.extend(position_deleted(d, files, &live, &removed, &parent_deletes)?);
+    let mut deleted = d.read_files(tasks)?;
+    deleted.extend(equality_deleted(d, files, parent, &removed)?);
+    Ok(Some(deleted))
+}
+
+/// Read tasks of the rows the snapshot's position deletes name in files live at the parent (and
+/// not removed), unless already deleted there: each file with a mask keeping exactly those rows.
+fn position_deleted(
+    d: &Decoding<'_>,
+    files: &SnapshotFiles,
+    live: &HashMap<&str, (i64, &DataFile)>,
+    removed: &HashSet<&str>,
+    parent_deletes: &DeleteIndex,
+) -> Result<Vec<(String, u64, FileDeletes)>> {
+    let mut by_file: HashMap<&str, Vec<u64>> = HashMap::new();
+    let mut position_files = vec![];
+    for f in files.of_kind(DataContentType::PositionDeletes) {
+        position_files.push(d.caches.deletes.positions(f)?);
+    }
+    for p in &position_files {
+        for (path, positions) in &p.by_path {
+            let wanted = |(p, (_, f)): &(&&str, &(i64, &DataFile))| !removed.contains(**p) && d.filters.may_match(f);
+            if let Some((path, _)) = live.get_key_value(path.as_str()).filter(wanted) {
+                by_file.entry(path).or_default().extend(positions);
+            }
+        }
+    }
+    let mut tasks = vec![];
+    for (path, mut positions) in by_file {
+        let (file_seq, file) = live[path];
+        positions.sort_unstable();
+        positions.dedup();
+        let before = parent_deletes.for_file(path, file_seq);
+        // Keep exactly the newly deleted rows: everything else of the file, and what was deleted
+        // before, is "deleted" here (built in position order: no sort).
+        let rows = file.record_count() as usize;
+        let mut doomed = vec![true; rows];
+        for p in positions.iter().map(|p| *p as usize).filter(|p| *p < rows) {
+            doomed[p] = false;
+        }
+        for p in before.positions.iter().map(|p| *p as usize).filter(|p| *p < rows) {
+            doomed[p] = true;
+        }
+        let mask: Vec<u64> = (0..file.record_count()).filter(|p| doomed[*p as usize]).collect();
+        let deletes = FileDeletes { positions: Arc::new(mask), equality: before.equality.clone() };
+        tasks.push((path.to_string(), file.record_count(), deletes));
+    }
+    Ok(tasks)
+}
+
+/// The rows live at `parent` whose key is in one of the snapshot's equality delete files (rows of
+/// removed files are counted with those).
+fn equality_deleted(
+    d: &Decoding<'_>,
+    files: &SnapshotFiles,
+    parent: &Snapshot,
+    removed: &HashSet<&str>,
+) -> Result<Vec<RecordBatch>> {
+    let mut deleted = vec![];
+    for f in files.of_kind(DataContentType::EqualityDeletes) {
+        let set = d.caches.deletes.equality(f, &d.schema)?;
+        let Some(range) = &set.range else {
+            continue;
+        };
+        let Some(set_key) = KeyColumns::for_fields(&d.schema, &set.field_ids)? else {
+            continue;
+        };
+        let request = ScanRequest {
+            version: Version::Snapshot(parent.snapshot_id()),
+            columns: (0..d.schema.as_struct().fields().len()).collect(),
+            prune: Prune::and(set_key.overlap_prune(std::slice::from_ref(f)), d.filters.rows.clone()),
+            staged: &[],
+            staged_deletes: &[],
+            row_ids: None,
+        };
+        // the delete's key columns are read too: rows are matched on them
+        let with_keys: Option<Vec<usize>> = d.read.map(|c| c.iter().chain(&set_key.indexes).copied().collect());
+        let plan = ScanPlan::plan(d.metadata, d.caches.clone(), request)?
+            .without_files(removed)
+            .read_only(with_keys.as_deref());
+        let converter = set_key.converter()?;
+        for batch in read_all(plan)? {
+            let columns: Vec<ArrayRef> = set_key.indexes.iter().map(|&i| batch.column(i).clone()).collect();
+            let mut keep = vec![false; batch.num_rows()];
+            probe(&converter, range, &columns, |i, k| {
+                keep[i] = set.keys.contains(k);
+                true
+            })?;
+            if keep.iter().any(|k| *k) {
+                deleted.push(filter_record_batch(&batch, &BooleanArray::from(keep))?);
+            }
+        }
+    }
+    Ok(deleted)
 }
 
 /// Netting a window of a table without a key compares whole rows, but only an added row equal
