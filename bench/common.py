@@ -3,7 +3,8 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXTENSION = os.path.join(ROOT, "build", "release", "skade.duckdb_extension")
+# SKADE_EXTENSION names another build (to compare two builds in the same conditions).
+EXTENSION = os.environ.get("SKADE_EXTENSION") or os.path.join(ROOT, "build", "release", "skade.duckdb_extension")
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from sqllogictest import site_extension  # noqa: E402
