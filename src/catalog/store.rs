@@ -232,8 +232,18 @@ impl Store {
     }
 
     /// Brings an older file to this build's format (one durable transaction with its new stamp).
+    /// Only an older file is written to: an up-to-date one (or one that is not ours) is left as
+    /// it is, without a write transaction.
     fn migrate(&self) -> Result<()> {
         let path = self.path.display().to_string();
+        let stamp = self.read(|tx| match tx.open_table(META) {
+            Ok(meta) => Ok(meta.get("format").ok().flatten().map(|v| v.value().to_string())),
+            Err(_) => Ok(None),
+        })?;
+        match stamp.map(|s| version_of(&s, &path, FORMAT_VERSION)) {
+            Some(Ok(version)) if version < FORMAT_VERSION => {}
+            _ => return Ok(()), // current, newer or not ours: `load` says which
+        }
         self.write(true, |tx| {
             let Some(format) = super::migrate::stamped(tx)? else {
                 return Ok(()); // not ours: `load` says so
