@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,6 @@ pub type CommitEvent = CommitRecord;
 
 /// One ATTACH of a catalog. Several handles (ATTACHes, DuckDB databases) in one process share
 /// one open store, because the file can only be opened once.
-#[derive(Clone)]
 pub struct Catalog {
     pub(crate) inner: Arc<Inner>,
     actor: String,
@@ -51,6 +50,11 @@ pub(crate) struct Inner {
     pending: Mutex<Pending>,
     /// Held for the whole of a flush.
     flushing: Mutex<()>,
+    /// The `Catalog` handles on it (ATTACHes, transactions).
+    handles: AtomicUsize,
+    /// A reopened file lacks acknowledged commits that were not durable: they are written to it
+    /// again before the next commit or flush (`recover_store`).
+    needs_restore: AtomicBool,
     /// The last commit_seq known to be durable: the commit feed serves nothing beyond it.
     durable_seq: AtomicU64,
     /// One lock per table uuid, held by a committer from reading the table's head to its commit.
@@ -96,6 +100,7 @@ impl Catalog {
                     inner.durability
                 )));
             }
+            inner.handles.fetch_add(1, Ordering::SeqCst);
             return Ok(Catalog { inner, actor: options.actor, read_only: options.read_only });
         }
         // A handle of this process that is closing (flushing at DETACH) still holds the file for
@@ -126,6 +131,8 @@ impl Catalog {
             events,
             pending: Mutex::new(Pending::default()),
             flushing: Mutex::new(()),
+            needs_restore: AtomicBool::new(false),
+            handles: AtomicUsize::new(0),
             durable_seq: AtomicU64::new(loaded.commit_seq),
             table_locks: Mutex::new(HashMap::new()),
         });
@@ -135,6 +142,7 @@ impl Catalog {
         let key = path.canonicalize().unwrap_or(path);
         registry.retain(|_, w| w.strong_count() > 0);
         registry.insert(key, Arc::downgrade(&inner));
+        inner.handles.fetch_add(1, Ordering::SeqCst);
         Ok(Catalog { inner, actor: options.actor, read_only: options.read_only })
     }
 
@@ -295,6 +303,20 @@ struct Pending {
     commits: Vec<CommitRecord>,
     /// When the oldest of them was acknowledged.
     since: Option<Instant>,
+    /// Counts the times the queue was emptied: a flush that synced part of the queue before
+    /// taking the commit lock knows by it whether that part is still the queue's start.
+    generation: u64,
+}
+
+impl Pending {
+    /// Everything queued (now durable, or to be made durable), leaving an empty queue of the
+    /// next generation.
+    fn drain(&mut self) -> Pending {
+        let generation = self.generation + 1;
+        let drained = std::mem::take(self);
+        self.generation = generation;
+        drained
+    }
 }
 
 impl Inner {
@@ -319,33 +341,39 @@ impl Inner {
         // One flush at a time: a second one could make commits durable whose files the first
         // has not synced yet.
         let _flushing = self.flushing.lock().unwrap_or_else(|p| p.into_inner());
-        let early_files = self.pending.lock().unwrap_or_else(|p| p.into_inner()).files.clone();
+        let (early_files, generation) = {
+            let p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            (p.files.clone(), p.generation)
+        };
         let early_synced = crate::io::sync_filesystems(early_files.iter().map(String::as_str));
         self.committer.exclusive(|| {
             early_synced.clone()?;
             // Commits only append to the queue (under the commit lock, held here): what is past
-            // the files synced above landed meanwhile.
+            // the files synced above landed meanwhile, unless the queue was emptied since (a
+            // recovery restored it): then all of it is new.
             let (late_files, any) = {
                 let p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-                (p.files[early_files.len().min(p.files.len())..].to_vec(), !p.commits.is_empty())
+                let start = if p.generation == generation { early_files.len().min(p.files.len()) } else { 0 };
+                (p.files[start..].to_vec(), !p.commits.is_empty())
             };
             crate::io::sync_filesystems(late_files.iter().map(String::as_str))?;
-            if self.store.failed() {
+            if self.store.failed() || self.needs_restore.load(Ordering::SeqCst) {
                 return self.recover_store(); // makes the queue durable on the reopened file
             }
             if any {
                 self.store.make_durable()?;
             }
-            let done = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+            let done = self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain();
             self.publish(done.commits);
             Ok(())
         })
     }
 
     /// Recovers the store first if an I/O failure left it unusable (outside the commit path).
+    /// (A read needs the file reopened, not the lost commits restored: it serves durable state.)
     pub(crate) fn usable_store(&self) -> Result<()> {
         if self.store.failed() {
-            self.committer.exclusive(|| self.recover_store())?;
+            self.committer.exclusive(|| self.reopen_store())?;
         }
         Ok(())
     }
@@ -363,15 +391,11 @@ impl Inner {
     /// files they reference synced first, so that no acknowledged commit is lost and the
     /// in-memory state stays what the file holds. Called with the commit lock held.
     fn recover_store(&self) -> Result<()> {
-        if !self.store.failed() {
+        self.reopen_store()?;
+        if !self.needs_restore.load(Ordering::SeqCst) {
             return Ok(());
         }
-        self.store.reopen()?;
-        let file_seq = self.store.commit_seq()?;
-        if file_seq >= self.last_seq() {
-            return Ok(());
-        }
-        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain();
         let restored = crate::io::sync_filesystems(pending.files.iter().map(String::as_str)).and_then(|_| {
             let state = self.state.read().unwrap_or_else(|p| p.into_inner()).clone();
             let next_snapshot_id = self.next_snapshot_id.load(Ordering::SeqCst);
@@ -379,14 +403,40 @@ impl Inner {
         });
         match restored {
             Ok(()) => {
+                self.needs_restore.store(false, Ordering::SeqCst);
                 self.publish(pending.commits);
                 Ok(())
             }
             Err(e) => {
-                *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = pending;
+                // Put back, ahead of nothing: the commit lock is held.
+                let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                let generation = p.generation;
+                *p = Pending { generation, ..pending };
                 Err(e)
             }
         }
+    }
+
+    /// The first half of [`Self::recover_store`]: reopens a file redb latched an I/O failure on,
+    /// and notes what the reopened file lacks (`needs_restore`: commits acknowledged but not
+    /// durable) or holds beyond memory (a commit reported failed that landed after all: memory
+    /// is reloaded from the file). Called with the commit lock held.
+    fn reopen_store(&self) -> Result<()> {
+        if !self.store.failed() {
+            return Ok(());
+        }
+        self.store.reopen()?;
+        let file_seq = self.store.commit_seq()?;
+        let last = self.last_seq();
+        if file_seq < last {
+            self.needs_restore.store(true, Ordering::SeqCst);
+        } else if file_seq > last && !self.needs_restore.load(Ordering::SeqCst) {
+            let loaded = self.store.load(None)?;
+            *self.state.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(loaded.state);
+            self.next_snapshot_id.fetch_max(loaded.next_snapshot_id, Ordering::SeqCst);
+            self.durable_seq.fetch_max(loaded.commit_seq, Ordering::SeqCst);
+        }
+        Ok(())
     }
 
     /// After a group's catalog commit failed: recovers the file when redb latched an I/O failure,
@@ -401,6 +451,36 @@ impl Inner {
         let committed: u64 = staged.results.iter().flatten().map(|r| r.len() as u64).sum();
         let seq = self.store.commit_seq().ok()?;
         (committed > 0 && seq == staged.seq_before + committed).then_some(staged.results)
+    }
+}
+
+impl Clone for Catalog {
+    fn clone(&self) -> Self {
+        self.inner.handles.fetch_add(1, Ordering::SeqCst);
+        Catalog { inner: self.inner.clone(), actor: self.actor.clone(), read_only: self.read_only }
+    }
+}
+
+impl Drop for Catalog {
+    fn drop(&mut self) {
+        // The last handle going away (a connection closed without DETACH does not call it):
+        // DETACH's rule, acknowledged commits that cannot be made durable stay in the process.
+        // (Handles are counted apart from the Arc: the flush thread holds it now and then.)
+        if self.inner.handles.fetch_sub(1, Ordering::SeqCst) != 1 || self.inner.store.read_only() {
+            return;
+        }
+        let waiting = self.inner.pending.lock().unwrap_or_else(|p| p.into_inner()).commits.len();
+        if waiting == 0 {
+            return;
+        }
+        if let Err(e) = self.flush() {
+            eprintln!(
+                "skade: closing catalog {}: {waiting} acknowledged commit(s) could not be made durable ({e}); \
+                 they are kept in this process: ATTACH the catalog again and run CHECKPOINT",
+                self.inner.store.path.display()
+            );
+            KEPT.lock().unwrap_or_else(|p| p.into_inner()).push(self.inner.clone());
+        }
     }
 }
 
@@ -424,6 +504,7 @@ fn spawn_flusher(inner: Weak<Inner>) {
     let spawned = std::thread::Builder::new().name("skade-flush".into()).spawn(move || {
         // The longest of the recent flushes, decaying so that one slow flush is forgotten.
         let mut flush_cost = Duration::ZERO;
+        let mut backoff = EVENTUAL_FLUSH_INTERVAL / 4;
         loop {
             std::thread::sleep(FLUSH_TICK);
             let Some(inner) = inner.upgrade() else { return };
@@ -438,7 +519,11 @@ fn spawn_flusher(inner: Weak<Inner>) {
             flush_cost = start.elapsed().max(flush_cost.mul_f64(0.9));
             if flushed.is_err() {
                 drop(inner);
-                std::thread::sleep(EVENTUAL_FLUSH_INTERVAL / 4); // retried, without spinning
+                // retried, backing off to a second while it keeps failing (a full disk)
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            } else {
+                backoff = EVENTUAL_FLUSH_INTERVAL / 4;
             }
         }
     });

@@ -164,7 +164,15 @@ impl Store {
         QUIET.with(|q| q.set(q.get() - 1));
         let result = match result {
             Ok(r) => r,
-            Err(_) => {
+            Err(panic) => {
+                let location = PANICKED_AT.with(|p| p.take()).unwrap_or_default();
+                if !location.contains("/redb-") {
+                    // not redb's: a bug of skade's own, reported as one
+                    return Err(Error::internal(format!(
+                        "skade internal error (a bug, please report it): {} at {location}",
+                        panic_text(&panic)
+                    )));
+                }
                 // redb panics where a damaged page makes no sense to it (its message, "entered
                 // unreachable code" and the like, says nothing to a user); the transaction the
                 // panic unwound through is abandoned.
@@ -253,7 +261,7 @@ impl Store {
         })
     }
 
-    fn load(&self, requested_data_path: Option<&Path>) -> Result<Loaded> {
+    pub(crate) fn load(&self, requested_data_path: Option<&Path>) -> Result<Loaded> {
         let path = &self.path;
         let not_ours = || {
             Error::corrupt(format!(
@@ -472,6 +480,8 @@ thread_local! {
     /// Set while this thread is inside a store access: a panic there is reported as a damaged
     /// file by the access, not printed.
     static QUIET: Cell<u32> = const { Cell::new(0) };
+    /// Where the last quiet panic on this thread happened (file:line).
+    static PANICKED_AT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
     /// Set when an error converted on this thread means redb latched an I/O failure.
     static LATCHED: Cell<bool> = const { Cell::new(false) };
 }
@@ -485,6 +495,9 @@ fn install_quiet_panics() {
         std::panic::set_hook(Box::new(move |info| {
             if QUIET.with(|q| q.get()) == 0 {
                 previous(info);
+            } else {
+                let at = info.location().map(|l| format!("{}:{}", l.file(), l.line()));
+                PANICKED_AT.with(|p| *p.borrow_mut() = at);
             }
         }));
     });
@@ -539,3 +552,11 @@ redb_errors!(
     redb::CommitError,
     redb::SetDurabilityError
 );
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_string())
+}
