@@ -1,56 +1,83 @@
 # skade: `make` builds the extension and runs a demo query; `make test` runs every test.
 #
-# Cargo's target directory lives outside the clone so that rebuilds (and CI runs after the
-# first) are incremental: compiling DuckDB from source takes ~15 minutes on 2 cores.
+# The extension is built for every DuckDB in DUCKDB_VERSIONS (`make DUCKDB_VERSIONS=2.0.1` builds
+# one): build/release/v<version>/skade.duckdb_extension, and a local extension repository
+# build/repository/ for `INSTALL skade FROM`. Each version's DuckDB library is compiled from
+# source once into ~/.cache/skade/duckdb/<version> (about 25 minutes each on 2 cores), and cargo's
+# target directory lives there too, so rebuilds (and CI runs after the first) are incremental.
 CARGO_TARGET_DIR ?= $(HOME)/.cache/skade/target
 export CARGO_TARGET_DIR
+DUCKDB_VERSIONS ?= 1.5.5 2.0.1
 
-EXTENSION := build/release/skade.duckdb_extension
+CORE := $(CARGO_TARGET_DIR)/release/libskade.a
+# Test hosts and peers come from PyPI, one virtualenv per DuckDB version. build/venv (DuckDB
+# 1.5.5, its CLI and the peer extensions) also holds the build tools (cmake, ninja).
 VENV := build/venv
 PYTHON := $(VENV)/bin/python
 DUCKDB := $(VENV)/bin/duckdb
-# Test hosts and peers come from PyPI, installed into a project-local virtualenv.
-VENV_STAMP := $(VENV)/.installed
+HOST_1.5.5 := $(VENV)
+HOST_2.0.1 := build/venv-2.0.1
+HOSTS := $(foreach v,$(DUCKDB_VERSIONS),$(HOST_$(v))/.installed)
 
-.PHONY: all extension demo test test-layers test-rust test-sql test-python bench clean
+.PHONY: all extension demo test test-layers test-rust test-sql test-python bench clean \
+	$(foreach v,$(DUCKDB_VERSIONS),demo-$(v) test-sql-$(v) test-python-$(v))
 
 all: demo
 
-extension:
-	cargo build --release
-	python3 extension/append_metadata.py --strip $(CARGO_TARGET_DIR)/release/libskade.so $(EXTENSION)
+extension: $(VENV)/.installed
+	cargo build --release --lib
+	@for v in $(DUCKDB_VERSIONS); do $(PYTHON) tools/build_extension.py $$v $(CORE) || exit 1; done
 
-$(VENV_STAMP): tools/requirements.txt
+$(VENV)/.installed: tools/requirements.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements.txt
 	touch $@
 
-demo: extension $(VENV_STAMP)
-	rm -rf build/demo && mkdir -p build/demo
-	$(DUCKDB) -unsigned < tools/demo.sql
+$(HOST_2.0.1)/.installed: tools/requirements-2.0.1.txt
+	python3 -m venv $(HOST_2.0.1)
+	$(HOST_2.0.1)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements-2.0.1.txt
+	touch $@
 
-test: extension $(VENV_STAMP) test-layers test-rust test-sql test-python
+# Per DuckDB version: the demo, the SQL tests and the Python tests in that version's host.
+# DuckDB 1.5.5 runs the demo in its CLI; 2.0.1 has no CLI on PyPI, so Python runs the same file.
+define PER_VERSION
+demo-$(1): extension $(HOST_$(1))/.installed
+	@echo "== the demo on DuckDB $(1)"
+	rm -rf build/demo && mkdir -p build/demo
+	$(if $(filter 1.5.5,$(1)),$(DUCKDB) -unsigned < tools/demo.sql,$(HOST_$(1))/bin/python tools/demo.py tools/demo.sql)
+
+test-sql-$(1): extension $(HOST_$(1))/.installed
+	@echo "== sqllogictest on DuckDB $(1)"
+	$(HOST_$(1))/bin/python tools/sqllogictest.py sql_tests
+
+test-python-$(1): extension $(HOST_$(1))/.installed
+	@echo "== pytest on DuckDB $(1)"
+	$(HOST_$(1))/bin/python -m pytest -q tests
+endef
+$(foreach v,$(DUCKDB_VERSIONS),$(eval $(call PER_VERSION,$(v))))
+
+demo: $(addprefix demo-,$(DUCKDB_VERSIONS))
+
+test: extension $(HOSTS) test-layers test-rust test-sql test-python
 
 # A module may use only the modules below it, and no two files may use each other.
 test-layers:
 	python3 tools/check_layers.py
 
 test-rust:
-	cargo test --release --no-default-features
+	cargo test --release
 
-test-sql: extension $(VENV_STAMP)
-	$(PYTHON) tools/sqllogictest.py sql_tests
+test-sql: $(addprefix test-sql-,$(DUCKDB_VERSIONS))
 
-test-python: extension $(VENV_STAMP)
-	$(PYTHON) -m pytest -q tests
+test-python: $(addprefix test-python-,$(DUCKDB_VERSIONS))
 
-bench: extension $(VENV_STAMP)
+bench: extension $(VENV)/.installed
 	$(PYTHON) bench/bench.py
 	$(PYTHON) bench/commits.py
 	$(PYTHON) bench/small_commits.py
 	$(PYTHON) bench/lookup.py
-	cargo run --release --no-default-features --example core_commits
-	cargo run --release --no-default-features --example core_lookup
+	cargo run --release --example core_commits
+	cargo run --release --example core_lookup
 
 clean:
 	rm -rf build

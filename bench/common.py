@@ -3,11 +3,13 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# SKADE_EXTENSION names another build (to compare two builds in the same conditions).
-EXTENSION = os.environ.get("SKADE_EXTENSION") or os.path.join(ROOT, "build", "release", "skade.duckdb_extension")
-
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+from hosts import built_extension  # noqa: E402
 from sqllogictest import site_extension  # noqa: E402
+
+# The build for the DuckDB running the benchmark; SKADE_EXTENSION names another build (to compare
+# two builds in the same conditions).
+EXTENSION = built_extension()
 
 
 def ducklake_extension():

@@ -2,7 +2,7 @@
 //! appending to its own table, under each durability mode. Shows what group commit buys when
 //! the per-commit work is only skade's.
 //!
-//! cargo run --release --no-default-features --example core_commits [seconds_per_point]
+//! cargo run --release --example core_commits [seconds_per_point]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! absent), one `Transaction::lookup` per probe. Prints warm probes/s, p50/p99, and bytes, reads,
 //! opens and rows decoded per probe; checks every probe's row. Exits 1 when a ceiling breaks.
 //!
-//! cargo run --release --no-default-features --example core_lookup [warm_passes]
+//! cargo run --release --example core_lookup [warm_passes]
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;

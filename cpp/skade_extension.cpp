@@ -23,8 +23,10 @@ static void LoadInternal(ExtensionLoader &loader) {
 
 } // namespace duckdb
 
-// Called by the Rust entry point `skade_duckdb_cpp_init` (src/extension.rs), which DuckDB's
-// loader finds in the shared library.
-extern "C" void skade_cpp_init(void *loader) {
-	duckdb::LoadInternal(*reinterpret_cast<duckdb::ExtensionLoader *>(loader));
+// DuckDB's loader looks up `<file base name>_duckdb_cpp_init`; the link exports this symbol
+// alone (tools/build_extension.py). A failing init throws to the loader, as DuckDB expects.
+extern "C" {
+DUCKDB_CPP_EXTENSION_ENTRY(skade, loader) {
+	duckdb::LoadInternal(loader);
+}
 }

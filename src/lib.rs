@@ -15,8 +15,5 @@ pub mod read;
 pub(crate) mod runtime;
 pub(crate) mod write;
 
-#[cfg(feature = "extension")]
-mod extension;
-
 pub use catalog::{Catalog, TableInfo, Transaction};
 pub use error::{Error, ErrorKind, Result};

@@ -1,12 +1,15 @@
--- The demo `make` runs in the official DuckDB CLI (`duckdb -unsigned`).
-LOAD 'build/release/skade.duckdb_extension';
+-- The demo `make` runs in each DuckDB it builds for: the DuckDB CLI for 1.5.5 (`duckdb -unsigned`),
+-- tools/demo.py for 2.0.1. It installs skade from the local repository `make` lays out.
+SET extension_directory = 'build/demo/extensions';
+FORCE INSTALL skade FROM 'build/repository';
+LOAD skade;
 ATTACH 'build/demo/lake.skade' AS lake (TYPE skade);
 CREATE TABLE lake.orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount DOUBLE);
 INSERT INTO lake.orders VALUES (1, 'a', 10), (2, 'b', 20);
 INSERT INTO lake.orders SELECT i, 'c' || (i % 7), i * 1.5 FROM range(3, 1000) t(i);
 UPDATE lake.orders SET amount = 25 WHERE id = 2;
 DELETE FROM lake.orders WHERE id = 3;
-SELECT count(*) AS orders, sum(amount) AS total FROM lake.orders;
+SELECT version() AS duckdb, count(*) AS orders, sum(amount) AS total FROM lake.orders;
 SELECT * FROM lake.orders WHERE id <= 3 ORDER BY id;
 SELECT * FROM lake.orders AT (VERSION => 1) ORDER BY id;
 SELECT id, amount, _change_type, _commit_snapshot_id FROM skade_changelog('lake.orders', 2) ORDER BY ALL;

@@ -26,6 +26,8 @@ import traceback
 
 import duckdb
 
+from hosts import built_extension
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -246,7 +248,7 @@ def run_file(args):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("paths", nargs="*", default=[os.path.join(ROOT, "sql_tests")])
-    p.add_argument("--extension", default=os.path.join(ROOT, "build", "release", "skade.duckdb_extension"))
+    p.add_argument("--extension", default=built_extension(), help="default: the build for this DuckDB")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2)
     a = p.parse_args()
     files = []

@@ -6,11 +6,21 @@ import duckdb
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXTENSION = os.path.join(ROOT, "build", "release", "skade.duckdb_extension")
 DUCKDB_CLI = os.path.join(os.path.dirname(sys.executable), "duckdb")
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+from hosts import REPOSITORY, built_extension, peer_extension  # noqa: E402
 from sqllogictest import site_extension  # noqa: E402  (the peers' extension files, from PyPI)
+
+# The skade build for the DuckDB running these tests (make test runs them in each host).
+EXTENSION = built_extension()
+
+# DuckDB's iceberg extension (with avro) exists on PyPI for 1.5.5 only; its CLI too.
+needs_iceberg = pytest.mark.skipif(
+    peer_extension("duckdb_extension_iceberg", "iceberg") is None,
+    reason=f"no iceberg extension for DuckDB {duckdb.__version__} on PyPI")
+needs_cli = pytest.mark.skipif(not os.path.exists(DUCKDB_CLI),
+                               reason=f"no DuckDB CLI {duckdb.__version__} on PyPI")
 
 
 def connect(path=":memory:"):

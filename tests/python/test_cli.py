@@ -1,7 +1,7 @@
 """The official DuckDB CLI (duckdb-cli==1.5.5 from PyPI) loads the extension and uses a lake."""
 import subprocess
 
-from conftest import DUCKDB_CLI, EXTENSION
+from conftest import DUCKDB_CLI, EXTENSION, needs_cli
 
 
 def run_cli(sql, cwd):
@@ -9,6 +9,7 @@ def run_cli(sql, cwd):
                           timeout=120)
 
 
+@needs_cli
 def test_cli_round_trip(tmp_path):
     sql = f"""
         LOAD '{EXTENSION}';
@@ -27,6 +28,7 @@ def test_cli_round_trip(tmp_path):
     assert r.stdout.split() == ["customer", "a", "b"]
 
 
+@needs_cli
 def test_cli_reports_errors_and_keeps_running(tmp_path):
     r = run_cli(f"LOAD '{EXTENSION}'; ATTACH 'lake.skade' AS lake (TYPE skade, BOGUS 1);", tmp_path)
     assert r.returncode != 0

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from conftest import EXTENSION, connect, site_extension
+from conftest import EXTENSION, connect, peer_extension, site_extension
 
 SEEDS = [0, 1, 2]
 INF32 = 2**31 - 1  # DuckDB's DATE 'infinity' (days); -INF32 is '-infinity'
@@ -497,6 +497,8 @@ class Pair:
                 op()
 
     def iceberg_same(self, iceberg):
+        if iceberg is None:
+            return  # no iceberg extension for this DuckDB (2.0.1): the 1.5.5 run checks the files
         location = self.skade.execute(
             "SELECT metadata_location FROM skade_tables('lake') WHERE table_name = 't'"
         ).fetchone()[0]
@@ -507,6 +509,9 @@ class Pair:
 
 @pytest.fixture(scope="module")
 def iceberg():
+    if peer_extension("duckdb_extension_iceberg", "iceberg") is None:
+        yield None
+        return
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute("SET TimeZone = 'UTC'")
     con.execute(f"LOAD '{site_extension('duckdb_extension_avro', 'avro')}'")

@@ -4,7 +4,7 @@ import pyarrow.compute as pc
 import pytest
 from pyiceberg.table import StaticTable
 
-from conftest import connect, site_extension
+from conftest import connect, needs_iceberg, site_extension
 
 
 def metadata_location(con, table):
@@ -48,6 +48,7 @@ def iceberg(con):
 
 
 @pytest.mark.parametrize("table", ["log", "kv"])
+@needs_iceberg
 def test_duckdb_iceberg_scan_reads_the_same_rows(lake, table):
     iceberg(lake)
     meta = metadata_location(lake, table)
@@ -78,6 +79,7 @@ def test_pyiceberg_reads_position_deletes(lake):
         assert (theirs.num_rows, pc.sum(theirs.column("id")).as_py()) == ours, sid
 
 
+@needs_iceberg
 def test_merged_manifests_read_the_same_everywhere(lake):
     # enough small commits that skade merges manifests (EXISTING entries keep their sequence
     # numbers, so deletes still apply to exactly the rows they did)
@@ -119,6 +121,7 @@ def test_pyiceberg_and_pyarrow_read_the_lookup_layout(lake):
 
 
 @pytest.mark.parametrize("table", ["log", "kv"])
+@needs_iceberg
 def test_compacted_tables_read_the_same_everywhere(lake, table):
     """skade_compact's `replace` snapshot removes every old data and delete file (DELETED manifest
     entries): other readers see the same rows now and at every earlier snapshot."""
@@ -149,6 +152,7 @@ def test_compacted_tables_read_the_same_everywhere(lake, table):
         assert (theirs.num_rows, pc.sum(theirs.column(key)).as_py()) == ours, sid
 
 
+@needs_iceberg
 def test_delta_encoded_columns_read_the_same_everywhere(lake):
     """Integer, date, time and timestamp columns are DELTA_BINARY_PACKED and uncompressed:
     DuckDB's iceberg_scan, PyIceberg and PyArrow read them back exactly, with NULLs, unordered
