@@ -35,9 +35,9 @@ optional_ptr<CatalogEntry> SkadeCatalog::CreateSchema(CatalogTransaction transac
 	}
 	auto &txn = SkadeTransaction::Get(transaction, *this);
 	auto if_not_exists = info.on_conflict == OnCreateConflict::IGNORE_ON_CONFLICT;
-	SkadeCheck(skade_txn_create_schema(txn.Handle(), info.schema.c_str(), if_not_exists));
+	SkadeCheck(skade_txn_create_schema(txn.Handle(), SkadeSchemaName(info).c_str(), if_not_exists));
 	txn.InvalidateEntries();
-	return txn.GetSchema(transaction.GetContext(), info.schema).get();
+	return txn.GetSchema(transaction.GetContext(), SkadeSchemaName(info)).get();
 }
 
 optional_ptr<SchemaCatalogEntry> SkadeCatalog::LookupSchema(CatalogTransaction transaction,
@@ -65,7 +65,7 @@ void SkadeCatalog::ScanSchemas(ClientContext &context, std::function<void(Schema
 void SkadeCatalog::DropSchema(ClientContext &context, DropInfo &info) {
 	auto &txn = SkadeTransaction::Get(context, *this);
 	auto if_exists = info.if_not_found == OnEntryNotFound::RETURN_NULL;
-	SkadeCheck(skade_txn_drop_schema(txn.Handle(), info.name.c_str(), if_exists, info.cascade));
+	SkadeCheck(skade_txn_drop_schema(txn.Handle(), SkadeEntryName(info).c_str(), if_exists, info.cascade));
 	txn.InvalidateEntries();
 }
 
@@ -105,7 +105,7 @@ PhysicalOperator &SkadeCatalog::PlanDelete(ClientContext &context, PhysicalPlanG
 	}
 	auto &row_id = op.expressions[0]->Cast<BoundReferenceExpression>();
 	auto &table = op.table.Cast<SkadeTableEntry>();
-	auto &del = planner.Make<SkadeDelete>(op.types, table, row_id.index, op.estimated_cardinality);
+	auto &del = planner.Make<SkadeDelete>(op.types, table, SkadeReferenceIndex(row_id), op.estimated_cardinality);
 	del.children.push_back(plan);
 	return del;
 }
