@@ -12,7 +12,8 @@ Supported records (the subset skade's tests use):
   # comment
 `__TEST_DIR__` is a fresh directory per file, `__EXTENSION__` the extension path. Values are
 compared as DuckDB renders them (CAST AS VARCHAR); NULL is `NULL`, the empty string `(empty)`.
-Prints one line per failure and ends with `N passed, N failed`.
+Prints one line per failure and ends with `N passed, N failed, N skipped` (a file that requires a
+peer extension not installed is skipped). The extension: --extension, else $SKADE_EXTENSION.
 """
 import argparse
 import concurrent.futures
@@ -34,12 +35,16 @@ def site_extension(package: str, name: str) -> str:
     base = os.path.join(os.path.dirname(duckdb.__file__), "..", package, "extensions")
     found = glob.glob(os.path.join(base, "*", f"{name}.duckdb_extension"))
     if not found:
-        raise RuntimeError(f"extension {name} not installed (pip package {package})")
+        raise Skipped(f"extension {name} not installed (pip package {package})")
     return os.path.abspath(found[0])
 
 
 class Failure(Exception):
     pass
+
+
+class Skipped(Exception):
+    """A `require` of a peer extension that is not installed (e.g. no build for this DuckDB)."""
 
 
 class Record:
@@ -234,11 +239,13 @@ def run_file(args):
     test_dir = tempfile.mkdtemp(prefix="skade-slt-")
     try:
         Runner(path, extension, test_dir).run()
-        return path, None
+        return path, None, None
+    except Skipped as s:
+        return path, None, str(s)
     except Failure as f:
-        return path, str(f)
+        return path, str(f), None
     except Exception:
-        return path, traceback.format_exc()
+        return path, traceback.format_exc(), None
     finally:
         shutil.rmtree(test_dir, ignore_errors=True)
 
@@ -246,24 +253,28 @@ def run_file(args):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("paths", nargs="*", default=[os.path.join(ROOT, "sql_tests")])
-    p.add_argument("--extension", default=os.path.join(ROOT, "build", "release", "skade.duckdb_extension"))
+    p.add_argument("--extension", default=os.environ.get("SKADE_EXTENSION") or
+                   os.path.join(ROOT, "build", "release", "skade.duckdb_extension"))
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2)
     a = p.parse_args()
     files = []
     for path in a.paths:
         files += sorted(glob.glob(os.path.join(path, "**", "*.test"), recursive=True)) if os.path.isdir(path) else [path]
     extension = os.path.abspath(a.extension)
-    passed = failed = 0
+    passed = failed = skipped = 0
     with concurrent.futures.ProcessPoolExecutor(max_workers=a.jobs) as pool:
-        for path, error in pool.map(run_file, [(f, extension) for f in files]):
+        for path, error, skip in pool.map(run_file, [(f, extension) for f in files]):
             rel = os.path.relpath(path, ROOT)
-            if error:
+            if skip:
+                skipped += 1
+                print(f"skip {rel}: {skip}", flush=True)
+            elif error:
                 failed += 1
                 print(f"FAIL {rel}\n{error}\n", flush=True)
             else:
                 passed += 1
                 print(f"ok   {rel}", flush=True)
-    print(f"{passed} passed, {failed} failed")
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
     sys.exit(1 if failed or not files else 0)
 
 
