@@ -131,14 +131,15 @@ unique_ptr<LogicalOperator> SkadeCatalog::BindCreateIndex(Binder &binder, Create
                                                           TableCatalogEntry &table, unique_ptr<LogicalOperator> plan) {
 	throw NotImplementedException("CREATE INDEX is not supported on skade tables (table \"%s\"): a PRIMARY KEY "
 	                              "gives point lookups their bloom filters and bounds",
-	                              table.name);
+	                              SkadeNameString(table.name));
 }
 
 unique_ptr<LogicalOperator> SkadeCatalog::BindAlterAddIndex(Binder &binder, TableCatalogEntry &table_entry,
                                                             unique_ptr<LogicalOperator> plan,
                                                             unique_ptr<CreateIndexInfo> create_info,
                                                             unique_ptr<AlterTableInfo> alter_info) {
-	throw NotImplementedException("adding an index or key to skade table \"%s\" is not supported", table_entry.name);
+	throw NotImplementedException("adding an index or key to skade table \"%s\" is not supported",
+	                              SkadeNameString(table_entry.name));
 }
 
 void SkadeCatalog::OnDetach(ClientContext &context) {

@@ -109,14 +109,16 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 	vector<string> type_names;
 	for (auto &col : base.columns.Logical()) {
 		if (col.Generated()) {
-			throw NotImplementedException("generated column \"%s\": skade tables store every column", col.Name());
+			throw NotImplementedException("generated column \"%s\": skade tables store every column",
+			                              SkadeNameString(col.Name()));
 		}
 		if (col.HasDefaultValue()) {
 			throw NotImplementedException("column \"%s\" has a DEFAULT value, which skade tables do not keep",
-			                              col.Name());
+			                              SkadeNameString(col.Name()));
 		}
 		if (col.Type().id() == LogicalTypeId::VARCHAR && !StringType::GetCollation(col.Type()).empty()) {
-			throw NotImplementedException("column \"%s\" has COLLATE %s, which skade tables do not keep", col.Name(),
+			throw NotImplementedException("column \"%s\" has COLLATE %s, which skade tables do not keep",
+			                              SkadeNameString(col.Name()),
 			                              StringType::GetCollation(col.Type()));
 		}
 		names.push_back(SkadeNameString(col.Name()));
@@ -199,7 +201,7 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 	}
 	auto schema = txn.GetSchema(context, SkadeNameString(name));
 	if (!schema) {
-		throw CatalogException("Schema with name %s does not exist!", name);
+		throw CatalogException("Schema with name %s does not exist!", SkadeNameString(name));
 	}
 	return &schema->AddTable(context, std::move(table));
 }

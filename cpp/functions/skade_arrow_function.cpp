@@ -135,6 +135,7 @@ void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) 
 				next = global.stream->GetNextChunk();
 			}
 			if (!next->arrow_array.release) {
+				output.Reset();
 				SkadeSetChunkSize(output, 0); // the end (a chunk filtered out entirely may precede it)
 				return;
 			}
@@ -267,7 +268,7 @@ SkadeTableEntry &SkadeTableByName(ClientContext &context, const string &qualifie
 	auto &entry = SkadeGetTable(context, catalog, schema, name);
 	if (entry.ParentCatalog().GetCatalogType() != "skade") {
 		throw BinderException("\"%s\" is not a skade table (it belongs to catalog \"%s\" of type %s)", qualified_name,
-		                      entry.ParentCatalog().GetName(), entry.ParentCatalog().GetCatalogType());
+		                      SkadeNameString(entry.ParentCatalog().GetName()), entry.ParentCatalog().GetCatalogType());
 	}
 	return entry.Cast<SkadeTableEntry>();
 }

@@ -32,7 +32,7 @@ Value KeyValue(ClientContext &context, const string &table, const ColumnDefiniti
 	if (CastFunctionSet::ImplicitCastCost(context, value.type(), type) < 0 &&
 	    CastFunctionSet::ImplicitCastCost(context, type, value.type()) < 0) {
 		throw BinderException("skade_lookup: primary-key column \"%s\" of %s is %s; a key of type %s does not match it",
-		                      column.Name(), table, type.ToString(), value.type().ToString());
+		                      SkadeNameString(column.Name()), table, type.ToString(), value.type().ToString());
 	}
 	// The client's casts, as `WHERE k = ...` casts: with ICU loaded, TIMESTAMP and TIMESTAMPTZ
 	// convert in the session's time zone, and a TIMESTAMPTZ converts back to a DATE.
