@@ -4,6 +4,10 @@
 // `#if SKADE_DUCKDB_MAJOR >= 2` block at their site.
 #pragma once
 
+#if !defined(SKADE_DUCKDB_MAJOR) || !defined(SKADE_DUCKDB_MINOR) || !defined(SKADE_DUCKDB_PATCH)
+#error "build with -DSKADE_DUCKDB_MAJOR=<n> -DSKADE_DUCKDB_MINOR=<n> -DSKADE_DUCKDB_PATCH=<n> (the DuckDB version)"
+#endif
+
 #include "duckdb.hpp"
 #include "duckdb/catalog/catalog.hpp"
 #include "duckdb/catalog/catalog_entry/table_catalog_entry.hpp"
@@ -20,10 +24,6 @@
 #include "duckdb/planner/table_filter.hpp"
 #if SKADE_DUCKDB_MAJOR >= 2
 #include "duckdb/planner/table_filter_set.hpp"
-#endif
-
-#if !defined(SKADE_DUCKDB_MAJOR) || !defined(SKADE_DUCKDB_MINOR) || !defined(SKADE_DUCKDB_PATCH)
-#error "build with -DSKADE_DUCKDB_MAJOR=<n> -DSKADE_DUCKDB_MINOR=<n> -DSKADE_DUCKDB_PATCH=<n> (the DuckDB version)"
 #endif
 
 namespace duckdb {
@@ -73,12 +73,11 @@ inline void SkadeParseQualifiedName(const string &text, string &catalog, string 
 	name = q.Name().GetIdentifierName();
 }
 
-//! An optional named argument of a table function (`f(x, name := v)`): 2.0 declares it as a
-//! keyword-only parameter of the signature. Its default is NULL, which the binds read as absent
-//! (as a NULL argument always was), so that the argument stays optional.
+//! The table `catalog.schema.name` ("" parts: the search path), or a catalog error.
 inline TableCatalogEntry &SkadeGetTable(ClientContext &context, const string &catalog, const string &schema,
                                         const string &name) {
-	return Catalog::GetEntry<TableCatalogEntry>(context, QualifiedName(Identifier(catalog), Identifier(schema), Identifier(name)));
+	return Catalog::GetEntry<TableCatalogEntry>(context,
+	                                            QualifiedName(Identifier(catalog), Identifier(schema), Identifier(name)));
 }
 
 //! Casts `value` as the client would (its casts, its settings); false if it cannot.
@@ -92,6 +91,9 @@ inline bool SkadeTryCast(ClientContext &context, const Value &value, const Logic
 	return true;
 }
 
+//! An optional named argument of a table function (`f(x, name := v)`): 2.0 declares it as a
+//! keyword-only parameter of the signature. Its default is NULL, which the binds read as absent
+//! (as a NULL argument always was), so that the argument stays optional.
 inline void SkadeAddNamedParameter(TableFunction &function, const string &name, const LogicalType &type) {
 	function.GetSignature().AddKeywordOnly(Identifier(name), type, Value(type));
 }
