@@ -35,9 +35,9 @@ optional_ptr<CatalogEntry> SkadeCatalog::CreateSchema(CatalogTransaction transac
 	}
 	auto &txn = SkadeTransaction::Get(transaction, *this);
 	auto if_not_exists = info.on_conflict == OnCreateConflict::IGNORE_ON_CONFLICT;
-	SkadeCheck(skade_txn_create_schema(txn.Handle(), info.schema.c_str(), if_not_exists));
+	SkadeCheck(skade_txn_create_schema(txn.Handle(), SkadeSchemaName(info).c_str(), if_not_exists));
 	txn.InvalidateEntries();
-	return txn.GetSchema(transaction.GetContext(), info.schema).get();
+	return txn.GetSchema(transaction.GetContext(), SkadeSchemaName(info)).get();
 }
 
 optional_ptr<SchemaCatalogEntry> SkadeCatalog::LookupSchema(CatalogTransaction transaction,
@@ -65,7 +65,7 @@ void SkadeCatalog::ScanSchemas(ClientContext &context, std::function<void(Schema
 void SkadeCatalog::DropSchema(ClientContext &context, DropInfo &info) {
 	auto &txn = SkadeTransaction::Get(context, *this);
 	auto if_exists = info.if_not_found == OnEntryNotFound::RETURN_NULL;
-	SkadeCheck(skade_txn_drop_schema(txn.Handle(), info.name.c_str(), if_exists, info.cascade));
+	SkadeCheck(skade_txn_drop_schema(txn.Handle(), SkadeEntryName(info).c_str(), if_exists, info.cascade));
 	txn.InvalidateEntries();
 }
 
@@ -105,7 +105,7 @@ PhysicalOperator &SkadeCatalog::PlanDelete(ClientContext &context, PhysicalPlanG
 	}
 	auto &row_id = op.expressions[0]->Cast<BoundReferenceExpression>();
 	auto &table = op.table.Cast<SkadeTableEntry>();
-	auto &del = planner.Make<SkadeDelete>(op.types, table, row_id.index, op.estimated_cardinality);
+	auto &del = planner.Make<SkadeDelete>(op.types, table, SkadeReferenceIndex(row_id), op.estimated_cardinality);
 	del.children.push_back(plan);
 	return del;
 }
@@ -131,14 +131,15 @@ unique_ptr<LogicalOperator> SkadeCatalog::BindCreateIndex(Binder &binder, Create
                                                           TableCatalogEntry &table, unique_ptr<LogicalOperator> plan) {
 	throw NotImplementedException("CREATE INDEX is not supported on skade tables (table \"%s\"): a PRIMARY KEY "
 	                              "gives point lookups their bloom filters and bounds",
-	                              table.name);
+	                              SkadeNameString(table.name));
 }
 
 unique_ptr<LogicalOperator> SkadeCatalog::BindAlterAddIndex(Binder &binder, TableCatalogEntry &table_entry,
                                                             unique_ptr<LogicalOperator> plan,
                                                             unique_ptr<CreateIndexInfo> create_info,
                                                             unique_ptr<AlterTableInfo> alter_info) {
-	throw NotImplementedException("adding an index or key to skade table \"%s\" is not supported", table_entry.name);
+	throw NotImplementedException("adding an index or key to skade table \"%s\" is not supported",
+	                              SkadeNameString(table_entry.name));
 }
 
 void SkadeCatalog::OnDetach(ClientContext &context) {

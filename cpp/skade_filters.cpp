@@ -5,10 +5,19 @@
 #include "duckdb/common/arrow/arrow_converter.hpp"
 #include "duckdb/planner/expression/bound_conjunction_expression.hpp"
 #include "duckdb/planner/expression/bound_reference_expression.hpp"
+#if SKADE_DUCKDB_MAJOR >= 2
+#include "duckdb/planner/expression/bound_comparison_expression.hpp"
+#include "duckdb/planner/expression/bound_constant_expression.hpp"
+#include "duckdb/planner/expression/bound_function_expression.hpp"
+#include "duckdb/planner/expression/bound_operator_expression.hpp"
+#include "duckdb/planner/filter/expression_filter.hpp"
+#include "duckdb/planner/table_filter_set.hpp"
+#else
 #include "duckdb/planner/filter/conjunction_filter.hpp"
 #include "duckdb/planner/filter/constant_filter.hpp"
 #include "duckdb/planner/filter/in_filter.hpp"
 #include "duckdb/planner/filter/optional_filter.hpp"
+#endif
 
 namespace duckdb {
 
@@ -35,6 +44,96 @@ const char *ComparisonOp(ExpressionType type) {
 		return nullptr;
 	}
 }
+
+#if SKADE_DUCKDB_MAJOR >= 2
+
+// 2.0: every pushed-down filter is an expression over its column (a BoundReferenceExpression):
+// comparisons are functions, IN and IS [NOT] NULL operators, a join's runtime filters calls of
+// the optional filter functions wrapping their condition.
+
+//! JSON for one filter expression on table column `col`, or "" when it has no pruning form.
+string DescribeExpression(const Expression &expr, idx_t col, vector<Value> &constants) {
+	auto column = "\"col\":" + to_string(col);
+	if (BoundComparisonExpression::IsComparison(expr)) {
+		ExpressionType comparison;
+		auto constant =
+		    ExpressionFilter::TryGetColumnConstantComparison(expr.Cast<BoundFunctionExpression>(), comparison);
+		auto op = ComparisonOp(comparison);
+		if (!constant || !op || constant->GetValue().IsNull()) {
+			return "";
+		}
+		constants.push_back(constant->GetValue());
+		return StringUtil::Format("{\"op\":\"%s\",%s,\"const\":%d}", op, column, constants.size() - 1);
+	}
+	switch (expr.GetExpressionClass()) {
+	case ExpressionClass::BOUND_OPERATOR: {
+		auto &children = expr.Cast<BoundOperatorExpression>().GetChildren();
+		if (children.empty() || !ExpressionFilter::IsSimpleFilterColumnRef(*children[0])) {
+			return "";
+		}
+		switch (expr.GetExpressionType()) {
+		case ExpressionType::OPERATOR_IS_NULL:
+			return "{\"op\":\"is_null\"," + column + "}";
+		case ExpressionType::OPERATOR_IS_NOT_NULL:
+			return "{\"op\":\"is_not_null\"," + column + "}";
+		case ExpressionType::COMPARE_IN: {
+			if (children.size() - 1 > MAX_PRUNING_IN_VALUES) {
+				return ""; // pruning is optional; DuckDB still applies the whole list
+			}
+			string list;
+			for (idx_t i = 1; i < children.size(); i++) {
+				if (children[i]->GetExpressionClass() != ExpressionClass::BOUND_CONSTANT) {
+					return "";
+				}
+				auto &v = children[i]->Cast<BoundConstantExpression>().GetValue();
+				if (v.IsNull()) {
+					continue;
+				}
+				constants.push_back(v);
+				list += (list.empty() ? "" : ",") + to_string(constants.size() - 1);
+			}
+			return "{\"op\":\"in\"," + column + ",\"consts\":[" + list + "]}";
+		}
+		default:
+			return "";
+		}
+	}
+	case ExpressionClass::BOUND_CONJUNCTION: {
+		auto is_and = expr.GetExpressionType() == ExpressionType::CONJUNCTION_AND;
+		string args;
+		for (auto &child : expr.Cast<BoundConjunctionExpression>().GetChildren()) {
+			auto c = DescribeExpression(*child, col, constants);
+			if (c.empty()) {
+				if (is_and) {
+					continue; // a conjunction still prunes with its other parts
+				}
+				return ""; // a disjunction with an unknown arm prunes nothing
+			}
+			args += (args.empty() ? "" : ",") + c;
+		}
+		return StringUtil::Format("{\"op\":\"%s\",\"args\":[%s]}", is_and ? "and" : "or", args);
+	}
+	case ExpressionClass::BOUND_FUNCTION: {
+		// A join's runtime filter: it may prune, as DuckDB's zone maps use it, but is no condition
+		// of the query (DuckDB pushes it below LIMIT and DISTINCT ON too): never a pinned key.
+		auto optional_child = ExpressionFilter::GetOptionalFilterChild(expr);
+		if (!optional_child) {
+			return "";
+		}
+		auto child = DescribeExpression(*optional_child, col, constants);
+		return child.empty() ? "" : "{\"op\":\"hint\",\"arg\":" + child + "}";
+	}
+	default:
+		return "";
+	}
+}
+
+string DescribeFilter(const TableFilter &filter, idx_t col, vector<Value> &constants) {
+	auto &f = ExpressionFilter::GetExpressionFilter(filter, "skade: describing a filter for pruning");
+	return f.expr ? DescribeExpression(*f.expr, col, constants) : "";
+}
+
+#else
 
 //! JSON for one filter on table column `col`, or "" when it has no pruning form. Constants are
 //! appended to `constants` and referenced by position.
@@ -98,18 +197,20 @@ string DescribeFilter(const TableFilter &filter, idx_t col, vector<Value> &const
 	}
 }
 
+#endif
+
 } // namespace
 
 void SkadeDescribeFilters(ClientContext &context, const TableFilterSet &filters, const vector<column_t> &column_ids,
                           SkadeFilterDescription &out) {
 	string json;
 	vector<Value> constants;
-	for (auto &entry : filters.filters) {
-		auto col = column_ids[entry.first];
+	for (auto &entry : SkadeFilterEntries(filters)) {
+		auto col = column_ids[SkadeFilterIndex(entry)];
 		if (IsVirtualColumn(col)) {
 			continue;
 		}
-		auto d = DescribeFilter(*entry.second, col, constants);
+		auto d = DescribeFilter(SkadeFilterOf(entry), col, constants);
 		if (!d.empty()) {
 			json += (json.empty() ? "" : ",") + d;
 		}
@@ -126,10 +227,10 @@ void SkadeDescribeFilters(ClientContext &context, const TableFilterSet &filters,
 	}
 	DataChunk chunk;
 	chunk.Initialize(Allocator::Get(context), types, 1);
+	SkadeSetChunkSize(chunk, 1);
 	for (idx_t i = 0; i < constants.size(); i++) {
-		chunk.SetValue(i, 0, constants[i]);
+		chunk.data[i].SetValue(0, constants[i]);
 	}
-	chunk.SetCardinality(1);
 	auto props = SkadeArrowProperties(context);
 	ArrowConverter::ToArrowSchema(&out.constants_schema.arrow_schema, types, names, props);
 	unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;
@@ -138,6 +239,46 @@ void SkadeDescribeFilters(ClientContext &context, const TableFilterSet &filters,
 }
 
 namespace {
+
+#if SKADE_DUCKDB_MAJOR >= 2
+
+//! `expr` (a filter over BoundReferenceExpressions) as a condition on `column`, without the
+//! optional filters (a join's runtime filters: DuckDB's own tables never drop a row by them, and
+//! they may sit below a LIMIT or DISTINCT ON). nullptr: no condition (true for every row).
+unique_ptr<Expression> RequiredExpression(const Expression &expr, const Expression &column) {
+	if (ExpressionFilter::IsRootOptionalExpression(expr)) {
+		return nullptr;
+	}
+	if (expr.GetExpressionClass() != ExpressionClass::BOUND_CONJUNCTION) {
+		auto result = expr.Copy();
+		ExpressionFilter::ReplaceExpressionRecursive(result, column);
+		return result;
+	}
+	auto is_and = expr.GetExpressionType() == ExpressionType::CONJUNCTION_AND;
+	auto conj = make_uniq<BoundConjunctionExpression>(expr.GetExpressionType());
+	for (auto &child : expr.Cast<BoundConjunctionExpression>().GetChildren()) {
+		auto e = RequiredExpression(*child, column);
+		if (e) {
+			SkadeChildren(*conj).push_back(std::move(e));
+		} else if (!is_and) {
+			return nullptr; // an arm true for every row
+		}
+	}
+	if (SkadeChildren(*conj).empty()) {
+		return nullptr;
+	}
+	if (SkadeChildren(*conj).size() == 1) {
+		return std::move(SkadeChildren(*conj)[0]);
+	}
+	return std::move(conj);
+}
+
+unique_ptr<Expression> RequiredExpression(const TableFilter &filter, const Expression &column) {
+	auto &f = ExpressionFilter::GetExpressionFilter(filter, "skade: applying a filter");
+	return f.expr ? RequiredExpression(*f.expr, column) : nullptr;
+}
+
+#else
 
 //! `filter` as a condition on the rows, without the optional filters (a join's runtime filters:
 //! DuckDB's own tables never drop a row by them, and they may sit below a LIMIT or DISTINCT ON).
@@ -174,13 +315,16 @@ unique_ptr<Expression> RequiredExpression(const TableFilter &filter, const Expre
 	}
 }
 
+#endif
+
 } // namespace
 
 unique_ptr<Expression> SkadeFilterExpression(const TableFilterSet &filters, const vector<LogicalType> &types) {
 	vector<unique_ptr<Expression>> exprs;
-	for (auto &entry : filters.filters) {
-		BoundReferenceExpression ref(types[entry.first], entry.first);
-		auto e = RequiredExpression(*entry.second, ref);
+	for (auto &entry : SkadeFilterEntries(filters)) {
+		auto index = SkadeFilterIndex(entry);
+		BoundReferenceExpression ref(types[index], index);
+		auto e = RequiredExpression(SkadeFilterOf(entry), ref);
 		if (e) {
 			exprs.push_back(std::move(e));
 		}
@@ -193,7 +337,7 @@ unique_ptr<Expression> SkadeFilterExpression(const TableFilterSet &filters, cons
 	}
 	auto conj = make_uniq<BoundConjunctionExpression>(ExpressionType::CONJUNCTION_AND);
 	for (auto &e : exprs) {
-		conj->children.push_back(std::move(e));
+		SkadeChildren(*conj).push_back(std::move(e));
 	}
 	return std::move(conj);
 }

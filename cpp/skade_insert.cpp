@@ -56,7 +56,7 @@ unique_ptr<GlobalSinkState> SkadeInsert::GetGlobalSinkState(ClientContext &conte
 		// Describe the chunks as they arrive (the core conforms them to the table's types).
 		vector<string> names;
 		for (auto &col : state->table->GetColumns().Physical()) {
-			names.push_back(col.Name());
+			names.push_back(SkadeNameString(col.Name()));
 		}
 		auto &types = input_types;
 		if (types.size() != names.size()) {

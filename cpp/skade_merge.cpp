@@ -11,6 +11,63 @@ namespace duckdb {
 
 namespace {
 
+#if SKADE_DUCKDB_MAJOR >= 2
+
+//! The flag of a skade sink that says whether it ends the statement's writes (nullptr: not a
+//! skade sink, e.g. a projection DuckDB put in front of one).
+bool *EndsStatement(optional_ptr<PhysicalOperator> op) {
+	if (!op) {
+		return nullptr;
+	}
+	if (auto insert = dynamic_cast<SkadeInsert *>(op.get())) {
+		return &insert->ends_statement;
+	}
+	if (auto update = dynamic_cast<SkadeUpdate *>(op.get())) {
+		return &update->ends_statement;
+	}
+	if (auto del = dynamic_cast<SkadeDelete *>(op.get())) {
+		return &del->ends_statement;
+	}
+	throw InternalException("skade: a MERGE action is planned as %s, not as a skade sink", op->GetName());
+}
+
+} // namespace
+
+PhysicalOperator &SkadePlanMergeInto(ClientContext &context, PhysicalPlanGenerator &planner, LogicalMergeInto &op,
+                                     PhysicalOperator &plan) {
+	if (op.return_chunk) {
+		// (INSERT OR REPLACE and INSERT ... ON CONFLICT are bound as MERGE INTO too)
+		throw NotImplementedException("RETURNING is not supported on skade tables yet (in MERGE INTO, INSERT OR "
+		                              "REPLACE or INSERT ... ON CONFLICT)");
+	}
+	// 2.0 plans every action through the catalog's own INSERT, UPDATE and DELETE (each action reads
+	// its rows from a source of its own, in a pipeline of its own).
+	auto &merge = op.table.ParentCatalog().Catalog::PlanMergeInto(context, planner, op, plan).Cast<PhysicalMergeInto>();
+	// One sink ends the statement (checks its keys once every action deleted and wrote its rows):
+	// the last. Actions in pipelines of their own finish in any order unless they run one after
+	// the other, so with several writing actions they do, in order.
+	bool *last_writer = nullptr;
+	idx_t writers = 0;
+	for (auto &action : merge.actions) {
+		auto ends_statement = EndsStatement(action->op);
+		if (ends_statement) {
+			*ends_statement = false;
+			last_writer = ends_statement;
+			writers++;
+		}
+	}
+	if (last_writer) {
+		*last_writer = true;
+	}
+	if (writers > 1) {
+		merge.serialize_actions = true;
+		merge.parallel = false;
+	}
+	return merge;
+}
+
+#else
+
 //! An INSERT action's values for every column in table order (defaults where the action names
 //! no value).
 vector<unique_ptr<Expression>> InsertInTableOrder(LogicalMergeInto &op, BoundMergeIntoAction &action) {
@@ -55,7 +112,7 @@ PhysicalOperator &SkadePlanMergeInto(ClientContext &context, PhysicalPlanGenerat
 				result->expressions = InsertInTableOrder(op, *action);
 				auto &insert = static_cast<SkadeInsert &>(planner.Make<SkadeInsert>(op.types, table, cardinality));
 				for (auto &expr : result->expressions) {
-					insert.input_types.push_back(expr->return_type);
+					insert.input_types.push_back(SkadeReturnType(*expr));
 				}
 				insert.ends_statement = false;
 				last_writer = &insert.ends_statement;
@@ -101,5 +158,7 @@ PhysicalOperator &SkadePlanMergeInto(ClientContext &context, PhysicalPlanGenerat
 	merge.children.push_back(plan);
 	return merge;
 }
+
+#endif
 
 } // namespace duckdb

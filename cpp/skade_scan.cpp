@@ -11,6 +11,8 @@
 #include "skade/table_entry.hpp"
 #include "skade/transaction.hpp"
 
+#include "duckdb/catalog/catalog.hpp"
+
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
 #include "duckdb/execution/expression_executor.hpp"
 #include "duckdb/function/table/arrow.hpp"
@@ -141,7 +143,7 @@ bool NextBatch(SkadeScanGlobalState &global, SkadeScanLocalState &local) {
 			return false;
 		}
 		local.stream = make_uniq<ArrowArrayStreamWrapper>();
-		local.stream->number_of_rows = -1;
+		SkadeResetStream(*local.stream);
 		SkadeCheck(skade_scan_task_stream(global.scan.get(), task, &local.stream->arrow_array_stream));
 	}
 }
@@ -161,7 +163,7 @@ void ScanFunction(ClientContext &context, TableFunctionInput &data, DataChunk &o
 		                                                       local.arrow.chunk_offset);
 		auto first_row = local.arrow.chunk_offset;
 		local.streamed.Reset();
-		local.streamed.SetCardinality(count);
+		SkadeSetChunkSize(local.streamed, count);
 		if (local.streamed.ColumnCount() > 0) {
 			ArrowTableFunction::ArrowToDuckDB(local.arrow, bind.table.GetArrowTable().GetColumns(), local.streamed);
 		}
@@ -172,19 +174,19 @@ void ScanFunction(ClientContext &context, TableFunctionInput &data, DataChunk &o
 		for (idx_t i = 0; i < global.stream_index.size(); i++) {
 			auto index = global.stream_index[i];
 			if (index == DConstants::INVALID_INDEX) {
-				local.scanned.data[i].Reference(Value(LogicalType::BOOLEAN));
+				SkadeReferenceConstant(local.scanned.data[i], Value(LogicalType::BOOLEAN), count);
 			} else if (index == ROW_ID_INDEX) {
 				// The core streams row ids as the last Arrow column: copy them in.
 				auto &ids = *local.arrow.chunk->arrow_array.children[local.streamed.ColumnCount()];
 				auto src = reinterpret_cast<const int64_t *>(ids.buffers[1]) + ids.offset + first_row;
 				auto &target = local.scanned.data[i];
 				target.SetVectorType(VectorType::FLAT_VECTOR);
-				memcpy(FlatVector::GetData<int64_t>(target), src, count * sizeof(int64_t));
+				memcpy(SkadeFlatDataMutable<int64_t>(target), src, count * sizeof(int64_t));
 			} else {
 				local.scanned.data[i].Reference(local.streamed.data[index]);
 			}
 		}
-		local.scanned.SetCardinality(count);
+		SkadeSetChunkSize(local.scanned, count);
 
 		idx_t selected = count;
 		if (local.executor) {
@@ -219,14 +221,22 @@ unique_ptr<NodeStatistics> ScanCardinality(ClientContext &context, const Functio
 	return make_uniq<NodeStatistics>(rows, rows);
 }
 
+#if SKADE_DUCKDB_MAJOR >= 2
+// 2.0: the table a scan reads is asked for directly (BindInfo no longer carries it).
+optional_ptr<TableCatalogEntry> ScanTableEntry(optional_ptr<const FunctionData> bind_data) {
+	return &bind_data->Cast<SkadeScanBindData>().table;
+}
+#else
 BindInfo ScanBindInfo(const optional_ptr<FunctionData> bind_data) {
 	return BindInfo(bind_data->Cast<SkadeScanBindData>().table);
 }
+#endif
 
 InsertionOrderPreservingMap<string> ScanToString(TableFunctionToStringInput &input) {
 	InsertionOrderPreservingMap<string> result;
 	auto &table = input.bind_data->Cast<SkadeScanBindData>().table;
-	result["Table"] = table.ParentCatalog().GetName() + "." + table.ParentSchema().name + "." + table.name;
+	result["Table"] = SkadeNameString(table.ParentCatalog().GetName()) + "." + SkadeNameString(table.ParentSchema().name) +
+	                  "." + SkadeNameString(table.name);
 	auto &at = input.bind_data->Cast<SkadeScanBindData>().at_clause;
 	if (!at.empty()) {
 		result["At"] = at;
@@ -235,13 +245,14 @@ InsertionOrderPreservingMap<string> ScanToString(TableFunctionToStringInput &inp
 }
 
 // DuckDB compares subplans by serializing them: a scan is identified by its table and version.
-void ScanSerialize(Serializer &serializer, const optional_ptr<FunctionData> bind_data, const TableFunction &function) {
+void ScanSerialize(Serializer &serializer, const optional_ptr<FunctionData> bind_data,
+                   const SkadeBoundTableFunction &function) {
 	auto &bind = bind_data->Cast<SkadeScanBindData>();
 	serializer.WriteProperty(100, "table", bind.table.Uuid());
 	serializer.WriteProperty(101, "at", bind.at_clause);
 }
 
-unique_ptr<FunctionData> ScanDeserialize(Deserializer &deserializer, TableFunction &function) {
+unique_ptr<FunctionData> ScanDeserialize(Deserializer &deserializer, SkadeBoundTableFunction &function) {
 	throw NotImplementedException("skade scans cannot be deserialized");
 }
 
@@ -258,7 +269,11 @@ TableFunction SkadeScanFunction() {
 	function.filter_prune = true;
 	function.table_scan_progress = ScanProgress;
 	function.cardinality = ScanCardinality;
+#if SKADE_DUCKDB_MAJOR >= 2
+	function.get_table_entry = ScanTableEntry;
+#else
 	function.get_bind_info = ScanBindInfo;
+#endif
 	function.to_string = ScanToString;
 	function.serialize = ScanSerialize;
 	function.deserialize = ScanDeserialize;

@@ -26,7 +26,7 @@ SkadeTableEntry &SkadeSchemaEntry::AddTable(ClientContext &context, SkadeTableHa
 	lock_guard<mutex> guard(lock);
 	// Two threads may resolve the same table at once: the first entry wins and stays valid,
 	// because bound plans may already point at it.
-	auto table_name = entry->name;
+	auto table_name = SkadeNameString(entry->name);
 	auto inserted = tables.emplace(table_name, std::move(entry));
 	return *inserted.first->second;
 }
@@ -84,7 +84,7 @@ void SkadeSchemaEntry::Scan(CatalogType type, const std::function<void(CatalogEn
 namespace {
 
 string ColumnName(const ColumnList &columns, LogicalIndex index) {
-	return columns.GetColumn(index).Name();
+	return SkadeNameString(columns.GetColumn(index).Name());
 }
 
 } // namespace
@@ -109,17 +109,19 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 	vector<string> type_names;
 	for (auto &col : base.columns.Logical()) {
 		if (col.Generated()) {
-			throw NotImplementedException("generated column \"%s\": skade tables store every column", col.Name());
+			throw NotImplementedException("generated column \"%s\": skade tables store every column",
+			                              SkadeNameString(col.Name()));
 		}
 		if (col.HasDefaultValue()) {
 			throw NotImplementedException("column \"%s\" has a DEFAULT value, which skade tables do not keep",
-			                              col.Name());
+			                              SkadeNameString(col.Name()));
 		}
 		if (col.Type().id() == LogicalTypeId::VARCHAR && !StringType::GetCollation(col.Type()).empty()) {
-			throw NotImplementedException("column \"%s\" has COLLATE %s, which skade tables do not keep", col.Name(),
+			throw NotImplementedException("column \"%s\" has COLLATE %s, which skade tables do not keep",
+			                              SkadeNameString(col.Name()),
 			                              StringType::GetCollation(col.Type()));
 		}
-		names.push_back(col.Name());
+		names.push_back(SkadeNameString(col.Name()));
 		types.push_back(col.Type());
 		type_names.push_back(col.Type().ToString());
 	}
@@ -141,7 +143,7 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 			if (unique.HasIndex()) {
 				primary_key.push_back(ColumnName(base.columns, unique.GetIndex()));
 			} else {
-				primary_key = unique.GetColumnNames();
+				primary_key = SkadeNameStrings(unique.GetColumnNames());
 			}
 			break;
 		}
@@ -190,16 +192,16 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 	}
 	auto &txn = SkadeTransaction::Get(transaction, catalog);
 	SkadeTableHandle table;
-	SkadeCheck(skade_txn_create_table(txn.Handle(), name.c_str(), base.table.c_str(), &arrow.arrow_schema,
+	SkadeCheck(skade_txn_create_table(txn.Handle(), name.c_str(), SkadeTableName(base).c_str(), &arrow.arrow_schema,
 	                                  type_ptrs.data(), type_ptrs.size(), not_null_ptrs.data(), not_null_ptrs.size(),
 	                                  key_ptrs.data(), key_ptrs.size(), on_conflict, table.out()));
 	txn.InvalidateEntries();
 	if (!table) {
 		return nullptr;
 	}
-	auto schema = txn.GetSchema(context, name);
+	auto schema = txn.GetSchema(context, SkadeNameString(name));
 	if (!schema) {
-		throw CatalogException("Schema with name %s does not exist!", name);
+		throw CatalogException("Schema with name %s does not exist!", SkadeNameString(name));
 	}
 	return &schema->AddTable(context, std::move(table));
 }
@@ -207,13 +209,13 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 void SkadeSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
 	if (info.type != CatalogType::TABLE_ENTRY) {
 		throw NotImplementedException("skade catalogs hold only tables: cannot drop %s \"%s\"",
-		                              CatalogTypeToString(info.type), info.name);
+		                              CatalogTypeToString(info.type), SkadeEntryName(info));
 	}
 	if (info.cascade) {
 		// Nothing depends on a skade table; CASCADE changes nothing.
 	}
 	auto if_exists = info.if_not_found == OnEntryNotFound::RETURN_NULL;
-	SkadeCheck(skade_txn_drop_table(transaction.Handle(), name.c_str(), info.name.c_str(), if_exists));
+	SkadeCheck(skade_txn_drop_table(transaction.Handle(), name.c_str(), SkadeEntryName(info).c_str(), if_exists));
 	transaction.InvalidateEntries();
 }
 
@@ -221,7 +223,7 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 	if (info.type == AlterType::SET_COMMENT || info.type == AlterType::SET_COLUMN_COMMENT) {
 		throw NotImplementedException("COMMENT ON is not supported on skade catalogs (\"%s\"): Iceberg tables "
 		                              "keep no comments",
-		                              info.name);
+		                              SkadeEntryName(info));
 	}
 	throw NotImplementedException("ALTER is not supported on skade catalogs yet");
 }

@@ -20,8 +20,11 @@ namespace duckdb {
 
 SkadeTableEntry::SkadeTableEntry(Catalog &catalog, SchemaCatalogEntry &schema, CreateTableInfo &info,
                                  SkadeTableHandle table_p, shared_ptr<SkadeTableShape> shape_p)
-    : TableCatalogEntry(catalog, schema, info), table(std::move(table_p)), uuid(SkadeString(skade_table_uuid(table.get()))),
-      shape(std::move(shape_p)) {
+    : TableCatalogEntry(catalog, schema, info),
+#if SKADE_DUCKDB_MAJOR >= 2
+      columns(std::move(info.columns)),
+#endif
+      table(std::move(table_p)), uuid(SkadeString(skade_table_uuid(table.get()))), shape(std::move(shape_p)) {
 }
 
 shared_ptr<SkadeTableShape> SkadeTableShape::Build(ClientContext &context, skade_table *table) {
@@ -43,17 +46,17 @@ shared_ptr<SkadeTableShape> SkadeTableShape::Build(ClientContext &context, skade
 unique_ptr<SkadeTableEntry> SkadeTableEntry::Create(ClientContext &context, SchemaCatalogEntry &schema,
                                                     SkadeTableHandle table) {
 	auto shape = schema.ParentCatalog().Cast<SkadeCatalog>().TableShape(context, table.get());
-	CreateTableInfo info(schema, SkadeString(skade_table_name(table.get())));
+	CreateTableInfo info(schema, SkadeToName(SkadeString(skade_table_name(table.get()))));
 	auto &names = shape->arrow_table.GetNames();
 	auto &types = shape->arrow_table.GetTypes();
 	for (idx_t i = 0; i < names.size(); i++) {
-		info.columns.AddColumn(ColumnDefinition(names[i], types[i]));
+		info.columns.AddColumn(ColumnDefinition(SkadeToName(names[i]), types[i]));
 		if (shape->not_null[i]) {
 			info.constraints.push_back(make_uniq<NotNullConstraint>(LogicalIndex(i)));
 		}
 	}
 	if (!shape->primary_key.empty()) {
-		info.constraints.push_back(make_uniq<UniqueConstraint>(shape->primary_key, true));
+		info.constraints.push_back(make_uniq<UniqueConstraint>(SkadeToNames(shape->primary_key), true));
 	}
 	return make_uniq<SkadeTableEntry>(schema.ParentCatalog(), schema, info, std::move(table), std::move(shape));
 }
@@ -72,21 +75,22 @@ TableFunction SkadeTableEntry::GetScanFunction(ClientContext &context, unique_pt
 	auto function = GetScanFunction(context, bind_data);
 	auto at = lookup.GetAtClause();
 	if (at) {
+		auto &unit = SkadeNameString(at->Unit());
 		// AT (VERSION => id) or AT (TIMESTAMP => ts): the core pins the snapshot.
 		if (at->GetValue().IsNull()) {
-			throw BinderException("AT (%s => NULL): a snapshot needs a %s", StringUtil::Upper(at->Unit()),
-			                      StringUtil::CIEquals(at->Unit(), "timestamp") ? "time" : "snapshot id");
+			throw BinderException("AT (%s => NULL): a snapshot needs a %s", StringUtil::Upper(unit),
+			                      StringUtil::CIEquals(unit, "timestamp") ? "time" : "snapshot id");
 		}
 		int64_t value;
-		if (StringUtil::CIEquals(at->Unit(), "timestamp")) {
+		if (StringUtil::CIEquals(unit, "timestamp")) {
 			auto ts = at->GetValue().DefaultCastAs(LogicalType::TIMESTAMP_TZ);
-			value = Timestamp::GetEpochMicroSeconds(TimestampTZValue::Get(ts));
+			value = Timestamp::GetEpochMicroSeconds(timestamp_t(TimestampTZValue::Get(ts)));
 		} else {
 			value = at->GetValue().DefaultCastAs(LogicalType::BIGINT).GetValue<int64_t>();
 		}
 		auto &bind = bind_data->Cast<SkadeScanBindData>();
-		SkadeCheck(skade_table_at(table.get(), at->Unit().c_str(), value, bind.at.out()));
-		bind.at_clause = StringUtil::Upper(at->Unit()) + " " + to_string(value);
+		SkadeCheck(skade_table_at(table.get(), unit.c_str(), value, bind.at.out()));
+		bind.at_clause = StringUtil::Upper(unit) + " " + to_string(value);
 	}
 	return function;
 }
@@ -147,9 +151,9 @@ void SkadeTableEntry::BindUpdateConstraints(Binder &binder, LogicalGet &get, Log
 			get.AddColumnId(index.index);
 		}
 		update.expressions.push_back(
-		    make_uniq<BoundColumnRefExpression>(column.Type(), ColumnBinding(proj.table_index, proj.expressions.size())));
+		    make_uniq<BoundColumnRefExpression>(column.Type(), SkadeColumnBinding(proj.table_index, proj.expressions.size())));
 		proj.expressions.push_back(
-		    make_uniq<BoundColumnRefExpression>(column.Type(), ColumnBinding(get.table_index, position.GetIndex())));
+		    make_uniq<BoundColumnRefExpression>(column.Type(), SkadeColumnBinding(get.table_index, position.GetIndex())));
 		update.columns.push_back(index);
 	}
 }

@@ -40,9 +40,9 @@ optional_ptr<SkadeSchemaEntry> SkadeTransaction::GetSchema(ClientContext &contex
 	}
 	auto stored = SkadeTakeStrings(found);
 	CreateSchemaInfo info;
-	info.schema = stored.empty() ? name : stored[0];
+	SkadeSetSchemaName(info, stored.empty() ? name : stored[0]);
 	// Every catalog has "main": EXPORT DATABASE must not write a CREATE SCHEMA for it.
-	info.internal = StringUtil::CIEquals(info.schema, DEFAULT_SCHEMA);
+	info.internal = StringUtil::CIEquals(SkadeSchemaName(info), DEFAULT_SCHEMA);
 	auto entry = make_uniq<SkadeSchemaEntry>(catalog, info, *this);
 	auto result = entry.get();
 	schemas[name] = std::move(entry);

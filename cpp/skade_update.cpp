@@ -75,7 +75,7 @@ unique_ptr<GlobalSinkState> SkadeUpdate::GetGlobalSinkState(ClientContext &conte
 	state->transaction = &SkadeTransaction::Get(context, table.ParentCatalog());
 	vector<string> names;
 	for (auto &col : table.GetColumns().Physical()) {
-		names.push_back(col.Name());
+		names.push_back(SkadeNameString(col.Name()));
 	}
 	state->props = SkadeArrowProperties(context);
 	ArrowConverter::ToArrowSchema(&state->schema.arrow_schema, ColumnTypes(table), names, state->props);

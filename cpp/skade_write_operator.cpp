@@ -15,8 +15,8 @@ unique_ptr<GlobalSourceState> SkadeWriteOperator::GetGlobalSourceState(ClientCon
 
 SourceResultType SkadeWriteOperator::GetDataInternal(ExecutionContext &context, DataChunk &chunk,
                                                      OperatorSourceInput &input) const {
-	chunk.SetCardinality(1);
-	chunk.SetValue(0, 0, Value::BIGINT(NumericCast<int64_t>(RowsWritten(*sink_state))));
+	SkadeSetChunkSize(chunk, 1);
+	chunk.data[0].SetValue(0, Value::BIGINT(NumericCast<int64_t>(RowsWritten(*sink_state))));
 	return SourceResultType::FINISHED;
 }
 

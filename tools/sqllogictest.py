@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs DuckDB-dialect sqllogictest files against DuckDB 1.5.5 (Python client) with skade loaded.
+"""Runs DuckDB-dialect sqllogictest files against the DuckDB running it (1.5.5 or 2.0.1, Python
+client) with skade loaded.
 
 Supported records (the subset skade's tests use):
   require skade | iceberg | ducklake      load an extension (skade: the built file)
@@ -9,10 +10,13 @@ Supported records (the subset skade's tests use):
   statement error [conN]                  SQL must fail; text after ---- must be a substring
   query <types> [rowsort|nosort] [conN]   rows after ---- must match (tab-separated)
   loop <var> <from> <to> ... endloop      repeat, substituting ${var}
+  onlyif duckdb <version prefix>          the next statement or query runs only in that DuckDB
   # comment
 `__TEST_DIR__` is a fresh directory per file, `__EXTENSION__` the extension path. Values are
 compared as DuckDB renders them (CAST AS VARCHAR); NULL is `NULL`, the empty string `(empty)`.
-Prints one line per failure and ends with `N passed, N failed`.
+Prints one line per failure and ends with `N passed, N failed, N skipped` (a file that requires a
+peer extension not installed is skipped). The extension: --extension, else $SKADE_EXTENSION, else the build
+for this DuckDB (tools/hosts.py).
 """
 import argparse
 import concurrent.futures
@@ -36,7 +40,7 @@ def site_extension(package: str, name: str) -> str:
     base = os.path.join(os.path.dirname(duckdb.__file__), "..", package, "extensions")
     found = glob.glob(os.path.join(base, "*", f"{name}.duckdb_extension"))
     if not found:
-        raise RuntimeError(f"extension {name} not installed (pip package {package})")
+        raise Skipped(f"extension {name} not installed (pip package {package})")
     return os.path.abspath(found[0])
 
 
@@ -44,14 +48,23 @@ class Failure(Exception):
     pass
 
 
+class Skipped(Exception):
+    """A `require` of a peer extension that is not installed (e.g. no build for this DuckDB)."""
+
+
 class Record:
-    def __init__(self, kind, args, sql, expected, line):
+    def __init__(self, kind, args, sql, expected, line, only=None):
         self.kind, self.args, self.sql, self.expected, self.line = kind, args, sql, expected, line
+        self.only = only  # a DuckDB version prefix ("1", "2.0") the record is for, or None
+
+
+def host_is(prefix):
+    return (duckdb.__version__ + ".").startswith(prefix + ".")
 
 
 def parse(path):
     lines = open(path, encoding="utf-8").read().split("\n")
-    records, i = [], 0
+    records, i, only = [], 0, None
     while i < len(lines):
         raw = lines[i]
         line = raw.strip()
@@ -61,6 +74,11 @@ def parse(path):
             continue
         words = line.split()
         kind = words[0]
+        if kind == "onlyif":
+            if len(words) != 3 or words[1] != "duckdb":
+                raise Failure(f"{path}:{start}: expected 'onlyif duckdb <version prefix>'")
+            only = words[2]
+            continue
         if kind in ("statement", "query"):
             sql_lines = []
             while i < len(lines) and lines[i].strip() and lines[i].strip() != "----":
@@ -73,7 +91,8 @@ def parse(path):
                 while i < len(lines) and lines[i].strip():
                     expected.append(lines[i])
                     i += 1
-            records.append(Record(kind, words[1:], "\n".join(sql_lines), expected, start))
+            records.append(Record(kind, words[1:], "\n".join(sql_lines), expected, start, only))
+            only = None
         elif kind in ("require", "load", "restart", "loop", "endloop", "mode", "sleep"):
             records.append(Record(kind, words[1:], None, None, start))
         else:
@@ -99,7 +118,7 @@ def expand_loops(records):
             for b in body:
                 sub = lambda s: None if s is None else s.replace("${" + var + "}", str(v))
                 out.append(Record(b.kind, b.args, sub(b.sql),
-                                  None if b.expected is None else [sub(e) for e in b.expected], b.line))
+                                  None if b.expected is None else [sub(e) for e in b.expected], b.line, b.only))
         i = j
     return out
 
@@ -162,6 +181,8 @@ class Runner:
         self.open()
         try:
             for r in records:
+                if r.only and not host_is(r.only):
+                    continue
                 try:
                     self.step(r)
                 except Failure as f:
@@ -189,7 +210,11 @@ class Runner:
         sql = self.subst(r.sql)
         want_error = r.args and r.args[0] == "error"
         try:
-            self.con(r.args).execute(sql)
+            result = self.con(r.args).execute(sql)
+            if result.description:
+                # read it all, as DuckDB's own runner does: an error may come with the rows, and
+                # DuckDB 2.0's client refuses the next statement while a result is unread
+                result.fetchall()
         except duckdb.Error as e:
             if not want_error:
                 raise Failure(f"statement failed: {e}\n  SQL: {sql}")
@@ -236,11 +261,13 @@ def run_file(args):
     test_dir = tempfile.mkdtemp(prefix="skade-slt-")
     try:
         Runner(path, extension, test_dir).run()
-        return path, None
+        return path, None, None
+    except Skipped as s:
+        return path, None, str(s)
     except Failure as f:
-        return path, str(f)
+        return path, str(f), None
     except Exception:
-        return path, traceback.format_exc()
+        return path, traceback.format_exc(), None
     finally:
         shutil.rmtree(test_dir, ignore_errors=True)
 
@@ -255,17 +282,20 @@ def main():
     for path in a.paths:
         files += sorted(glob.glob(os.path.join(path, "**", "*.test"), recursive=True)) if os.path.isdir(path) else [path]
     extension = os.path.abspath(a.extension)
-    passed = failed = 0
+    passed = failed = skipped = 0
     with concurrent.futures.ProcessPoolExecutor(max_workers=a.jobs) as pool:
-        for path, error in pool.map(run_file, [(f, extension) for f in files]):
+        for path, error, skip in pool.map(run_file, [(f, extension) for f in files]):
             rel = os.path.relpath(path, ROOT)
-            if error:
+            if skip:
+                skipped += 1
+                print(f"skip {rel}: {skip}", flush=True)
+            elif error:
                 failed += 1
                 print(f"FAIL {rel}\n{error}\n", flush=True)
             else:
                 passed += 1
                 print(f"ok   {rel}", flush=True)
-    print(f"{passed} passed, {failed} failed")
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
     sys.exit(1 if failed or not files else 0)
 
 

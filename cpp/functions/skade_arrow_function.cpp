@@ -80,7 +80,7 @@ unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFun
 	auto &data = input.bind_data->Cast<SkadeArrowFunctionData>();
 	auto result = make_uniq<ArrowFunctionGlobal>();
 	result->stream = make_uniq<ArrowArrayStreamWrapper>();
-	result->stream->number_of_rows = -1;
+	SkadeResetStream(*result->stream);
 	if (data.open_columns) {
 		SkadeFilterDescription filters;
 		if (input.filters) {
@@ -135,7 +135,8 @@ void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) 
 				next = global.stream->GetNextChunk();
 			}
 			if (!next->arrow_array.release) {
-				output.SetCardinality(0); // the end (a chunk filtered out entirely may precede it)
+				output.Reset();
+				SkadeSetChunkSize(output, 0); // the end (a chunk filtered out entirely may precede it)
 				return;
 			}
 			local.arrow.Reset();
@@ -143,12 +144,12 @@ void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) 
 		}
 		auto count = MinValue<idx_t>(STANDARD_VECTOR_SIZE, idx_t(chunk->arrow_array.length) - local.arrow.chunk_offset);
 		output.Reset();
-		output.SetCardinality(count);
+		SkadeSetChunkSize(output, count);
 		// With projection pushdown the stream still has every column; only the output's are converted.
 		ArrowTableFunction::ArrowToDuckDB(local.arrow, data.arrow_table.GetColumns(), output, !data.projection);
 		for (idx_t i = 0; i < global.column_ids.size(); i++) {
 			if (global.column_ids[i] == COLUMN_IDENTIFIER_ROW_ID) {
-				output.data[i].Reference(Value(output.data[i].GetType())); // no column wanted (count(*))
+				SkadeReferenceConstant(output.data[i], Value(output.data[i].GetType()), count); // no column wanted (count(*))
 			}
 		}
 		local.arrow.chunk_offset += count;
@@ -170,7 +171,7 @@ void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) 
 
 unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, const string &function_name,
                                                 unique_ptr<SkadeArrowFunctionData> data,
-                                                vector<LogicalType> &return_types, vector<string> &names) {
+                                                vector<LogicalType> &return_types, vector<SkadeName> &names) {
 	ArrowSchemaWrapper schema;
 	SkadeCheck(skade_function_schema(function_name.c_str(), &schema.arrow_schema));
 	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
@@ -180,16 +181,19 @@ namespace {
 
 //! Completes a bind whose `data` has its Arrow columns (arrow_table, bound_columns) set.
 unique_ptr<FunctionData> FinishBind(unique_ptr<SkadeArrowFunctionData> data, vector<LogicalType> &return_types,
-                                    vector<string> &names) {
-	names = data->arrow_table.GetNames();
+                                    vector<SkadeName> &names) {
+	auto &all_names = data->arrow_table.GetNames();
 	return_types = data->arrow_table.GetTypes();
-	if (data->virtual_columns > names.size()) {
+	if (data->virtual_columns > all_names.size()) {
 		throw InternalException("skade: a function declares more virtual columns than it has");
 	}
-	auto columns = names.size() - data->virtual_columns;
-	data->virtual_names.assign(names.begin() + columns, names.end());
+	auto columns = all_names.size() - data->virtual_columns;
+	data->virtual_names.assign(all_names.begin() + columns, all_names.end());
 	data->virtual_types.assign(return_types.begin() + columns, return_types.end());
-	names.resize(columns);
+	names.clear();
+	for (idx_t i = 0; i < columns; i++) {
+		names.push_back(SkadeToName(all_names[i]));
+	}
 	return_types.resize(columns);
 	data->types = return_types;
 	return std::move(data);
@@ -199,7 +203,7 @@ unique_ptr<FunctionData> FinishBind(unique_ptr<SkadeArrowFunctionData> data, vec
 
 unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSchemaWrapper &schema,
                                                 unique_ptr<SkadeArrowFunctionData> data,
-                                                vector<LogicalType> &return_types, vector<string> &names) {
+                                                vector<LogicalType> &return_types, vector<SkadeName> &names) {
 	ArrowTableFunction::PopulateArrowTableSchema(context, data->arrow_table, schema.arrow_schema);
 	for (int64_t i = 0; i < schema.arrow_schema.n_children; i++) {
 		data->bound_columns.emplace_back(schema.arrow_schema.children[i]->name, schema.arrow_schema.children[i]->format);
@@ -208,7 +212,7 @@ unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSch
 }
 
 unique_ptr<FunctionData> SkadeArrowFunctionBind(const SkadeTableShape &shape, unique_ptr<SkadeArrowFunctionData> data,
-                                                vector<LogicalType> &return_types, vector<string> &names) {
+                                                vector<LogicalType> &return_types, vector<SkadeName> &names) {
 	data->arrow_table = shape.arrow_table;
 	data->bound_columns = shape.columns;
 	return FinishBind(std::move(data), return_types, names);
@@ -222,13 +226,13 @@ virtual_column_map_t SkadeArrowVirtualColumns(ClientContext &context, optional_p
 	}
 	auto &data = bind_data->Cast<SkadeArrowFunctionData>();
 	for (idx_t i = 0; i < data.virtual_columns; i++) {
-		result.insert(make_pair(VIRTUAL_COLUMN_START + i, TableColumn(data.virtual_names[i], data.virtual_types[i])));
+		result.insert(make_pair(VIRTUAL_COLUMN_START + i, TableColumn(SkadeToName(data.virtual_names[i]), data.virtual_types[i])));
 	}
 	return result;
 }
 
 TableFunction SkadeArrowFunction(const string &name, vector<LogicalType> arguments, table_function_bind_t bind) {
-	return TableFunction(name, std::move(arguments), Scan, bind, InitGlobal, InitLocal);
+	return TableFunction(SkadeToName(name), std::move(arguments), Scan, bind, InitGlobal, InitLocal);
 }
 
 void SkadeRequireArguments(TableFunctionBindInput &input, const string &function_name) {
@@ -240,7 +244,7 @@ void SkadeRequireArguments(TableFunctionBindInput &input, const string &function
 }
 
 SkadeCatalog &SkadeCatalogByName(ClientContext &context, const string &name) {
-	auto db = DatabaseManager::Get(context).GetDatabase(context, name);
+	auto db = DatabaseManager::Get(context).GetDatabase(context, SkadeToName(name));
 	if (!db) {
 		throw BinderException("no attached database is named \"%s\"", name);
 	}
@@ -253,19 +257,18 @@ SkadeCatalog &SkadeCatalogByName(ClientContext &context, const string &name) {
 }
 
 SkadeTableEntry &SkadeTableByName(ClientContext &context, const string &qualified_name) {
-	auto q = QualifiedName::Parse(qualified_name);
-	auto catalog = q.catalog;
-	auto schema = q.schema;
+	string catalog, schema, name;
+	SkadeParseQualifiedName(qualified_name, catalog, schema, name);
 	// 'lake.orders' names catalog `lake` when a database of that name is attached.
 	if (catalog == INVALID_CATALOG && schema != INVALID_SCHEMA &&
-	    DatabaseManager::Get(context).GetDatabase(context, schema)) {
+	    DatabaseManager::Get(context).GetDatabase(context, SkadeToName(schema))) {
 		catalog = schema;
 		schema = INVALID_SCHEMA;
 	}
-	auto &entry = Catalog::GetEntry<TableCatalogEntry>(context, catalog, schema, q.name);
+	auto &entry = SkadeGetTable(context, catalog, schema, name);
 	if (entry.ParentCatalog().GetCatalogType() != "skade") {
 		throw BinderException("\"%s\" is not a skade table (it belongs to catalog \"%s\" of type %s)", qualified_name,
-		                      entry.ParentCatalog().GetName(), entry.ParentCatalog().GetCatalogType());
+		                      SkadeNameString(entry.ParentCatalog().GetName()), entry.ParentCatalog().GetCatalogType());
 	}
 	return entry.Cast<SkadeTableEntry>();
 }

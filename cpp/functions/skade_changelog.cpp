@@ -10,7 +10,7 @@
 namespace duckdb {
 
 static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindInput &input,
-                                     vector<LogicalType> &return_types, vector<string> &names) {
+                                     vector<LogicalType> &return_types, vector<SkadeName> &names) {
 	if (input.inputs[0].IsNull()) {
 		throw BinderException("skade_changelog: the table must not be NULL");
 	}
@@ -21,7 +21,7 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	bool has_from = !input.inputs[1].IsNull();
 	bool times = input.inputs[1].type().id() == LogicalTypeId::TIMESTAMP_TZ;
 	auto bound = [&](const Value &v) -> int64_t {
-		return times ? Timestamp::GetEpochMicroSeconds(TimestampTZValue::Get(v)) : v.GetValue<int64_t>();
+		return times ? Timestamp::GetEpochMicroSeconds(timestamp_t(TimestampTZValue::Get(v))) : v.GetValue<int64_t>();
 	};
 	int64_t from = has_from ? bound(input.inputs[1]) : 0;
 	bool has_to = input.inputs.size() > 2 && !input.inputs[2].IsNull();
@@ -37,7 +37,7 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	SkadeCheck(skade_fn_changelog_schema(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(),
 	                                     &schema.arrow_schema));
 	auto data = make_uniq<SkadeArrowFunctionData>();
-	auto catalog_name = catalog.GetName();
+	auto catalog_name = SkadeNameString(catalog.GetName());
 	data->parallel = true; // changelog rows have no order (ORDER BY _commit_snapshot_id for one)
 	data->projection = true;
 	data->virtual_columns = 1; // _full_reload: true on the rows of a full reload (an undecodable window)
@@ -58,7 +58,7 @@ TableFunctionSet SkadeChangelogFunctions() {
 		for (auto arguments :
 		     {vector<LogicalType> {LogicalType::VARCHAR, bound}, vector<LogicalType> {LogicalType::VARCHAR, bound, bound}}) {
 			auto function = SkadeArrowFunction("skade_changelog", arguments, Bind);
-			function.named_parameters["collapse"] = LogicalType::BOOLEAN;
+			SkadeAddNamedParameter(function, "collapse", LogicalType::BOOLEAN);
 			function.projection_pushdown = true; // columns a query does not use are not converted
 			function.get_virtual_columns = SkadeArrowVirtualColumns;
 			function.filter_pushdown = true; // filters prune files and snapshots, then apply exactly

@@ -7,9 +7,9 @@
 namespace duckdb {
 
 static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindInput &input,
-                                     vector<LogicalType> &return_types, vector<string> &names) {
+                                     vector<LogicalType> &return_types, vector<SkadeName> &names) {
 	SkadeRequireArguments(input, "skade_check");
-	auto catalog_name = SkadeCatalogByName(context, StringValue::Get(input.inputs[0])).GetName();
+	auto catalog_name = SkadeNameString(SkadeCatalogByName(context, StringValue::Get(input.inputs[0])).GetName());
 	auto data = make_uniq<SkadeArrowFunctionData>();
 	data->open = [catalog_name](ClientContext &context, ArrowArrayStream &out) {
 		auto &catalog = SkadeCatalogByName(context, catalog_name);

@@ -6,9 +6,9 @@
 namespace duckdb {
 
 static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindInput &input,
-                                     vector<LogicalType> &return_types, vector<string> &names) {
+                                     vector<LogicalType> &return_types, vector<SkadeName> &names) {
 	SkadeRequireArguments(input, "skade_commits_since");
-	auto catalog_name = SkadeCatalogByName(context, StringValue::Get(input.inputs[0])).GetName();
+	auto catalog_name = SkadeNameString(SkadeCatalogByName(context, StringValue::Get(input.inputs[0])).GetName());
 	auto since = input.inputs[1].GetValue<int64_t>();
 	if (since < 0) {
 		throw BinderException("skade_commits_since: since_seq must be >= 0, got %d", since);

@@ -9,7 +9,7 @@
 namespace duckdb {
 
 static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindInput &input,
-                                     vector<LogicalType> &return_types, vector<string> &names) {
+                                     vector<LogicalType> &return_types, vector<SkadeName> &names) {
 	SkadeRequireArguments(input, "skade_expire_snapshots");
 	auto &table = SkadeTableByName(context, StringValue::Get(input.inputs[0]));
 	auto uuid = table.Uuid();
@@ -22,7 +22,7 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 			continue;
 		}
 		if (param.first == "older_than") {
-			older_than = Timestamp::GetEpochMicroSeconds(TimestampTZValue::Get(param.second));
+			older_than = Timestamp::GetEpochMicroSeconds(timestamp_t(TimestampTZValue::Get(param.second)));
 			has_older_than = true;
 		} else if (param.first == "retain_last") {
 			retain_last = param.second.GetValue<int64_t>();
@@ -30,7 +30,7 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 		}
 	}
 	auto data = make_uniq<SkadeArrowFunctionData>();
-	auto catalog_name = table.ParentCatalog().GetName();
+	auto catalog_name = SkadeNameString(table.ParentCatalog().GetName());
 	data->open = [=](ClientContext &context, ArrowArrayStream &out) {
 		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		SkadeCheck(skade_fn_expire_snapshots(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(),
@@ -41,8 +41,8 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 
 TableFunction SkadeExpireSnapshotsFunction() {
 	auto function = SkadeArrowFunction("skade_expire_snapshots", {LogicalType::VARCHAR}, Bind);
-	function.named_parameters["older_than"] = LogicalType::TIMESTAMP_TZ;
-	function.named_parameters["retain_last"] = LogicalType::BIGINT;
+	SkadeAddNamedParameter(function, "older_than", LogicalType::TIMESTAMP_TZ);
+	SkadeAddNamedParameter(function, "retain_last", LogicalType::BIGINT);
 	return function;
 }
 

@@ -32,14 +32,14 @@ Value KeyValue(ClientContext &context, const string &table, const ColumnDefiniti
 	if (CastFunctionSet::ImplicitCastCost(context, value.type(), type) < 0 &&
 	    CastFunctionSet::ImplicitCastCost(context, type, value.type()) < 0) {
 		throw BinderException("skade_lookup: primary-key column \"%s\" of %s is %s; a key of type %s does not match it",
-		                      column.Name(), table, type.ToString(), value.type().ToString());
+		                      SkadeNameString(column.Name()), table, type.ToString(), value.type().ToString());
 	}
 	// The client's casts, as `WHERE k = ...` casts: with ICU loaded, TIMESTAMP and TIMESTAMPTZ
 	// convert in the session's time zone, and a TIMESTAMPTZ converts back to a DATE.
 	Value key;
 	Value back;
 	string error;
-	if (!value.TryCastAs(context, type, key, &error) || !key.TryCastAs(context, value.type(), back, &error) ||
+	if (!SkadeTryCast(context, value, type, key, &error) || !SkadeTryCast(context, key, value.type(), back, &error) ||
 	    back != value) {
 		return Value(type);
 	}
@@ -53,7 +53,7 @@ vector<Value> KeyValues(ClientContext &context, const string &table, SkadeTableE
 	if (key.type().id() == LogicalTypeId::STRUCT && key.IsNull()) {
 		// a NULL key matches nothing, like a NULL scalar
 		for (auto &name : key_columns) {
-			values.push_back(Value(entry.GetColumn(name).Type()));
+			values.push_back(Value(entry.GetColumn(SkadeToName(name)).Type()));
 		}
 		return values;
 	}
@@ -63,7 +63,7 @@ vector<Value> KeyValues(ClientContext &context, const string &table, SkadeTableE
 		for (auto &name : key_columns) {
 			idx_t found = DConstants::INVALID_INDEX;
 			for (idx_t i = 0; i < fields.size(); i++) {
-				if (StringUtil::CIEquals(fields[i].first, name)) {
+				if (StringUtil::CIEquals(SkadeNameString(fields[i].first), name)) {
 					found = i;
 				}
 			}
@@ -71,7 +71,7 @@ vector<Value> KeyValues(ClientContext &context, const string &table, SkadeTableE
 				throw BinderException("skade_lookup: the key STRUCT has no field \"%s\" (the primary key of %s is %s)",
 				                      name, table, StringUtil::Join(key_columns, ", "));
 			}
-			values.push_back(KeyValue(context, table, entry.GetColumn(name), children[found]));
+			values.push_back(KeyValue(context, table, entry.GetColumn(SkadeToName(name)), children[found]));
 		}
 		if (fields.size() != key_columns.size()) {
 			throw BinderException("skade_lookup: the key STRUCT has %d fields; the primary key of %s is %s",
@@ -84,12 +84,12 @@ vector<Value> KeyValues(ClientContext &context, const string &table, SkadeTableE
 		                      "{'%s': ...}",
 		                      table, StringUtil::Join(key_columns, ", "), key_columns[0]);
 	}
-	values.push_back(KeyValue(context, table, entry.GetColumn(key_columns[0]), key));
+	values.push_back(KeyValue(context, table, entry.GetColumn(SkadeToName(key_columns[0])), key));
 	return values;
 }
 
 unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInput &input,
-                                    vector<LogicalType> &return_types, vector<string> &names) {
+                                    vector<LogicalType> &return_types, vector<SkadeName> &names) {
 	if (input.inputs[0].IsNull()) {
 		throw BinderException("skade_lookup: the table must not be NULL");
 	}
@@ -99,7 +99,7 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 	if (!primary) {
 		throw BinderException("skade_lookup: table %s has no primary key", qualified);
 	}
-	auto key_columns = primary->Cast<UniqueConstraint>().GetColumnNames();
+	vector<string> key_columns = SkadeNameStrings(primary->Cast<UniqueConstraint>().GetColumnNames());
 	int64_t as_of = 0;
 	bool has_as_of = false;
 	for (auto &param : input.named_parameters) {
@@ -120,7 +120,7 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 	}
 	vector<LogicalType> key_types;
 	for (auto &name : key_columns) {
-		key_types.push_back(table.GetColumn(name).Type());
+		key_types.push_back(table.GetColumn(SkadeToName(name)).Type());
 	}
 	vector<vector<Value>> rows;
 	for (auto &k : keys) {
@@ -128,7 +128,7 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 	}
 
 	auto &catalog = table.ParentCatalog().Cast<SkadeCatalog>();
-	auto catalog_name = catalog.GetName();
+	auto catalog_name = SkadeNameString(catalog.GetName());
 	auto uuid = table.Uuid();
 	auto schema_id = skade_table_schema_id(table.Handle());
 	auto data = make_uniq<SkadeArrowFunctionData>();
@@ -140,12 +140,12 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		DataChunk chunk;
 		chunk.Initialize(Allocator::Get(context), key_types, MaxValue<idx_t>(rows.size(), 1));
+		SkadeSetChunkSize(chunk, rows.size());
 		for (idx_t r = 0; r < rows.size(); r++) {
 			for (idx_t c = 0; c < key_types.size(); c++) {
-				chunk.SetValue(c, r, rows[r][c]);
+				chunk.data[c].SetValue(r, rows[r][c]);
 			}
 		}
-		chunk.SetCardinality(rows.size());
 		auto props = SkadeArrowProperties(context);
 		ArrowSchemaWrapper keys_schema;
 		ArrowArrayWrapper keys_array;
@@ -161,7 +161,7 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 }
 
 unique_ptr<FunctionData> StatsBind(ClientContext &context, TableFunctionBindInput &input,
-                                   vector<LogicalType> &return_types, vector<string> &names) {
+                                   vector<LogicalType> &return_types, vector<SkadeName> &names) {
 	auto data = make_uniq<SkadeArrowFunctionData>();
 	data->open = [](ClientContext &context, ArrowArrayStream &out) {
 		SkadeCheck(skade_fn_lookup_stats(&out));
@@ -173,7 +173,7 @@ unique_ptr<FunctionData> StatsBind(ClientContext &context, TableFunctionBindInpu
 
 TableFunction SkadeLookupFunction() {
 	auto function = SkadeArrowFunction("skade_lookup", {LogicalType::VARCHAR, LogicalType::ANY}, LookupBind);
-	function.named_parameters["as_of"] = LogicalType::BIGINT;
+	SkadeAddNamedParameter(function, "as_of", LogicalType::BIGINT);
 	return function;
 }
 

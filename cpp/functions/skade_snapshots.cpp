@@ -9,12 +9,12 @@
 namespace duckdb {
 
 static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindInput &input,
-                                     vector<LogicalType> &return_types, vector<string> &names) {
+                                     vector<LogicalType> &return_types, vector<SkadeName> &names) {
 	SkadeRequireArguments(input, "skade_snapshots");
 	auto &table = SkadeTableByName(context, StringValue::Get(input.inputs[0]));
 	auto uuid = table.Uuid();
 	auto data = make_uniq<SkadeArrowFunctionData>();
-	auto catalog_name = table.ParentCatalog().GetName();
+	auto catalog_name = SkadeNameString(table.ParentCatalog().GetName());
 	data->open = [uuid, catalog_name](ClientContext &context, ArrowArrayStream &out) {
 		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		SkadeCheck(skade_fn_snapshots(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), &out));

@@ -5,6 +5,7 @@
 #include "duckdb.hpp"
 #include "duckdb/main/client_properties.hpp"
 #include "skade_ffi.h"
+#include "skade/duckdb_compat.hpp"
 
 namespace duckdb {
 

@@ -59,14 +59,14 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 //! Completes a bind: reads the function's columns from the core.
 unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, const string &function_name,
                                                 unique_ptr<SkadeArrowFunctionData> data,
-                                                vector<LogicalType> &return_types, vector<string> &names);
+                                                vector<LogicalType> &return_types, vector<SkadeName> &names);
 //! The same, for a function whose columns depend on its arguments (`schema`: the columns).
 unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, ArrowSchemaWrapper &schema,
                                                 unique_ptr<SkadeArrowFunctionData> data,
-                                                vector<LogicalType> &return_types, vector<string> &names);
+                                                vector<LogicalType> &return_types, vector<SkadeName> &names);
 //! The same, for a function whose rows have a table's columns.
 unique_ptr<FunctionData> SkadeArrowFunctionBind(const SkadeTableShape &shape, unique_ptr<SkadeArrowFunctionData> data,
-                                                vector<LogicalType> &return_types, vector<string> &names);
+                                                vector<LogicalType> &return_types, vector<SkadeName> &names);
 //! A table function over a core Arrow stream. For one with virtual columns, set
 //! `get_virtual_columns = SkadeArrowVirtualColumns`.
 TableFunction SkadeArrowFunction(const string &name, vector<LogicalType> arguments, table_function_bind_t bind);

@@ -51,8 +51,17 @@ public:
 	vector<column_t> GetRowIdColumns() const override;
 	void BindUpdateConstraints(Binder &binder, LogicalGet &get, LogicalProjection &proj, LogicalUpdate &update,
 	                           ClientContext &context) override;
+#if SKADE_DUCKDB_MAJOR >= 2
+	//! 2.0: every table entry owns its columns.
+	const ColumnList &GetColumns() const override {
+		return columns;
+	}
+#endif
 
 private:
+#if SKADE_DUCKDB_MAJOR >= 2
+	ColumnList columns;
+#endif
 	SkadeTableHandle table;
 	string uuid;
 	shared_ptr<SkadeTableShape> shape;
