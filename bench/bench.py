@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """skade vs DuckLake on the peer workload (../shared/bench), side by side in one process.
 
-Both extensions are loaded into one DuckDB 1.5.5 instance; every step runs on a skade catalog and
-on a DuckLake catalog (DATA_INLINING_ROW_LIMIT 0: files, not inlined rows) and prints the time of
-each, and skade's speed as a ratio of DuckLake's (>1: skade is faster). Timings are printed, never
-asserted; each result is checked to be the same on both sides.
+Both extensions are loaded into one DuckDB instance; every step runs on a skade catalog and on a
+DuckLake catalog (DATA_INLINING_ROW_LIMIT 0: files, not inlined rows) and prints the time of each,
+and skade's speed as a ratio of DuckLake's (>1: skade is faster). Timings are printed, never
+asserted; each result is checked to be the same on both sides. The first line names the DuckDB
+version and the engines compared.
+
+Where DuckLake is not installed (PyPI has it for DuckDB 1.5.5 only), every step runs on skade alone
+and prints skade's figures, with a note in DuckLake's column; the checks against DuckLake are
+skipped, skade's own (the changelogs against the snapshots' full scans) still run.
 
 Usage: python bench/bench.py [rows_per_append]   (make bench)
 """
@@ -18,12 +23,16 @@ import time
 
 import duckdb
 
-from common import EXTENSION, ducklake_extension
+from common import EXTENSION
+from hosts import peer_extension  # tools/, on the path once common is imported
+
+DUCKLAKE = peer_extension("duckdb_extension_ducklake", "ducklake")
+LAKES = ("sk", "dl") if DUCKLAKE else ("sk",)
+NO_DUCKLAKE = f"(no DuckLake for DuckDB {duckdb.__version__})"
 
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 31250
 APPENDS = 32
 MUTATIONS = 8
-
 
 
 def timed(fn, repeat=1):
@@ -36,13 +45,27 @@ def timed(fn, repeat=1):
 
 
 def main():
+    print(f"DuckDB {duckdb.__version__}: " + ("skade vs DuckLake" if DUCKLAKE else
+                                             "skade only (no DuckLake extension installed for this DuckDB)"), flush=True)
     root = tempfile.mkdtemp(prefix="skade-bench-")
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD '{EXTENSION}'")
-    con.execute(f"LOAD '{ducklake_extension()}'")
     con.execute(f"ATTACH '{root}/lake.skade' AS sk (TYPE skade)")
-    con.execute(f"ATTACH 'ducklake:{root}/meta.ducklake' AS dl (DATA_PATH '{root}/dl/', DATA_INLINING_ROW_LIMIT 0)")
+    if DUCKLAKE:
+        con.execute(f"LOAD '{DUCKLAKE}'")
+        con.execute(f"ATTACH 'ducklake:{root}/meta.ducklake' AS dl (DATA_PATH '{root}/dl/', DATA_INLINING_ROW_LIMIT 0)")
     figures = {}
+
+    def show(label, skade, ducklake, tail=""):
+        # One step's line: skade's figure, then DuckLake's column (ducklake() is called only when
+        # DuckLake ran: it reads DuckLake's figures) or the note that it did not, then the tail.
+        print(f"{label:<28} skade {skade}   {ducklake() if DUCKLAKE else NO_DUCKLAKE}" + (f"   {tail}" if tail else ""),
+              flush=True)
+
+    def show_ms(label, step):
+        sk = figures[f"{step}.sk_s"]
+        show(label, f"{sk * 1000:10.1f} ms", lambda: f"ducklake {figures[f'{step}.dl_s'] * 1000:10.1f} ms   "
+             f"skade/ducklake speed x{figures[f'{step}.dl_s'] / sk:.2f}")
 
     def same_rows(what, ours, reference):
         # The two queries' rows as multisets: nothing in one that is not in the other.
@@ -55,21 +78,20 @@ def main():
     def both(step, sql_for, repeat=1, check=True):
         # Repeats alternate between the two (best of each): a slow phase of this shared machine
         # then hits both rather than one.
-        results, best = {}, {"sk": float("inf"), "dl": float("inf")}
+        results, best = {}, {lake: float("inf") for lake in LAKES}
         for _ in range(repeat):
-            for lake in ("sk", "dl"):
+            for lake in LAKES:
                 seconds, results[lake] = timed(lambda: con.execute(sql_for(lake)).fetchall())
                 best[lake] = min(best[lake], seconds)
-        for lake in ("sk", "dl"):
+        for lake in LAKES:
             figures[f"{step}.{lake}_s"] = round(best[lake], 4)
-        if check and results["sk"] != results["dl"]:
-            raise SystemExit(f"{step}: results differ: skade {results['sk']} vs ducklake {results['dl']}")
-        ratio = figures[f"{step}.dl_s"] / figures[f"{step}.sk_s"]
-        figures[f"{step}.ratio"] = round(ratio, 2)
-        print(f"{step:<28} skade {figures[f'{step}.sk_s'] * 1000:10.1f} ms   ducklake {figures[f'{step}.dl_s'] * 1000:10.1f} ms"
-              f"   skade/ducklake speed x{ratio:.2f}", flush=True)
+        if DUCKLAKE:
+            if check and results["sk"] != results["dl"]:
+                raise SystemExit(f"{step}: results differ: skade {results['sk']} vs ducklake {results['dl']}")
+            figures[f"{step}.ratio"] = round(figures[f"{step}.dl_s"] / figures[f"{step}.sk_s"], 2)
+        show_ms(step, step)
 
-    for lake in ("sk", "dl"):
+    for lake in LAKES:
         con.execute(f"CREATE TABLE {lake}.bulk (id BIGINT, customer VARCHAR, amount DOUBLE)")
         con.execute(f"CREATE TABLE {lake}.orders (id BIGINT, customer VARCHAR, amount DOUBLE)")
 
@@ -81,12 +103,10 @@ def main():
             con.execute(f"INSERT INTO {lake}.orders " + gen.format(lo=k * ROWS, hi=(k + 1) * ROWS))
         return con.execute(f"SELECT count(*) FROM {lake}.orders").fetchall()
 
-    for lake in ("sk", "dl"):
+    for lake in LAKES:
         seconds, _ = timed(lambda: appends(lake))
         figures[f"append 32x.{lake}_s"] = round(seconds, 4)
-    ratio = figures["append 32x.dl_s"] / figures["append 32x.sk_s"]
-    print(f"{'append 32 x ' + str(ROWS) + ' rows':<28} skade {figures['append 32x.sk_s'] * 1000:10.1f} ms   ducklake "
-          f"{figures['append 32x.dl_s'] * 1000:10.1f} ms   skade/ducklake speed x{ratio:.2f}", flush=True)
+    show_ms(f"append 32 x {ROWS} rows", "append 32x")
 
     # The peer workload's mutations (same seed, same ranges): 8 DELETEs and 8 UPDATEs of 1,000
     # consecutive ids, each its own commit; the scans below then read through their deletes.
@@ -101,44 +121,43 @@ def main():
         return con.execute(f"SELECT count(*), sum(amount) FROM {lake}.orders").fetchall()
 
     mutated = {}
-    for lake in ("sk", "dl"):
+    for lake in LAKES:
         seconds, mutated[lake] = timed(lambda: mutate(lake))
         figures[f"mutate.{lake}_s"] = round(seconds, 4)
-    if mutated["sk"] != mutated["dl"]:
+    if DUCKLAKE and mutated["sk"] != mutated["dl"]:
         raise SystemExit(f"mutate: results differ: {mutated}")
-    ratio = figures["mutate.dl_s"] / figures["mutate.sk_s"]
-    print(f"{'8 deletes + 8 updates x1000':<28} skade {figures['mutate.sk_s'] * 1000:10.1f} ms   ducklake "
-          f"{figures['mutate.dl_s'] * 1000:10.1f} ms   skade/ducklake speed x{ratio:.2f}", flush=True)
+    show_ms("8 deletes + 8 updates x1000", "mutate")
 
     # The peer's changelog: every change from the 16th append on (DuckLake's start snapshot is
-    # inclusive, skade's from_snapshot exclusive), all columns read; rows/s, best of 3.
+    # inclusive, skade's from_snapshot exclusive), all columns read; rows/s, best of 3. skade's
+    # window is found from its own snapshots, DuckLake's from DuckLake's.
     fifteenth = con.execute("SELECT snapshot_id FROM skade_snapshots('sk.orders') ORDER BY sequence_number "
                             f"LIMIT 1 OFFSET {APPENDS // 2 - 2}").fetchone()[0]
-    last = con.execute("SELECT max(snapshot_id) FROM dl.snapshots()").fetchone()[0]
-    sixteenth = last - 2 * MUTATIONS - APPENDS // 2
-    changes = {
-        "sk": f"skade_changelog('sk.orders', {fifteenth})",
-        "dl": f"ducklake_table_changes('dl', 'main', 'orders', {sixteenth}, {last})",
-    }
+    changes = {"sk": f"skade_changelog('sk.orders', {fifteenth})"}
+    if DUCKLAKE:
+        last = con.execute("SELECT max(snapshot_id) FROM dl.snapshots()").fetchone()[0]
+        sixteenth = last - 2 * MUTATIONS - APPENDS // 2
+        changes["dl"] = f"ducklake_table_changes('dl', 'main', 'orders', {sixteenth}, {last})"
     both("changelog 2nd half", lambda l: "SELECT count(*), sum(id), sum(amount), sum(length(customer)) "
          f"FROM {changes[l]}", repeat=7)
     rows = con.execute(f"SELECT count(*) FROM {changes['sk']}").fetchone()[0]
-    # Row for row, the plain feed is DuckLake's (which pairs an update's rows by row id even
-    # without a key: its pre- and post-images are skade's DELETE and INSERT on such a table).
-    kind = "CASE change_type WHEN 'update_preimage' THEN 'DELETE' WHEN 'update_postimage' THEN 'INSERT' ELSE upper(change_type) END"
-    same_rows("plain changelog vs DuckLake's",
-              f"SELECT id, customer, amount, _change_type FROM {changes['sk']}",
-              f"SELECT id, customer, amount, {kind} FROM {changes['dl']}")
-    for lake in ("sk", "dl"):
+    if DUCKLAKE:
+        # Row for row, the plain feed is DuckLake's (which pairs an update's rows by row id even
+        # without a key: its pre- and post-images are skade's DELETE and INSERT on such a table).
+        kind = "CASE change_type WHEN 'update_preimage' THEN 'DELETE' WHEN 'update_postimage' THEN 'INSERT' ELSE upper(change_type) END"
+        same_rows("plain changelog vs DuckLake's",
+                  f"SELECT id, customer, amount, _change_type FROM {changes['sk']}",
+                  f"SELECT id, customer, amount, {kind} FROM {changes['dl']}")
+    for lake in LAKES:
         figures[f"changelog.{lake}_rows_per_s"] = round(rows / figures[f"changelog 2nd half.{lake}_s"])
-    print(f"{'  changelog rows/s':<28} skade {figures['changelog.sk_rows_per_s']:>12,}   ducklake "
-          f"{figures['changelog.dl_rows_per_s']:>12,}   ({rows:,} rows)", flush=True)
+    show("  changelog rows/s", f"{figures['changelog.sk_rows_per_s']:>12,}",
+         lambda: f"ducklake {figures['changelog.dl_rows_per_s']:>12,}", f"({rows:,} rows)")
     # Collapsed (net effect of the window; DuckLake has no equivalent, so against its plain feed).
     collapsed = f"skade_changelog('sk.orders', {fifteenth}, collapse := true)"
     seconds, _ = timed(lambda: con.execute(f"SELECT count(*), sum(id) FROM {collapsed}").fetchall(), 7)
     figures["changelog collapsed.sk_s"] = round(seconds, 4)
-    print(f"{'changelog 2nd half, netted':<28} skade {seconds * 1000:10.1f} ms   (DuckLake's plain feed "
-          f"x{figures['changelog 2nd half.dl_s'] / seconds:.2f} slower)", flush=True)
+    show("changelog 2nd half, netted", f"{seconds * 1000:10.1f} ms",
+         lambda: f"(DuckLake's plain feed x{figures['changelog 2nd half.dl_s'] / seconds:.2f} slower)")
     # The netted window must be exactly the multiset difference of the two snapshots' full scans,
     # row for row.
     at = f"(SELECT id, customer, amount FROM sk.orders AT (VERSION => {fifteenth}))"
@@ -194,11 +213,12 @@ def main():
     def one_row_commits(lake):
         for i in range(200):
             con.execute(f"INSERT INTO {lake}.orders VALUES ({10 ** 9 + i}, 'x', 1.0)")
-    for lake in ("sk", "dl"):
+    for lake in LAKES:
         seconds, _ = timed(lambda: one_row_commits(lake))
         figures[f"commits.{lake}_per_s"] = round(200 / seconds, 1)
-    print(f"{'200 one-row commits':<28} skade {figures['commits.sk_per_s']:8.1f} /s     ducklake "
-          f"{figures['commits.dl_per_s']:8.1f} /s     skade/ducklake x{figures['commits.sk_per_s'] / figures['commits.dl_per_s']:.2f}")
+    show("200 one-row commits", f"{figures['commits.sk_per_s']:8.1f} /s  ",
+         lambda: f"ducklake {figures['commits.dl_per_s']:8.1f} /s     "
+                 f"skade/ducklake x{figures['commits.sk_per_s'] / figures['commits.dl_per_s']:.2f}")
 
     print(json.dumps(figures))
     con.close()

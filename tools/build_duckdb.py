@@ -12,7 +12,7 @@ Only the library itself is built: no shell, tests or extensions. skade never run
 functions itself (the host has them), and a link map shows the shim's references reach ~93% of the
 library's objects anyway (docs/design/build.md), so the rest cannot be trimmed by picking objects.
 
-Usage: build_duckdb.py VERSION   (prints the include directory and the archives to link, as JSON)
+Usage: build_duckdb.py VERSION   (prints the include directories and the archives to link, as JSON)
 """
 import hashlib
 import json
@@ -135,13 +135,23 @@ def build(version: str) -> dict:
         with open(stamp, "w") as f:
             f.write(wanted)
     jobs = os.environ.get("SKADE_JOBS") or str(os.cpu_count() or 2)
+    # DuckDB 1.5 keeps the (here empty) list of linked-in extensions in a library of its own
+    targets = ["duckdb_static"]
+    listed = subprocess.run([tool("ninja"), "-C", out, "-t", "targets", "all"], check=True,
+                            capture_output=True, text=True).stdout
+    if "\nduckdb_generated_extension_loader: phony" in listed:
+        targets.append("duckdb_generated_extension_loader")
     # stdout carries the JSON answer: the build's progress goes to stderr
-    subprocess.run([tool("ninja"), "-C", out, "-j", jobs, "duckdb_static"], check=True, stdout=sys.stderr)
+    subprocess.run([tool("ninja"), "-C", out, "-j", jobs, *targets], check=True, stdout=sys.stderr)
     archives = [os.path.join(out, "src", "libduckdb_static.a")]
+    if "duckdb_generated_extension_loader" in targets:
+        archives.append(os.path.join(out, "extension", "libduckdb_generated_extension_loader.a"))
     third_party = os.path.join(out, "third_party")
     for dirpath, _, files in sorted(os.walk(third_party)):
         archives += [os.path.join(dirpath, f) for f in sorted(files) if f.endswith(".a")]
-    return {"version": version, "include": os.path.join(src, "src", "include"), "archives": archives}
+    # DuckDB 2.0's headers include fmt's (database_manager.hpp)
+    includes = [os.path.join(src, "src", "include"), os.path.join(src, "third_party", "fmt", "include")]
+    return {"version": version, "includes": includes, "archives": archives}
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ def shim_headers() -> list:
     return sorted(found)
 
 
-def compile_command(version: str, include: str) -> list:
+def compile_command(version: str, includes: list) -> list:
     major, minor, patch = version.split(".")
     # DuckDB 1.x is C++11 and 2.x C++17: the shim is compiled with the standard of the DuckDB it
     # is built against (its headers, inline code and class layouts must be seen the same way).
@@ -54,14 +54,16 @@ def compile_command(version: str, include: str) -> list:
         "-ffunction-sections", "-fdata-sections",
         "-DNDEBUG",  # must match DuckDB's release build: never define DEBUG
         f"-DSKADE_DUCKDB_MAJOR={major}", f"-DSKADE_DUCKDB_MINOR={minor}", f"-DSKADE_DUCKDB_PATCH={patch}",
-        "-I", include, "-I", os.path.join(ROOT, "cpp", "include"),
+        *[f"-I{d}" for d in includes], "-I", os.path.join(ROOT, "cpp", "include"),
         "-Wall", "-Wno-unused-parameter", "-Wno-sign-compare", "-Wno-redundant-move",
         "-Wno-deprecated-copy", "-Wno-class-memaccess", "-Wno-unused-function",
+        # 2.0 deprecates APIs 1.5 has no replacement for (ToUnifiedFormat with a count)
+        "-Wno-deprecated-declarations",
     ]
 
 
-def compile_shim(version: str, include: str, cache: str) -> list:
-    command = compile_command(version, include)
+def compile_shim(version: str, includes: list, cache: str) -> list:
+    command = compile_command(version, includes)
     common = hashlib.sha256(repr(command).encode())
     for h in shim_headers():
         common.update(h.encode())
@@ -118,7 +120,7 @@ def main() -> None:
         sys.exit(f"build_extension: the core library {core} is missing (cargo build --release)")
     duckdb = build_duckdb.build(version)
     cache = os.path.join(build_duckdb.cache_dir(), "shim", version)
-    objects = compile_shim(version, duckdb["include"], cache)
+    objects = compile_shim(version, duckdb["includes"], cache)
     work = os.path.join(ROOT, "build", "work", f"v{version}")
     os.makedirs(work, exist_ok=True)
     library = os.path.join(work, "libskade.so")

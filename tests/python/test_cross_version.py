@@ -30,8 +30,9 @@ READ = textwrap.dedent("""
     con.execute(f"ATTACH '{sys.argv[2]}' AS lake (TYPE skade)")
     out = {"version": duckdb.__version__}
     out["rows"] = con.execute("SELECT id, v, CAST(ts AS VARCHAR) FROM lake.t ORDER BY id").fetchall()
+    first = con.execute("SELECT min(snapshot_id) FROM skade_snapshots('lake.t')").fetchone()[0]
     out["changes"] = con.execute(
-        "SELECT id, v, _change_type FROM skade_changelog('lake.t', 0) ORDER BY _commit_snapshot_id, id, _change_type"
+        f"SELECT id, v, _change_type FROM skade_changelog('lake.t', {first}) ORDER BY _commit_snapshot_id, id, _change_type"
     ).fetchall()
     out["lookup"] = con.execute("SELECT id, v FROM skade_lookup('lake.t', 2)").fetchall()
     con.execute("INSERT INTO lake.t VALUES (10, 'from ' || version(), TIMESTAMP '2026-01-01')")
@@ -66,9 +67,11 @@ def test_a_lake_written_here_reads_the_same_in_the_other_version(tmp_path):
     con.execute("DELETE FROM lake.t WHERE id = 4")
     con.execute("INSERT OR REPLACE INTO lake.t VALUES (5, 'replaced', NULL), (6, 'new', NULL)")
     rows = [list(r) for r in con.execute("SELECT id, v, CAST(ts AS VARCHAR) FROM lake.t ORDER BY id").fetchall()]
-    changes = [list(r) for r in con.execute(
-        "SELECT id, v, _change_type FROM skade_changelog('lake.t', 0) ORDER BY _commit_snapshot_id, id, _change_type"
+    first = con.execute("SELECT min(snapshot_id) FROM skade_snapshots('lake.t')").fetchone()[0]
+    changes = [list(r) for r in con.execute(  # the changes after the first INSERT
+        f"SELECT id, v, _change_type FROM skade_changelog('lake.t', {first}) ORDER BY _commit_snapshot_id, id, _change_type"
     ).fetchall()]
+    assert len(changes) == 6
     con.execute("DETACH lake")
 
     other = read_in_other_version(path)
