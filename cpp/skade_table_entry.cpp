@@ -81,12 +81,27 @@ TableFunction SkadeTableEntry::GetScanFunction(ClientContext &context, unique_pt
 			throw BinderException("AT (%s => NULL): a snapshot needs a %s", StringUtil::Upper(unit),
 			                      StringUtil::CIEquals(unit, "timestamp") ? "time" : "snapshot id");
 		}
+		// Cast with the client's context, as a WHERE clause would: a TIMESTAMP or a string is a time in
+		// the session's TimeZone, and a snapshot id must be an integer (1.7 is not rounded to 2).
+		auto &given = at->GetValue();
 		int64_t value;
+		Value cast;
+		string error;
 		if (StringUtil::CIEquals(unit, "timestamp")) {
-			auto ts = at->GetValue().DefaultCastAs(LogicalType::TIMESTAMP_TZ);
-			value = Timestamp::GetEpochMicroSeconds(timestamp_t(TimestampTZValue::Get(ts)));
+			// (1.5's text-to-time cast can answer NULL instead of failing)
+			if (!SkadeTryCast(context, given, LogicalType::TIMESTAMP_TZ, cast, &error) || cast.IsNull()) {
+				throw BinderException("AT (TIMESTAMP => %s): not a time%s", given.ToString(),
+				                      error.empty() ? string() : ": " + error);
+			}
+			value = Timestamp::GetEpochMicroSeconds(timestamp_t(TimestampTZValue::Get(cast)));
 		} else {
-			value = at->GetValue().DefaultCastAs(LogicalType::BIGINT).GetValue<int64_t>();
+			Value back;
+			if (!SkadeTryCast(context, given, LogicalType::BIGINT, cast, &error) || cast.IsNull() ||
+			    !SkadeTryCast(context, cast, given.type(), back, &error) || back != given) {
+				throw BinderException("AT (VERSION => %s): a snapshot id is an integer (skade_snapshots lists them)",
+				                      given.ToString());
+			}
+			value = cast.GetValue<int64_t>();
 		}
 		auto &bind = bind_data->Cast<SkadeScanBindData>();
 		SkadeCheck(skade_table_at(table.get(), unit.c_str(), value, bind.at.out()));

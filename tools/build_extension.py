@@ -124,14 +124,17 @@ def main() -> None:
     work = os.path.join(ROOT, "build", "work", f"v{version}")
     os.makedirs(work, exist_ok=True)
     library = os.path.join(work, "libskade.so")
+    extension = os.path.join(ROOT, "build", "release", f"v{version}", "skade.duckdb_extension")
+    packed = os.path.join(ROOT, "build", "repository", f"v{version}", PLATFORM, "skade.duckdb_extension.gz")
+    inputs = objects + [core, *duckdb["archives"], __file__, os.path.join(ROOT, "extension", "append_metadata.py")]
+    if os.path.exists(packed) and os.path.getmtime(packed) > max(os.path.getmtime(i) for i in inputs):
+        print(f"build_extension: {os.path.relpath(extension, ROOT)} is up to date", file=sys.stderr)
+        return
     link(objects, core, duckdb["archives"], library)
 
-    extension = os.path.join(ROOT, "build", "release", f"v{version}", "skade.duckdb_extension")
     subprocess.run([sys.executable, os.path.join(ROOT, "extension", "append_metadata.py"), "--strip",
                     "--duckdb-version", f"v{version}", "--platform", PLATFORM, library, extension], check=True)
-    repository = os.path.join(ROOT, "build", "repository", f"v{version}", PLATFORM)
-    os.makedirs(repository, exist_ok=True)
-    packed = os.path.join(repository, "skade.duckdb_extension.gz")
+    os.makedirs(os.path.dirname(packed), exist_ok=True)
     with open(extension, "rb") as src, gzip.open(packed + ".tmp", "wb", compresslevel=6) as dst:
         shutil.copyfileobj(src, dst)
     os.replace(packed + ".tmp", packed)

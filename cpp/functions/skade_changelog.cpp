@@ -28,7 +28,7 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	int64_t to = has_to ? bound(input.inputs[2]) : 0;
 	bool collapse = false;
 	for (auto &param : input.named_parameters) {
-		if (param.first == "collapse" && !param.second.IsNull()) {
+		if (StringUtil::CIEquals(SkadeNameString(param.first), "collapse") && !param.second.IsNull()) {
 			collapse = BooleanValue::Get(param.second);
 		}
 	}

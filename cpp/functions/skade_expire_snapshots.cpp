@@ -21,10 +21,10 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 		if (param.second.IsNull()) {
 			continue;
 		}
-		if (param.first == "older_than") {
+		if (StringUtil::CIEquals(SkadeNameString(param.first), "older_than")) {
 			older_than = Timestamp::GetEpochMicroSeconds(timestamp_t(TimestampTZValue::Get(param.second)));
 			has_older_than = true;
-		} else if (param.first == "retain_last") {
+		} else if (StringUtil::CIEquals(SkadeNameString(param.first), "retain_last")) {
 			retain_last = param.second.GetValue<int64_t>();
 			has_retain_last = true;
 		}

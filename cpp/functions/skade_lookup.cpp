@@ -103,7 +103,7 @@ unique_ptr<FunctionData> LookupBind(ClientContext &context, TableFunctionBindInp
 	int64_t as_of = 0;
 	bool has_as_of = false;
 	for (auto &param : input.named_parameters) {
-		if (param.first == "as_of" && !param.second.IsNull()) {
+		if (StringUtil::CIEquals(SkadeNameString(param.first), "as_of") && !param.second.IsNull()) {
 			as_of = param.second.GetValue<int64_t>();
 			has_as_of = true;
 		}
