@@ -45,6 +45,22 @@ const char *ComparisonOp(ExpressionType type) {
 	}
 }
 
+//! {"op":"and"|"or","args":[...]} of the parts described: a conjunction still prunes with the
+//! parts it can describe, a disjunction with an unknown arm ("") prunes nothing.
+string DescribeConjunction(bool is_and, const vector<string> &parts) {
+	string args;
+	for (auto &c : parts) {
+		if (c.empty()) {
+			if (is_and) {
+				continue;
+			}
+			return "";
+		}
+		args += (args.empty() ? "" : ",") + c;
+	}
+	return StringUtil::Format("{\"op\":\"%s\",\"args\":[%s]}", is_and ? "and" : "or", args);
+}
+
 #if SKADE_DUCKDB_MAJOR >= 2
 
 // 2.0: every pushed-down filter is an expression over its column (a BoundReferenceExpression):
@@ -99,19 +115,11 @@ string DescribeExpression(const Expression &expr, idx_t col, vector<Value> &cons
 		}
 	}
 	case ExpressionClass::BOUND_CONJUNCTION: {
-		auto is_and = expr.GetExpressionType() == ExpressionType::CONJUNCTION_AND;
-		string args;
+		vector<string> parts;
 		for (auto &child : expr.Cast<BoundConjunctionExpression>().GetChildren()) {
-			auto c = DescribeExpression(*child, col, constants);
-			if (c.empty()) {
-				if (is_and) {
-					continue; // a conjunction still prunes with its other parts
-				}
-				return ""; // a disjunction with an unknown arm prunes nothing
-			}
-			args += (args.empty() ? "" : ",") + c;
+			parts.push_back(DescribeExpression(*child, col, constants));
 		}
-		return StringUtil::Format("{\"op\":\"%s\",\"args\":[%s]}", is_and ? "and" : "or", args);
+		return DescribeConjunction(expr.GetExpressionType() == ExpressionType::CONJUNCTION_AND, parts);
 	}
 	case ExpressionClass::BOUND_FUNCTION: {
 		// A join's runtime filter: it may prune, as DuckDB's zone maps use it, but is no condition
@@ -173,18 +181,11 @@ string DescribeFilter(const TableFilter &filter, idx_t col, vector<Value> &const
 		auto is_and = filter.filter_type == TableFilterType::CONJUNCTION_AND;
 		auto &children = is_and ? filter.Cast<ConjunctionAndFilter>().child_filters
 		                        : filter.Cast<ConjunctionOrFilter>().child_filters;
-		string args;
+		vector<string> parts;
 		for (auto &child : children) {
-			auto c = DescribeFilter(*child, col, constants);
-			if (c.empty()) {
-				if (is_and) {
-					continue; // a conjunction still prunes with its other parts
-				}
-				return ""; // a disjunction with an unknown arm prunes nothing
-			}
-			args += (args.empty() ? "" : ",") + c;
+			parts.push_back(DescribeFilter(*child, col, constants));
 		}
-		return StringUtil::Format("{\"op\":\"%s\",\"args\":[%s]}", is_and ? "and" : "or", args);
+		return DescribeConjunction(is_and, parts);
 	}
 	case TableFilterType::OPTIONAL_FILTER: {
 		// A join's runtime filter: it may prune, as DuckDB's zone maps use it, but is no condition

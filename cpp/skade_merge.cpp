@@ -11,6 +11,14 @@ namespace duckdb {
 
 namespace {
 
+void RefuseReturning(const LogicalMergeInto &op) {
+	if (op.return_chunk) {
+		// (INSERT OR REPLACE and INSERT ... ON CONFLICT are bound as MERGE INTO too)
+		throw NotImplementedException("RETURNING is not supported on skade tables yet (in MERGE INTO, INSERT OR "
+		                              "REPLACE or INSERT ... ON CONFLICT)");
+	}
+}
+
 #if SKADE_DUCKDB_MAJOR >= 2
 
 //! The flag of a skade sink that says whether it ends the statement's writes (nullptr: not a
@@ -35,11 +43,7 @@ bool *EndsStatement(optional_ptr<PhysicalOperator> op) {
 
 PhysicalOperator &SkadePlanMergeInto(ClientContext &context, PhysicalPlanGenerator &planner, LogicalMergeInto &op,
                                      PhysicalOperator &plan) {
-	if (op.return_chunk) {
-		// (INSERT OR REPLACE and INSERT ... ON CONFLICT are bound as MERGE INTO too)
-		throw NotImplementedException("RETURNING is not supported on skade tables yet (in MERGE INTO, INSERT OR "
-		                              "REPLACE or INSERT ... ON CONFLICT)");
-	}
+	RefuseReturning(op);
 	// 2.0 plans every action through the catalog's own INSERT, UPDATE and DELETE (each action reads
 	// its rows from a source of its own, in a pipeline of its own).
 	auto &merge = op.table.ParentCatalog().Catalog::PlanMergeInto(context, planner, op, plan).Cast<PhysicalMergeInto>();
@@ -90,11 +94,7 @@ vector<unique_ptr<Expression>> InsertInTableOrder(LogicalMergeInto &op, BoundMer
 
 PhysicalOperator &SkadePlanMergeInto(ClientContext &context, PhysicalPlanGenerator &planner, LogicalMergeInto &op,
                                      PhysicalOperator &plan) {
-	if (op.return_chunk) {
-		// (INSERT OR REPLACE and INSERT ... ON CONFLICT are bound as MERGE INTO too)
-		throw NotImplementedException("RETURNING is not supported on skade tables yet (in MERGE INTO, INSERT OR "
-		                              "REPLACE or INSERT ... ON CONFLICT)");
-	}
+	RefuseReturning(op);
 	auto &table = op.table.Cast<SkadeTableEntry>();
 	auto cardinality = op.EstimateCardinality(context);
 	map<MergeActionCondition, vector<unique_ptr<MergeIntoOperator>>> actions;
