@@ -3,15 +3,24 @@
 # The extension is built for every DuckDB in DUCKDB_VERSIONS (`make DUCKDB_VERSIONS=2.0.1` builds
 # one): build/release/v<version>/skade.duckdb_extension, and a local extension repository
 # build/repository/ for `INSTALL skade FROM`. Each version's DuckDB library is compiled from
-# source once into ~/.cache/skade/duckdb/<version> (about 25 minutes each on 2 cores), and cargo's
-# target directory lives there too, so rebuilds (and CI runs after the first) are incremental.
-CARGO_TARGET_DIR ?= $(HOME)/.cache/skade/target
-export CARGO_TARGET_DIR
-DUCKDB_VERSIONS ?= 1.5.5 2.0.1
+# source once into $(SKADE_CACHE)/duckdb/<version> (docs/design/build.md has the times), and
+# cargo's target directory lives there too, so rebuilds (and CI runs after the first) are
+# incremental.
+SKADE_CACHE ?= $(HOME)/.cache/skade
+CARGO_TARGET_DIR ?= $(SKADE_CACHE)/target
+export SKADE_CACHE CARGO_TARGET_DIR
+SUPPORTED_VERSIONS := 1.5.5 2.0.1
+DUCKDB_VERSIONS ?= $(SUPPORTED_VERSIONS)
+# (the tests read it: a version not built is skipped, a version built must be current)
+export DUCKDB_VERSIONS
+ifneq ($(filter-out $(SUPPORTED_VERSIONS),$(DUCKDB_VERSIONS)),)
+$(error DUCKDB_VERSIONS: skade builds for DuckDB $(SUPPORTED_VERSIONS), not $(filter-out $(SUPPORTED_VERSIONS),$(DUCKDB_VERSIONS)))
+endif
 
 CORE := $(CARGO_TARGET_DIR)/release/libskade.a
-# Test hosts and peers come from PyPI, one virtualenv per DuckDB version. build/venv (DuckDB
-# 1.5.5, its CLI and the peer extensions) also holds the build tools (cmake, ninja).
+# Test hosts and peers come from PyPI, one virtualenv per DuckDB version: build/venv (DuckDB
+# 1.5.5, its CLI and the peer extensions; it also runs the build scripts) and build/venv-2.0.1.
+# CMake and Ninja live in $(SKADE_CACHE)/build-tools (tools/build_duckdb.py).
 VENV := build/venv
 PYTHON := $(VENV)/bin/python
 DUCKDB := $(VENV)/bin/duckdb
@@ -43,8 +52,8 @@ $(HOST_2.0.1)/.installed: tools/requirements-2.0.1.txt
 define PER_VERSION
 demo-$(1): extension $(HOST_$(1))/.installed
 	@echo "== the demo on DuckDB $(1)"
-	rm -rf build/demo && mkdir -p build/demo
-	$(if $(filter 1.5.5,$(1)),$(DUCKDB) -unsigned < tools/demo.sql,$(HOST_$(1))/bin/python tools/demo.py tools/demo.sql)
+	rm -rf build/demo/v$(1) && mkdir -p build/demo/v$(1)
+	cd build/demo/v$(1) && $(if $(filter 1.5.5,$(1)),$(CURDIR)/$(DUCKDB) -unsigned -bail < $(CURDIR)/tools/demo.sql,$(CURDIR)/$(HOST_$(1))/bin/python $(CURDIR)/tools/demo.py $(CURDIR)/tools/demo.sql)
 
 test-sql-$(1): extension $(HOST_$(1))/.installed
 	@echo "== sqllogictest on DuckDB $(1)"

@@ -53,9 +53,12 @@ BUILD_TOOLS = ["cmake==4.4.5", "ninja==1.13.2"]
 def tool(name: str) -> str:
     venv = os.path.join(cache_dir(), "build-tools")
     stamp = os.path.join(venv, ".installed")
-    if not os.path.exists(stamp) or open(stamp).read() != repr(BUILD_TOOLS):
+    python = os.path.join(venv, "bin", "python")
+    # (a venv outlives the interpreter it was made from if the machine's Python moves)
+    if (not os.path.exists(stamp) or open(stamp).read() != repr(BUILD_TOOLS)
+            or subprocess.run([python, "-c", "pass"], capture_output=True).returncode != 0):
         print(f"build_duckdb: installing {' '.join(BUILD_TOOLS)} into {venv}", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", venv], check=True)
         subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--quiet", "--disable-pip-version-check",
                         *BUILD_TOOLS], check=True)
         with open(stamp, "w") as f:
@@ -67,15 +70,19 @@ def fetch(version: str, root: str) -> str:
     """Downloads and unpacks the pinned sources once; returns DuckDB's source directory."""
     url, sha256, _ = SOURCES[version]
     src = os.path.join(root, "src")
-    if os.path.exists(os.path.join(src, ".complete")):
+    complete = os.path.join(src, ".complete")  # holds the sha256 the tree was unpacked from
+    if os.path.exists(complete) and open(complete).read() == sha256:
         return src
     os.makedirs(root, exist_ok=True)
     archive = os.path.join(root, f"duckdb-{version}.tar.gz")
     if not os.path.exists(archive) or digest(archive) != sha256:
         print(f"build_duckdb: downloading DuckDB {version} sources", file=sys.stderr)
         tmp = archive + ".part"
-        with urllib.request.urlopen(url, timeout=300) as r, open(tmp, "wb") as f:
-            shutil.copyfileobj(r, f)
+        try:
+            with urllib.request.urlopen(url, timeout=300) as r, open(tmp, "wb") as f:
+                shutil.copyfileobj(r, f)
+        except OSError as e:
+            sys.exit(f"build_duckdb: cannot download DuckDB {version}'s sources from {url}: {e}")
         if digest(tmp) != sha256:
             os.remove(tmp)
             sys.exit(f"build_duckdb: {url} does not have the pinned sha256 {sha256}")
@@ -89,7 +96,8 @@ def fetch(version: str, root: str) -> str:
                 m.name = m.name[len(prefix):]
                 members.append(m)
         tar.extractall(src, members=members, filter="data")
-    open(os.path.join(src, ".complete"), "w").close()
+    with open(complete, "w") as f:
+        f.write(sha256)
     return src
 
 
@@ -101,12 +109,22 @@ def digest(path: str) -> str:
     return h.hexdigest()
 
 
+def compiler(variable: str, default: str) -> str:
+    name = os.environ.get(variable, default)
+    found = shutil.which(name)
+    if not found:
+        sys.exit(f"build_duckdb: the compiler {name} is not installed (set {variable} to another)")
+    return found
+
+
 def configure_args(version: str, src: str, build: str) -> list:
-    _, _, commit = SOURCES[version]
+    _, sha256, commit = SOURCES[version]
     describe = f"v{version}-0-g{commit}"
     return [
         tool("cmake"), "-S", src, "-B", build, "-G", "Ninja",
         f"-DCMAKE_MAKE_PROGRAM={tool('ninja')}",
+        # the compilers the shim is compiled with too (build_extension.py)
+        f"-DCMAKE_C_COMPILER={compiler('CC', 'gcc')}", f"-DCMAKE_CXX_COMPILER={compiler('CXX', 'g++')}",
         "-DCMAKE_BUILD_TYPE=Release",  # NDEBUG, never DEBUG: the class layouts must match the host's
         f"-DOVERRIDE_GIT_DESCRIBE={describe}",
         "-DDUCKDB_EXPLICIT_PLATFORM=linux_amd64",
@@ -116,6 +134,7 @@ def configure_args(version: str, src: str, build: str) -> list:
         f"-DSKIP_EXTENSIONS={SKIP_EXTENSIONS}",
         "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
         "-Wno-dev", "--no-warn-unused-cli",
+        f"-DSKADE_SOURCES_SHA256={sha256}",  # (unused by CMake: it puts the sources in the stamp)
     ]
 
 

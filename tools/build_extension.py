@@ -15,6 +15,7 @@ Usage: build_extension.py VERSION CORE_LIBRARY
 import concurrent.futures
 import gzip
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -64,9 +65,13 @@ def compile_command(version: str, includes: list) -> list:
 
 def compile_shim(version: str, includes: list, cache: str) -> list:
     command = compile_command(version, includes)
-    common = hashlib.sha256(repr(command).encode())
+    # What an object depends on besides its source, independent of where the clone lives (so a
+    # CI run in a fresh directory reuses the objects): the command, the shim's headers, and the
+    # DuckDB sources' identity (build_duckdb's pinned hash).
+    common = hashlib.sha256(repr(command).replace(ROOT, "<root>").encode())
+    common.update(build_duckdb.SOURCES[version][1].encode())
     for h in shim_headers():
-        common.update(h.encode())
+        common.update(os.path.relpath(h, ROOT).encode())
         common.update(open(h, "rb").read())
     os.makedirs(cache, exist_ok=True)
     objects, stale = [], []
@@ -88,6 +93,10 @@ def compile_shim(version: str, includes: list, cache: str) -> list:
         os.replace(tmp, obj)
         return None
 
+    current = {os.path.basename(o) for o in objects}
+    for name in os.listdir(cache):  # objects of older sources: the cache holds the current ones
+        if name.endswith(".o") and name not in current:
+            os.remove(os.path.join(cache, name))
     if stale:
         print(f"build_extension: compiling {len(stale)} shim file(s) for DuckDB {version}", file=sys.stderr)
         jobs = int(os.environ.get("SKADE_JOBS") or os.cpu_count() or 2)
@@ -126,10 +135,23 @@ def main() -> None:
     library = os.path.join(work, "libskade.so")
     extension = os.path.join(ROOT, "build", "release", f"v{version}", "skade.duckdb_extension")
     packed = os.path.join(ROOT, "build", "repository", f"v{version}", PLATFORM, "skade.duckdb_extension.gz")
-    inputs = objects + [core, *duckdb["archives"], __file__, os.path.join(ROOT, "extension", "append_metadata.py")]
-    if os.path.exists(packed) and os.path.getmtime(packed) > max(os.path.getmtime(i) for i in inputs):
+    # Up to date when both outputs exist and were made from exactly these inputs (object names
+    # are content hashes; the core and DuckDB's archives by size and time): a revert or a deleted
+    # source changes the list, so it relinks.
+    def identity(path):
+        st = os.stat(path)
+        return [path, st.st_size, st.st_mtime_ns]
+
+    manifest = json.dumps({"objects": objects, "core": identity(core),
+                           "archives": [identity(a) for a in duckdb["archives"]],
+                           "tools": [identity(__file__), identity(os.path.join(ROOT, "extension", "append_metadata.py"))]})
+    stamp = os.path.join(work, "inputs.json")
+    if (os.path.exists(extension) and os.path.exists(packed) and os.path.exists(stamp)
+            and open(stamp).read() == manifest):
         print(f"build_extension: {os.path.relpath(extension, ROOT)} is up to date", file=sys.stderr)
         return
+    if os.path.exists(stamp):
+        os.remove(stamp)
     link(objects, core, duckdb["archives"], library)
 
     subprocess.run([sys.executable, os.path.join(ROOT, "extension", "append_metadata.py"), "--strip",
@@ -138,6 +160,8 @@ def main() -> None:
     with open(extension, "rb") as src, gzip.open(packed + ".tmp", "wb", compresslevel=6) as dst:
         shutil.copyfileobj(src, dst)
     os.replace(packed + ".tmp", packed)
+    with open(stamp, "w") as f:
+        f.write(manifest)
     print(f"build_extension: {os.path.relpath(extension, ROOT)} "
           f"({os.path.getsize(extension) / 1e6:.1f} MB) and {os.path.relpath(packed, ROOT)}", file=sys.stderr)
 

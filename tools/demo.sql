@@ -1,9 +1,10 @@
 -- The demo `make` runs in each DuckDB it builds for: the DuckDB CLI for 1.5.5 (`duckdb -unsigned`),
--- tools/demo.py for 2.0.1. It installs skade from the local repository `make` lays out.
-SET extension_directory = 'build/demo/extensions';
-FORCE INSTALL skade FROM 'build/repository';
+-- tools/demo.py for 2.0.1, each in build/demo/v<version>/. It installs skade from the local
+-- repository `make` lays out.
+SET extension_directory = 'extensions';
+FORCE INSTALL skade FROM '../../repository';
 LOAD skade;
-ATTACH 'build/demo/lake.skade' AS lake (TYPE skade);
+ATTACH 'lake.skade' AS lake (TYPE skade);
 CREATE TABLE lake.orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount DOUBLE);
 INSERT INTO lake.orders VALUES (1, 'a', 10), (2, 'b', 20);
 INSERT INTO lake.orders SELECT i, 'c' || (i % 7), i * 1.5 FROM range(3, 1000) t(i);

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from conftest import EXTENSION, connect, peer_extension, site_extension
+from conftest import EXTENSION, PEERS_ON_PYPI, connect, peer_extension, site_extension
 
 SEEDS = [0, 1, 2]
 INF32 = 2**31 - 1  # DuckDB's DATE 'infinity' (days); -INF32 is '-infinity'
@@ -510,7 +510,7 @@ class Pair:
 
 @pytest.fixture(scope="module")
 def iceberg():
-    if peer_extension("duckdb_extension_iceberg", "iceberg") is None:
+    if not PEERS_ON_PYPI and peer_extension("duckdb_extension_iceberg", "iceberg") is None:
         yield None
         return
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
