@@ -30,20 +30,20 @@ import traceback
 
 import duckdb
 
-from hosts import built_extension
+from hosts import built_extension, peer_extension
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
 def site_extension(package: str, name: str) -> str:
-    base = os.path.join(os.path.dirname(duckdb.__file__), "..", package, "extensions")
-    found = glob.glob(os.path.join(base, "*", f"{name}.duckdb_extension"))
+    """A peer's extension file; missing, a failure where PyPI has it (1.5.5), else a skip."""
+    found = peer_extension(package, name)
     if not found:
         if duckdb.__version__.startswith("1."):  # PyPI has every peer for 1.5.5: make installs them
             raise RuntimeError(f"extension {name} not installed (pip package {package}; make installs it)")
         raise Skipped(f"no {name} extension for DuckDB {duckdb.__version__} on PyPI")
-    return os.path.abspath(found[0])
+    return found
 
 
 class Failure(Exception):

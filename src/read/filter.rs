@@ -93,7 +93,8 @@ pub enum Prune {
     IsNotNull(i32),
     /// A join's runtime filter: it prunes files and row groups, as DuckDB's zone maps use it, but
     /// is no condition of the query (DuckDB may push it below a LIMIT or a DISTINCT ON), so it
-    /// never pins keys (`crate::catalog::pinned`) and the rows are not filtered by it.
+    /// never pins keys (the transaction's pinned-key shortcut, above this module) and the rows
+    /// are not filtered by it.
     Hint(Box<Prune>),
 }
 
