@@ -71,3 +71,42 @@ fn changelogs_decode_snapshots_that_remove_files() {
     let expected: Vec<i64> = (0..200).filter(|i| !(10..20).contains(i)).collect();
     assert_eq!(got, expected);
 }
+
+/// Another writer's upsert by equality deletes (skade writes position deletes only): one snapshot
+/// of deleted keys and new rows is UPDATE pairs and DELETEs in the changelog, and lookups and
+/// scans apply the deletes.
+#[test]
+fn equality_deletes_of_other_writers_pair_into_updates() {
+    let dir = TestDir::new();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create_keyed(&txn, "k");
+    txn.commit().unwrap();
+    commit_append(&catalog, &uuid, 0..3000);
+    let before = current_snapshot(&catalog, &uuid);
+    let txn = catalog.begin();
+    txn.add_delete_files(&uuid, vec![foreign_equality_deletes(dir.path(), "eq.parquet", &[5, 6, 2500])]).unwrap();
+    let mut w = txn.writer(&uuid).unwrap();
+    let id: ArrayRef = Arc::new(Int64Array::from(vec![5, 6]));
+    let name: ArrayRef = Arc::new(StringArray::from(vec!["five", "six"]));
+    w.write(&StructArray::from(RecordBatch::try_new(Arc::new(columns()), vec![id, name]).unwrap())).unwrap();
+    txn.stage_files(&uuid, w.finish().unwrap()).unwrap();
+    txn.end_statement(&uuid).unwrap();
+    txn.commit().unwrap();
+
+    let c = |i: i64, name: &str, change: &str| (i, name.to_string(), change.to_string(), false);
+    let expected = vec![
+        c(5, "five", "UPDATE_AFTER"),
+        c(5, "n5", "UPDATE_BEFORE"),
+        c(6, "n6", "UPDATE_BEFORE"),
+        c(6, "six", "UPDATE_AFTER"),
+        c(2500, "n2500", "DELETE"),
+    ];
+    assert_eq!(changes(&catalog, &uuid, before, false), expected);
+    assert_eq!(changes(&catalog, &uuid, before, true), expected);
+    let txn = catalog.begin();
+    assert_eq!(lookup(&txn, &uuid, None, &[5, 6, 7, 2500]), vec![(5, "five".into()), (6, "six".into()), (7, "n7".into())]);
+    let (got, _) = ids(&txn, &uuid, None);
+    assert_eq!(got.len(), 2999);
+    assert!(!got.contains(&2500));
+}

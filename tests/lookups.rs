@@ -20,7 +20,7 @@ fn lookups_find_the_live_row_through_deletes_upserts_and_time_travel() {
     assert_eq!(lookup(&txn, &uuid, None, &[0, 4999, 5000, 9999]), [0, 4999, 5000, 9999].map(|i| (i, n(i))));
     assert!(lookup(&txn, &uuid, None, &[-1, 10_000, 1 << 40]).is_empty(), "absent keys");
 
-    // deletes (equality deletes on a keyed table) and an upsert in one transaction
+    // deletes and an upsert in one transaction
     let txn = catalog.begin();
     delete_where(&txn, &uuid, |id| id % 1000 == 7 || id == 42);
     let mut w = txn.writer(&uuid).unwrap();

@@ -23,7 +23,6 @@ use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot,
 use crate::format::{metadata, schema};
 use crate::io::{remove_files, sync_files};
 use crate::lookup::{lookup, Found, LookupRequest};
-use crate::read::deletes::values_at;
 use crate::read::filter::Prune;
 use crate::read::keys::{ranges_may_overlap, KeyColumns, PackedKeys};
 use crate::read::scan::{split_row_id, ScanPlan, ScanRequest};
@@ -529,20 +528,15 @@ impl Transaction {
         Ok(())
     }
 
-    /// Deletes the rows `row_ids` (from this transaction's scans of `uuid`) with one delete file
-    /// per kind: on a table with a primary key, an equality delete of the rows' keys for committed
-    /// rows; otherwise, and for rows this transaction wrote itself, position deletes. Returns how
-    /// many rows were deleted.
+    /// Deletes the rows `row_ids` (from this transaction's scans of `uuid`) with one position-delete
+    /// file: a row id names its data file and position, so skade never needs equality deletes
+    /// (Iceberg readers such as PyIceberg cannot apply them, and a scan applies positions without
+    /// reading a key column). Returns how many rows were deleted.
     pub fn delete_rows(&self, uuid: &str, row_ids: &[i64]) -> Result<u64> {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
         let inner = &self.catalog.inner;
         let mut st = self.lock()?;
-        let staged: HashSet<String> = st
-            .changes
-            .get(uuid)
-            .map(|c| c.appends.iter().map(|f| f.file_path().to_string()).collect())
-            .unwrap_or_default();
         let mut by_path: BTreeMap<String, Vec<u64>> = BTreeMap::new();
         for &id in row_ids {
             let (file, pos) = split_row_id(id);
@@ -561,50 +555,13 @@ impl Transaction {
         if count == 0 {
             return Ok(0);
         }
-        let key = KeyColumns::of(table.metadata.current_schema())?;
-        let mut new_files = vec![];
         let mut written = vec![];
-        let result = (|| -> Result<()> {
-            let (by_key, by_position): (BTreeMap<_, _>, BTreeMap<_, _>) =
-                by_path.into_iter().partition(|(path, _)| key.is_some() && !staged.contains(path));
-            if let (Some(key), false) = (&key, by_key.is_empty()) {
-                let columns: Vec<(i32, &str)> =
-                    key.field_ids.iter().copied().zip(key.names.iter().map(String::as_str)).collect();
-                let mut parts: Vec<Vec<arrow::array::ArrayRef>> = vec![vec![]; key.field_ids.len()];
-                for (path, positions) in &by_key {
-                    for (c, values) in values_at(path, &columns, &key.types, positions)?.into_iter().enumerate() {
-                        parts[c].push(values);
-                    }
-                }
-                let keys = parts
-                    .iter()
-                    .map(|p| {
-                        let refs: Vec<&dyn arrow::array::Array> = p.iter().map(|a| a.as_ref()).collect();
-                        Ok(arrow::compute::concat(&refs)?)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                new_files.push(block_on(delete_writer::equality_deletes(
-                    &inner.file_io,
-                    &table.metadata,
-                    &key.field_ids,
-                    keys,
-                    &mut written,
-                ))?);
-            }
-            if !by_position.is_empty() {
-                new_files.push(block_on(delete_writer::position_deletes(
-                    &inner.file_io,
-                    &table.metadata,
-                    &by_position,
-                    &mut written,
-                ))?);
-            }
-            Ok(())
-        })();
+        let result =
+            block_on(delete_writer::position_deletes(&inner.file_io, &table.metadata, &by_path, &mut written));
         st.written.extend(written);
-        result?;
+        let file = result?;
         let changes = st.changes.entry(uuid.to_string()).or_default();
-        changes.deletes.extend(new_files);
+        changes.deletes.push(file);
         changes.delete_base.get_or_insert_with(|| table.record.metadata_location.clone());
         Ok(count)
     }

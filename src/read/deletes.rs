@@ -12,12 +12,11 @@ use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Int64Type};
 use arrow::row::{RowConverter, SortField};
 use iceberg::spec::{DataContentType, DataFile, Schema};
-use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::PageIndexPolicy;
 
 use super::keys::{KeyRange, KeySet};
-use super::skippable::group_can_skip;
 use crate::error::{Error, Result};
 use crate::format::manifests::FileEntry;
 use crate::format::schema::{arrow_schema, conform_array};
@@ -206,54 +205,12 @@ impl DeleteCache {
     }
 }
 
-/// The values of the columns `field_ids` (converted to `types`) at `positions` (sorted, distinct)
-/// of a data file: the keys an equality delete needs for rows chosen by position. Only the pages
-/// holding those rows are decoded (a row selection over the page index).
-pub fn values_at(path: &str, columns: &[(i32, &str)], types: &[DataType], positions: &[u64]) -> Result<Vec<ArrayRef>> {
-    let mut selectors = vec![];
-    let mut next = 0u64;
-    let mut i = 0;
-    while i < positions.len() {
-        let start = positions[i];
-        let mut end = start + 1;
-        while i + 1 < positions.len() && positions[i + 1] == end {
-            i += 1;
-            end += 1;
-        }
-        selectors.push(RowSelector::skip((start - next) as usize));
-        selectors.push(RowSelector::select((end - start) as usize));
-        next = end;
-        i += 1;
-    }
-    let batches = read_selected(path, columns, Some(Selection { selectors, positions }))?;
-    let mut out = vec![];
-    for (c, t) in types.iter().enumerate() {
-        let parts = batches.iter().map(|b| conform_array(&b[c], t)).collect::<Result<Vec<_>>>()?;
-        let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
-        out.push(if refs.is_empty() { arrow::array::new_empty_array(t) } else { arrow::compute::concat(&refs)? });
-    }
-    Ok(out)
-}
-
-/// Every row of the columns with the given field ids (see `read_selected`).
+/// Every row of the columns with the given field ids, batch by batch, in that order. A file
+/// without field ids (some writers leave them out of delete files) is matched by column name.
 fn read_columns(path: &str, columns: &[(i32, &str)]) -> Result<Vec<Vec<ArrayRef>>> {
-    read_selected(path, columns, None)
-}
-
-/// Rows chosen by position: as a row selection, and as the positions themselves (sorted).
-struct Selection<'a> {
-    selectors: Vec<RowSelector>,
-    positions: &'a [u64],
-}
-
-/// The columns with the given field ids, batch by batch, in that order (only the rows `rows`
-/// selects, when given). A file without field ids (some writers leave them out of delete files)
-/// is matched by column name instead.
-fn read_selected(path: &str, columns: &[(i32, &str)], rows: Option<Selection<'_>>) -> Result<Vec<Vec<ArrayRef>>> {
     let unreadable = |e: &dyn std::fmt::Display| Error::corrupt(format!("delete file {path} is not readable: {e}"));
     let file = InputFile::open(path, "delete file")?;
-    let policy = if rows.is_some() { PageIndexPolicy::Optional } else { PageIndexPolicy::Skip };
-    let options = ArrowReaderOptions::new().with_page_index_policy(policy);
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Skip);
     let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options).map_err(|e| unreadable(&e))?;
     let fields = builder.parquet_schema().root_schema().get_fields();
     let by_id: HashMap<i32, usize> = fields
@@ -277,36 +234,14 @@ fn read_selected(path: &str, columns: &[(i32, &str)], rows: Option<Selection<'_>
     let mut sorted = wanted.clone();
     sorted.sort_unstable();
     sorted.dedup();
-    let descr = builder.parquet_schema();
-    let leaves: Vec<usize> =
-        (0..descr.num_columns()).filter(|&l| sorted.binary_search(&descr.get_column_root_idx(l)).is_ok()).collect();
-    let skippable = builder.metadata().row_groups().iter().all(|g| group_can_skip(g, Some(&leaves)));
-    let mask = ProjectionMask::roots(descr, sorted.iter().copied());
+    let mask = ProjectionMask::roots(builder.parquet_schema(), sorted.iter().copied());
     let builder = builder.with_projection(mask);
-    // Where the Parquet crate cannot skip (see `skippable`), every row is read and the positions
-    // are taken from them.
-    let (builder, take_positions) = match rows {
-        Some(rows) if skippable => (builder.with_row_selection(RowSelection::from(rows.selectors)), None),
-        Some(rows) => (builder, Some(rows.positions)),
-        None => (builder, None),
-    };
     let reader = builder.build().map_err(|e| unreadable(&e))?;
     let mut out = vec![];
-    let mut at = 0u64;
     for batch in reader {
         let batch = batch.map_err(|e| unreadable(&e))?;
-        let mut batch_columns: Vec<ArrayRef> =
+        let batch_columns: Vec<ArrayRef> =
             wanted.iter().map(|r| batch.column(sorted.binary_search(r).unwrap()).clone()).collect();
-        if let Some(positions) = take_positions {
-            let end = at + batch.num_rows() as u64;
-            let here = &positions[positions.partition_point(|&p| p < at)..positions.partition_point(|&p| p < end)];
-            let indices = arrow::array::UInt32Array::from_iter_values(here.iter().map(|&p| (p - at) as u32));
-            batch_columns = batch_columns
-                .iter()
-                .map(|c| arrow::compute::take(c.as_ref(), &indices, None))
-                .collect::<std::result::Result<_, _>>()?;
-            at = end;
-        }
         out.push(batch_columns);
     }
     Ok(out)

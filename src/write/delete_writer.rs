@@ -1,7 +1,7 @@
-//! Writes Iceberg v2 delete files: position deletes (`file_path`, `pos`, Iceberg's reserved field
-//! ids) and equality deletes (the key columns, each with its field id). iceberg 0.10 has no
-//! position-delete writer; both go through its Parquet writer so they carry the same statistics
-//! as data files.
+//! Writes Iceberg v2 position-delete files (`file_path`, `pos`, Iceberg's reserved field ids).
+//! iceberg 0.10 has no position-delete writer; they go through its Parquet writer so they carry
+//! the same statistics as data files. skade writes no equality deletes: every row it deletes came
+//! from a scan that named its file and position (docs/design/row-level-writes.md).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,38 +35,7 @@ pub async fn position_deletes(
     let paths: StringArray = positions.iter().flat_map(|(p, ps)| ps.iter().map(move |_| Some(p.as_str()))).collect();
     let pos: Int64Array = positions.values().flat_map(|ps| ps.iter().map(|&p| p as i64)).collect();
     let columns: Vec<ArrayRef> = vec![Arc::new(paths), Arc::new(pos)];
-    write(file_io, table, schema, columns, DataContentType::PositionDeletes, None, written).await
-}
-
-/// An equality-delete file of the rows `keys` (one array per key column, in `field_ids` order).
-pub async fn equality_deletes(
-    file_io: &FileIO,
-    table: &TableMetadata,
-    field_ids: &[i32],
-    keys: Vec<ArrayRef>,
-    written: &mut Vec<String>,
-) -> Result<DataFile> {
-    let table_schema = table.current_schema();
-    let mut fields = vec![];
-    for id in field_ids {
-        let f = table_schema.field_by_id(*id).ok_or_else(|| Error::internal(format!("no key field {id}")))?;
-        fields.push(f.clone());
-    }
-    let schema = Schema::builder().with_fields(fields).build()?;
-    write(file_io, table, schema, keys, DataContentType::EqualityDeletes, Some(field_ids.to_vec()), written).await
-}
-
-async fn write(
-    file_io: &FileIO,
-    table: &TableMetadata,
-    schema: Schema,
-    columns: Vec<ArrayRef>,
-    content: DataContentType,
-    equality_ids: Option<Vec<i32>>,
-    written: &mut Vec<String>,
-) -> Result<DataFile> {
-    let arrow = arrow_schema(&schema)?;
-    let batch = RecordBatch::try_new(arrow, columns)?;
+    let batch = RecordBatch::try_new(arrow_schema(&schema)?, columns)?;
     let path = format!("{}/data/{}-deletes.parquet", table.location(), Uuid::now_v7());
     written.push(path.clone());
     let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
@@ -74,9 +43,9 @@ async fn write(
     writer.write(&batch).await?;
     let mut builders = writer.close().await?;
     let mut builder = builders.pop().ok_or_else(|| Error::internal("a delete file with no rows"))?;
-    builder.content(content).partition(Struct::empty()).partition_spec_id(table.default_partition_spec_id());
-    if let Some(ids) = equality_ids {
-        builder.equality_ids(Some(ids));
-    }
+    builder
+        .content(DataContentType::PositionDeletes)
+        .partition(Struct::empty())
+        .partition_spec_id(table.default_partition_spec_id());
     builder.build().map_err(|e| Error::internal(format!("cannot describe delete file {path}: {e}")))
 }

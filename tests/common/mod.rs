@@ -196,3 +196,26 @@ pub fn live_files(catalog: &Catalog, uuid: &str) -> skade::format::manifests::Sn
     let md = catalog.begin().table_by_uuid(uuid).unwrap().metadata;
     skade::format::manifests::ManifestCache::default().snapshot_files(&md, md.current_snapshot().unwrap()).unwrap()
 }
+
+/// An equality-delete file over the key `id` (field id 1) of the keys `keys`, as another Iceberg
+/// writer makes them (skade itself writes position deletes only), described for `add_delete_files`.
+pub fn foreign_equality_deletes(dir: &Path, name: &str, keys: &[i64]) -> iceberg::spec::DataFile {
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat};
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)])),
+        vec![Arc::new(Int64Array::from(keys.to_vec()))],
+    )
+    .unwrap();
+    let path = dir.join(name);
+    let size = write_plain_parquet(&path, &batch);
+    DataFileBuilder::default()
+        .content(DataContentType::EqualityDeletes)
+        .file_path(path.to_str().unwrap().to_string())
+        .file_format(DataFileFormat::Parquet)
+        .record_count(keys.len() as u64)
+        .file_size_in_bytes(size)
+        .equality_ids(Some(vec![1]))
+        .partition_spec_id(0)
+        .build()
+        .unwrap()
+}

@@ -4,7 +4,7 @@ A table became unreadable after a DELETE when an INTEGER column held values whos
 DELTA_BINARY_PACKED deltas wrap (-2147483648, 0, -2147483648, 0: every wrapped delta is equal, so
 skipping over them overflowed in the parquet crate). This is a randomized differential test: for
 each integer, decimal, date, time and timestamp type skade accepts, with and without a primary key
-(position deletes, equality deletes), the same statements run on a skade table and on a native
+(position deletes on both), the same statements run on a skade table and on a native
 DuckDB table: several INSERTs (several files, some over 2,048 rows: several row groups and pages)
 whose value column alternates the type's extremes and values 2^(bits-1) apart (equal wrapped
 deltas), climbs or falls in huge equal steps, repeats values, is random, NULL, or the type's
@@ -15,8 +15,8 @@ statement (and its row count) both tables must read the same, compared as Arrow 
 stored integers themselves: Python objects cannot hold years beyond 9999 nor tell infinity from
 0001-01-01): every column, a projection, sometimes a filter on the value column and aggregates,
 and on keyed tables skade_lookup of present and absent keys. At the end: skade_compact, a reopened
-lake, and DuckDB's iceberg_scan of the metadata skade wrote (before compaction with its position or
-equality deletes, after it, and after more deletes) must all read the same rows too.
+lake, and DuckDB's iceberg_scan of the metadata skade wrote (before compaction with its position
+deletes, after it, and after more deletes) must all read the same rows too.
 
 A failure names the seed, the type, the table kind and the statement, and writes the whole history
 as a SQL script next to the lake."""
@@ -319,7 +319,7 @@ class Pair:
             + "".join(s + ";\n" for s in self.history)
         )
         raise Mismatch(
-            f"seed {self.seed}, type {self.kind.sql}, {'keyed (equality deletes)' if self.keyed else 'unkeyed (position deletes)'}: "
+            f"seed {self.seed}, type {self.kind.sql}, {'keyed' if self.keyed else 'unkeyed'}: "
             f"{what}\n  after statement #{len(self.history)}: {short(self.statement)}\n  whole history: {script}"
         )
 
@@ -527,7 +527,7 @@ def iceberg():
 def test_extreme_values_read_like_native(tmp_path, iceberg, type_name, keyed, seed):
     pair = Pair(tmp_path, KINDS[type_name], keyed, seed)
     pair.history_run()
-    # another reader, with deletes still in place (equality deletes on keyed tables)
+    # another reader, with deletes still in place
     pair.iceberg_same(iceberg)
     # compaction, then the same rows from a reopened lake and from iceberg_scan
     pair.statement = "SELECT * FROM skade_compact('lake.t')"
