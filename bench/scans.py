@@ -373,7 +373,8 @@ class Bench:
         self.build_peer()
         files, _ = self.skade_files("peer_clean")
         st = self.file_stats(files)
-        print(f"skade's clean table: {st[0]} data files, {st[1]} row groups, {st[4]:.1f} MB", flush=True)
+        print(f"skade's clean table: {st[0]} data files, {st[1]} row groups ({st[2]:,}..{st[3]:,} rows each), "
+              f"{st[4]:.1f} MB", flush=True)
         q = "SELECT count(*), sum(hash(id, customer, amount)), sum(amount) FROM {}"
         print(f"full all-column scan: {q.format('t')}")
         times, res = self.race("peer full scan", {"skade": (None, q.format("sk.peer")),

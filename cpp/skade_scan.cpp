@@ -1,7 +1,9 @@
 // Table scans. The core plans the data files (pruned by manifest and file bounds using the
-// pushed-down filters) and streams each file as Arrow; DuckDB threads take files one at a time
-// and convert batches with DuckDB's own Arrow reader. DuckDB's filters are then applied to the
-// rows here, so the core's pruning only ever needs to be conservative.
+// pushed-down filters), cuts them into tasks of about a row group's rows, and streams each task
+// as Arrow; DuckDB threads take tasks one at a time and convert batches with DuckDB's own Arrow
+// reader. DuckDB's filters are then applied to the rows here, so the core's pruning only ever
+// needs to be conservative. A task's number is its batch index: order-preserving sinks (a plain
+// SELECT's result, INSERT ... SELECT, COPY) then read in parallel too and still keep the order.
 #include "skade/scan.hpp"
 #include "skade/filters.hpp"
 
@@ -15,6 +17,10 @@
 
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
 #include "duckdb/execution/expression_executor.hpp"
+#include "duckdb/execution/partition_info.hpp"
+#if SKADE_DUCKDB_MAJOR >= 2
+#include "duckdb/main/profiler/profiling_node.hpp"
+#endif
 #include "duckdb/function/table/arrow.hpp"
 
 namespace duckdb {
@@ -31,6 +37,8 @@ struct SkadeScanGlobalState : public GlobalTableFunctionState {
 	atomic<idx_t> next_task {0};
 	idx_t total_rows = 0;
 	atomic<idx_t> rows_read {0};
+	//! Threads that took at least one task (shown by EXPLAIN ANALYZE).
+	atomic<idx_t> threads_used {0};
 	//! Per scanned column: its position among the columns the core streams, INVALID_INDEX for
 	//! the empty column, ROW_ID_INDEX for the row id (streamed after the columns).
 	vector<idx_t> stream_index;
@@ -69,6 +77,8 @@ struct SkadeScanLocalState : public LocalTableFunctionState {
 	DataChunk scanned;
 	unique_ptr<ExpressionExecutor> executor;
 	SelectionVector selection;
+	//! The task being read (its batch index), INVALID_INDEX before the first.
+	idx_t task = DConstants::INVALID_INDEX;
 };
 
 // ---- callbacks -------------------------------------------------------------------------------
@@ -142,6 +152,10 @@ bool NextBatch(SkadeScanGlobalState &global, SkadeScanLocalState &local) {
 		if (task >= global.task_count) {
 			return false;
 		}
+		if (local.task == DConstants::INVALID_INDEX) {
+			global.threads_used++;
+		}
+		local.task = task;
 		local.stream = make_uniq<ArrowArrayStreamWrapper>();
 		SkadeResetStream(*local.stream);
 		SkadeCheck(skade_scan_task_stream(global.scan.get(), task, &local.stream->arrow_array_stream));
@@ -215,6 +229,31 @@ double ScanProgress(ClientContext &context, const FunctionData *bind_data, const
 	return MinValue<double>(100.0, 100.0 * double(global.rows_read.load()) / double(global.total_rows));
 }
 
+OperatorPartitionData ScanPartitionData(ClientContext &context, TableFunctionGetPartitionInput &input) {
+	auto &local = input.local_state->Cast<SkadeScanLocalState>();
+	return OperatorPartitionData(local.task == DConstants::INVALID_INDEX ? 0 : local.task);
+}
+
+//! What EXPLAIN ANALYZE shows of a finished scan: how many tasks, and how many threads read them.
+InsertionOrderPreservingMap<string> ScanRuntimeInfo(const SkadeScanGlobalState &global) {
+	InsertionOrderPreservingMap<string> result;
+	result["Scan Tasks"] = to_string(global.task_count);
+	result["Threads"] = to_string(global.threads_used.load());
+	return result;
+}
+
+#if SKADE_DUCKDB_MAJOR >= 2
+void ScanMetrics(TableFunctionGetMetricsInput &input) {
+	if (input.global_state) {
+		input.operator_metrics.SetExtraInfo(ScanRuntimeInfo(input.global_state->Cast<SkadeScanGlobalState>()));
+	}
+}
+#else
+InsertionOrderPreservingMap<string> ScanDynamicToString(TableFunctionDynamicToStringInput &input) {
+	return ScanRuntimeInfo(input.global_state->Cast<SkadeScanGlobalState>());
+}
+#endif
+
 unique_ptr<NodeStatistics> ScanCardinality(ClientContext &context, const FunctionData *bind_data) {
 	auto &bind = bind_data->Cast<SkadeScanBindData>();
 	auto rows = skade_table_estimated_rows(bind.table.Handle());
@@ -268,6 +307,12 @@ TableFunction SkadeScanFunction() {
 	function.filter_pushdown = true;
 	function.filter_prune = true;
 	function.table_scan_progress = ScanProgress;
+	function.get_partition_data = ScanPartitionData;
+#if SKADE_DUCKDB_MAJOR >= 2
+	function.get_metrics = ScanMetrics;
+#else
+	function.dynamic_to_string = ScanDynamicToString;
+#endif
 	function.cardinality = ScanCardinality;
 #if SKADE_DUCKDB_MAJOR >= 2
 	function.get_table_entry = ScanTableEntry;

@@ -81,9 +81,14 @@ fn row_groups_are_pruned_by_their_statistics_and_keep_positions_exact() {
         Prune::Compare { field_id: 1, cmp: Cmp::Lt, value: Datum::long(250_020) },
     ]);
     let plan = txn.scan(&txn.table_by_uuid(&uuid).unwrap(), vec![0], Some(range), true).unwrap();
+    // one task per 122,880 positions: each row group is read by the task it starts in
+    assert_eq!(plan.task_count(), 4);
     let mut rows = 0;
     let mut seen = vec![];
-    for b in plan.open(0).unwrap() {
+    let mut per_task = vec![];
+    for b in (0..plan.task_count()).flat_map(|t| plan.open(t).unwrap().map(move |b| (t, b))) {
+        let (task, b) = b;
+        per_task.push(task);
         let b = b.unwrap();
         rows += b.num_rows();
         let ids = b.column(0).as_primitive::<Int64Type>();
@@ -95,6 +100,7 @@ fn row_groups_are_pruned_by_their_statistics_and_keep_positions_exact() {
         }
     }
     assert_eq!(rows, 122_880 - 11, "only the third row group is read, minus its deleted rows");
+    assert!(per_task.iter().all(|&t| t == 2), "by the third task");
     assert!(seen.contains(&249_990) && !seen.contains(&250_005) && !seen.contains(&300_000));
 }
 

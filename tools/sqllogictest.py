@@ -8,7 +8,8 @@ Supported records (the subset skade's tests use):
   restart                                 close and reopen the database (extensions reloaded)
   statement ok [conN]                     SQL must succeed
   statement error [conN]                  SQL must fail; text after ---- must be a substring
-  query <types> [rowsort|nosort] [conN]   rows after ---- must match (tab-separated)
+  query <types> [rowsort|nosort] [conN]   rows after ---- must match (tab-separated), or the one
+                                          line `<REGEX>:pattern` match the whole result
   loop <var> <from> <to> ... endloop      repeat, substituting ${var}
   onlyif duckdb <version prefix>          the next statement or query runs only in that DuckDB
   # comment
@@ -249,6 +250,11 @@ class Runner:
             raise Failure(f"query has {n} columns, header says {len(types)} ({types})\n  SQL: {sql}")
         got = ["\t".join(render(v) for v in row) for row in rows]
         want = [self.subst(e) for e in (r.expected or [])]
+        if len(want) == 1 and want[0].startswith("<REGEX>:"):
+            # DuckDB's convention: the whole result, rows on lines, must match the pattern
+            if not re.fullmatch(want[0][len("<REGEX>:"):], "\n".join(got), re.DOTALL):
+                raise Failure(f"result does not match {want[0]!r}\n  SQL: {sql}\n  got: {got!r}")
+            return
         want = ["\t".join(re.split(r"\t| {2,}", w.strip())) if "\t" not in w else w for w in want]
         if sort:
             got, want = sorted(got), sorted(want)

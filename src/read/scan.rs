@@ -1,6 +1,7 @@
 //! Scans: plan the data files a read needs (manifests from the cache, files pruned by their
-//! column bounds, the deletes that apply to each), then read each file as its own Arrow stream so
-//! DuckDB's threads can read files in parallel.
+//! column bounds, the deletes that apply to each), cut each file into tasks of about a DuckDB row
+//! group's rows, then read each task as its own Arrow stream so DuckDB's threads read in parallel
+//! within a file as well as across files.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -32,6 +33,12 @@ use crate::io::ranges::{chunk_range, FileRanges};
 
 /// Rows per Arrow batch handed to DuckDB: a multiple of its 2,048-row vectors.
 const BATCH_ROWS: usize = 8 * 2048;
+
+/// Rows of a file per scan task: DuckDB's row-group size, the unit its own Parquet reader hands
+/// its threads. A task reads the row groups that start among its positions, so the tasks of a
+/// file are known from the manifest's row count alone (no footer is read to plan), and each row
+/// group is read by exactly one task. (A keyed table's 2,048-row groups: 60 per task.)
+pub const TASK_ROWS: u64 = 122_880;
 
 /// The name of the row-id column a DML scan appends (see [`row_id`]).
 pub const ROW_ID_COLUMN: &str = "__skade_row_id";
@@ -67,7 +74,11 @@ pub(crate) const STAGED_SEQUENCE: i64 = i64::MAX;
 
 struct ScanTask {
     path: String,
-    record_count: u64,
+    /// The file positions this task reads: the row groups starting in `first..end` (and, for the
+    /// file's `last` task, any past `end`: a manifest's row count is not trusted to be right).
+    first: u64,
+    end: u64,
+    last: bool,
     file_id: u32,
     deletes: FileDeletes,
     /// The rows themselves, when a lookup found them at planning.
@@ -155,7 +166,7 @@ impl ScanPlan {
             let path = f.file_path().to_string();
             let file_id = req.row_ids.map(|ids| ids(&path)).unwrap_or(0);
             let deletes = if index.is_empty() { FileDeletes::default() } else { index.for_file(&path, seq) };
-            self.tasks.push(ScanTask { path, record_count: f.record_count(), file_id, deletes, rows: None });
+            push_file_tasks(&mut self.tasks, path, f.record_count(), file_id, deletes);
         }
         self.prune = req.prune;
         Ok(self)
@@ -166,7 +177,9 @@ impl ScanPlan {
     pub fn with_rows(mut self, rows: RecordBatch) -> ScanPlan {
         let task = ScanTask {
             path: String::new(),
-            record_count: rows.num_rows() as u64,
+            first: 0,
+            end: rows.num_rows() as u64,
+            last: true,
             file_id: 0,
             deletes: FileDeletes::default(),
             rows: Some(rows),
@@ -195,10 +208,10 @@ impl ScanPlan {
     ) -> Result<ScanPlan> {
         let arrow = arrow_schema(&schema)?;
         let field_ids = schema.as_struct().fields().iter().map(|f| f.id).collect();
-        let tasks = files
-            .into_iter()
-            .map(|(path, record_count, deletes)| ScanTask { path, record_count, file_id: 0, deletes, rows: None })
-            .collect();
+        let mut tasks = vec![];
+        for (path, record_count, deletes) in files {
+            push_file_tasks(&mut tasks, path, record_count, 0, deletes);
+        }
         Ok(ScanPlan {
             tasks,
             prune: None,
@@ -255,11 +268,11 @@ impl ScanPlan {
 
     /// Rows in the planned files, before deletes and row filters.
     pub fn estimated_rows(&self) -> u64 {
-        self.tasks.iter().map(|t| t.record_count).sum()
+        self.tasks.iter().map(|t| t.end - t.first).sum()
     }
 
     pub fn task_rows(&self, task: usize) -> u64 {
-        self.tasks.get(task).map(|t| t.record_count).unwrap_or(0)
+        self.tasks.get(task).map(|t| t.end - t.first).unwrap_or(0)
     }
 
     /// A blocking reader over one planned file.
@@ -270,9 +283,9 @@ impl ScanPlan {
             row_ids: self.row_ids,
             file_id: task.file_id,
             deletes: task.deletes.clone(),
-            runs: VecDeque::from([(0, task.record_count)]),
+            runs: VecDeque::from([(task.first, task.end - task.first)]),
             deleted_cursor: 0,
-            source: Source::Positions { remaining: task.record_count },
+            source: Source::Positions { remaining: task.end - task.first },
             pending: VecDeque::new(),
         };
         if let Some(rows) = &task.rows {
@@ -310,8 +323,8 @@ impl ScanPlan {
             .map(|e| Ok((e.field_ids.iter().map(column_of).collect(), e.converter()?)))
             .collect::<Result<Vec<_>>>()?;
         let mask = ProjectionMask::roots(parquet_schema, roots.iter().copied());
-        // Row groups the filters cannot match are skipped; `runs` keeps the file positions of
-        // the rows that are read (for position deletes and row ids).
+        // The task's row groups, less those the filters cannot match; `runs` keeps the file
+        // positions of the rows that are read (for position deletes and row ids).
         let mut selected = vec![];
         let mut runs = VecDeque::new();
         let mut start = 0u64;
@@ -320,7 +333,8 @@ impl ScanPlan {
             self.prune.as_ref().map(|p| (p, row_group_stats(&self.iceberg_schema, footer.metadata(), &p.field_ids())));
         for (i, rg) in groups.iter().enumerate() {
             let rows = rg.num_rows().max(0) as u64;
-            if stats.as_ref().is_none_or(|(p, s)| p.may_match_stats(&s[i])) {
+            let mine = start >= task.first && (start < task.end || task.last);
+            if mine && stats.as_ref().is_none_or(|(p, s)| p.may_match_stats(&s[i])) {
                 selected.push(i);
                 runs.push_back((start, rows));
             }
@@ -355,6 +369,21 @@ impl ScanPlan {
             build_reader(file, footer, mask, selected, selection, &task.path)?
         };
         Ok(TaskReader { source: Source::File { reader, columns, keys, path: task.path.clone() }, runs, ..base })
+    }
+}
+
+/// The tasks of one file of `record_count` rows: one per [`TASK_ROWS`] positions (one for an
+/// empty file, whose footer still says how many rows it has).
+fn push_file_tasks(tasks: &mut Vec<ScanTask>, path: String, record_count: u64, file_id: u32, deletes: FileDeletes) {
+    let mut first = 0;
+    loop {
+        let end = (first + TASK_ROWS).min(record_count);
+        let last = end >= record_count;
+        tasks.push(ScanTask { path: path.clone(), first, end, last, file_id, deletes: deletes.clone(), rows: None });
+        if last {
+            return;
+        }
+        first = end;
     }
 }
 
