@@ -21,8 +21,6 @@ PEERS_ON_PYPI = duckdb.__version__.startswith("1.")
 needs_iceberg = pytest.mark.skipif(
     not PEERS_ON_PYPI and peer_extension("duckdb_extension_iceberg", "iceberg") is None,
     reason=f"no iceberg extension for DuckDB {duckdb.__version__} on PyPI")
-needs_cli = pytest.mark.skipif(not PEERS_ON_PYPI and not os.path.exists(DUCKDB_CLI),
-                               reason=f"no DuckDB CLI {duckdb.__version__} on PyPI")
 
 
 def connect(path=":memory:"):
