@@ -32,6 +32,8 @@ pub struct Catalog {
     pub(crate) inner: Arc<Inner>,
     actor: String,
     read_only: bool,
+    /// The ATTACH's TARGET_FILE_SIZE (see [`AttachOptions::target_file_size`]).
+    pub(crate) target_file_size: Option<u64>,
 }
 
 pub(crate) struct Inner {
@@ -101,7 +103,12 @@ impl Catalog {
                 )));
             }
             inner.handles.fetch_add(1, Ordering::SeqCst);
-            return Ok(Catalog { inner, actor: options.actor, read_only: options.read_only });
+            return Ok(Catalog {
+                inner,
+                actor: options.actor,
+                read_only: options.read_only,
+                target_file_size: options.target_file_size,
+            });
         }
         // A handle of this process that is closing (flushing at DETACH) still holds the file for
         // a moment: wait for it rather than report another process.
@@ -143,7 +150,12 @@ impl Catalog {
         registry.retain(|_, w| w.strong_count() > 0);
         registry.insert(key, Arc::downgrade(&inner));
         inner.handles.fetch_add(1, Ordering::SeqCst);
-        Ok(Catalog { inner, actor: options.actor, read_only: options.read_only })
+        Ok(Catalog {
+            inner,
+            actor: options.actor,
+            read_only: options.read_only,
+            target_file_size: options.target_file_size,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -457,7 +469,12 @@ impl Inner {
 impl Clone for Catalog {
     fn clone(&self) -> Self {
         self.inner.handles.fetch_add(1, Ordering::SeqCst);
-        Catalog { inner: self.inner.clone(), actor: self.actor.clone(), read_only: self.read_only }
+        Catalog {
+            inner: self.inner.clone(),
+            actor: self.actor.clone(),
+            read_only: self.read_only,
+            target_file_size: self.target_file_size,
+        }
     }
 }
 

@@ -43,11 +43,20 @@ pub struct AttachOptions {
     pub durability: Durability,
     /// Who commits: recorded in the commit log.
     pub actor: String,
+    /// Data files roll over at about this many bytes (None: the table's
+    /// `write.target-file-size-bytes` property, else 512 MB, as in DuckLake and Iceberg).
+    pub target_file_size: Option<u64>,
 }
 
 impl Default for AttachOptions {
     fn default() -> Self {
-        Self { data_path: None, read_only: false, durability: Durability::Immediate, actor: default_actor() }
+        Self {
+            data_path: None,
+            read_only: false,
+            durability: Durability::Immediate,
+            actor: default_actor(),
+            target_file_size: None,
+        }
     }
 }
 
@@ -70,10 +79,11 @@ impl AttachOptions {
                     }
                     o.actor = value.to_string();
                 }
+                "target_file_size" => o.target_file_size = Some(parse_size("TARGET_FILE_SIZE", value)?),
                 other => {
                     return Err(Error::invalid(format!(
                         "unknown ATTACH option '{}' for a skade catalog (known: DATA_PATH, \
-                         READ_ONLY, DURABILITY, ACTOR)",
+                         READ_ONLY, DURABILITY, ACTOR, TARGET_FILE_SIZE)",
                         other.to_uppercase()
                     )))
                 }
@@ -81,6 +91,35 @@ impl AttachOptions {
         }
         Ok(o)
     }
+}
+
+/// A size as DuckDB writes them (`memory_limit`, DuckLake's `target_file_size`): bytes, or a
+/// number with a unit, KB/MB/GB/TB in powers of 1000 and KiB/MiB/GiB/TiB in powers of 1024.
+pub fn parse_size(option: &str, value: &str) -> Result<u64> {
+    let bad = || {
+        Error::invalid(format!("{option} '{value}' is not a size: expected bytes or a number with a unit, as '128MB'"))
+    };
+    let text = value.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().map_err(|_| bad())?;
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" | "bytes" => 1.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(bad()),
+    };
+    let bytes = number * scale;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
+        return Err(Error::invalid(format!("{option} '{value}' must be at least one byte")));
+    }
+    Ok(bytes as u64)
 }
 
 /// The OS user, as DuckLake and most tools record it: $USER, else the account of the uid.
@@ -126,5 +165,19 @@ mod tests {
         assert_eq!(o.actor, "etl");
         assert!(o.read_only);
         assert!(AttachOptions::parse([("durability", "sometimes")], false).is_err());
+    }
+
+    #[test]
+    fn sizes_parse_as_duckdb_writes_them() {
+        let size = |v| parse_size("TARGET_FILE_SIZE", v);
+        assert_eq!(size("1000").unwrap(), 1000);
+        assert_eq!(size("128MB").unwrap(), 128_000_000);
+        assert_eq!(size("1.5 GB").unwrap(), 1_500_000_000);
+        assert_eq!(size("64kib").unwrap(), 65_536);
+        assert_eq!(size(" 2 MiB ").unwrap(), 2 << 20);
+        for bad in ["", "MB", "12 parsecs", "-5MB", "0", "0.1"] {
+            let err = size(bad).unwrap_err();
+            assert!(err.message.contains("TARGET_FILE_SIZE"), "{bad}: {}", err.message);
+        }
     }
 }

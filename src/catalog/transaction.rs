@@ -453,7 +453,8 @@ impl Transaction {
             let changes = st.changes.entry(uuid.to_string()).or_default();
             changes.statement_budget.get_or_insert_with(|| KeyBudget::for_memory_limit(limit)).clone()
         };
-        TableWriter::new(&table.metadata, &self.catalog.inner.file_io, &table.record.qualified_name(), budget)
+        let target = self.catalog.target_file_size;
+        TableWriter::new(&table.metadata, &self.catalog.inner.file_io, &table.record.qualified_name(), budget, target)
     }
 
     /// Adds one writer's files to the running statement (several writers may share a statement).

@@ -24,8 +24,11 @@ use crate::format::schema::{arrow_schema, conform};
 use crate::read::keys::{KeyColumns, PackedKeys};
 use crate::runtime::block_on;
 
-/// Data files roll over at this size (DuckLake's default too).
-pub const TARGET_FILE_SIZE: usize = 512 << 20;
+/// Data files roll over at this size unless the ATTACH or the table says otherwise (DuckLake's
+/// and Iceberg's default too).
+pub const TARGET_FILE_SIZE: u64 = 512 << 20;
+/// The Iceberg table property other engines set for the same purpose.
+const TARGET_FILE_SIZE_PROPERTY: &str = "write.target-file-size-bytes";
 /// Rows per row group: DuckDB's own row-group size.
 pub const ROW_GROUP_ROWS: usize = 122_880;
 /// Rows per row group of a table with a primary key: a point lookup reads one whole row group
@@ -72,9 +75,19 @@ fn delta_packs(ty: &PrimitiveType) -> bool {
 }
 
 impl TableWriter {
-    /// A writer of new data files; on a table with a primary key its rows' keys are collected
+    /// A writer of new data files of about `target_file_size` bytes (None: the table property,
+    /// else [`TARGET_FILE_SIZE`]); on a table with a primary key its rows' keys are collected
     /// within the statement's `budget` (shared by its writers).
-    pub fn new(metadata: &TableMetadata, file_io: &FileIO, table_name: &str, budget: Arc<KeyBudget>) -> Result<Self> {
+    pub fn new(
+        metadata: &TableMetadata,
+        file_io: &FileIO,
+        table_name: &str,
+        budget: Arc<KeyBudget>,
+        target_file_size: Option<u64>,
+    ) -> Result<Self> {
+        let target_file_size = target_file_size
+            .or_else(|| metadata.properties().get(TARGET_FILE_SIZE_PROPERTY).and_then(|v| v.parse().ok()))
+            .unwrap_or(TARGET_FILE_SIZE);
         let schema = metadata.current_schema().clone();
         // Dictionaries pay off for strings; on numbers they mostly cost (a high-cardinality key
         // fills the dictionary, rehashing all the way, then falls back to plain anyway).
@@ -128,7 +141,7 @@ impl TableWriter {
         let data_dir = format!("{}/data", metadata.location());
         let rolling = RollingFileWriterBuilder::new(
             parquet,
-            TARGET_FILE_SIZE,
+            usize::try_from(target_file_size).unwrap_or(usize::MAX),
             file_io.clone(),
             DefaultLocationGenerator::with_data_location(data_dir),
             DefaultFileNameGenerator::new(Uuid::now_v7().to_string(), None, DataFileFormat::Parquet),
