@@ -190,3 +190,37 @@ fn scans_whose_filters_pin_the_key_are_lookups() {
     let range = Prune::Compare { field_id: 1, cmp: Cmp::Lt, value: Datum::long(3) };
     assert_eq!(ids(&txn, &uuid, Some(range)).0.len(), 2047);
 }
+
+/// Other writers' equality deletes on a file read by several tasks: each task applies the
+/// positions they remove (found once per file and set of delete files), with row ids and counts
+/// exact, and a later DELETE through those row ids removes exactly the rows it names.
+#[test]
+fn equality_deletes_become_positions_shared_by_a_files_tasks() {
+    let dir = TestDir::new();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create_keyed(&txn, "t");
+    append(&txn, &uuid, 0..300_000); // one file, three tasks
+    txn.commit().unwrap();
+    let txn = catalog.begin();
+    let gone = [0, 1, 122_879, 122_880, 150_000, 299_999];
+    txn.add_delete_files(&uuid, vec![foreign_equality_deletes(dir.path(), "eq.parquet", &gone)]).unwrap();
+    txn.commit().unwrap();
+
+    let txn = catalog.begin();
+    let (got, tasks) = ids(&txn, &uuid, None);
+    assert_eq!(tasks, 3);
+    let expected: Vec<i64> = (0..300_000).filter(|i| !gone.contains(i)).collect();
+    assert_eq!(got, expected);
+    // a count reads no column, yet the equality deletes apply
+    let plan = txn.scan(&txn.table_by_uuid(&uuid).unwrap(), vec![], None, false).unwrap();
+    let n: usize = (0..plan.task_count()).flat_map(|t| plan.open(t).unwrap()).map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(n, 300_000 - gone.len());
+    // row ids skip the deleted rows: deleting through them removes exactly the rows chosen
+    assert_eq!(delete_where(&txn, &uuid, |id| id % 1000 == 0 || id == 122_881), 300 - 2 + 1);
+    txn.commit().unwrap();
+    let (got, _) = ids(&catalog.begin(), &uuid, None);
+    let expected: Vec<i64> =
+        (0..300_000).filter(|i| !gone.contains(i) && i % 1000 != 0 && *i != 122_881).collect();
+    assert_eq!(got, expected);
+}

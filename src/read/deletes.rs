@@ -34,6 +34,8 @@ pub struct PositionDeletes {
 
 /// Deleted keys, encoded with Arrow's row format over the key columns (injective per type).
 pub struct EqualityDeletes {
+    /// The delete file's path: it names the set (delete files are immutable).
+    pub path: String,
     pub field_ids: Vec<i32>,
     pub types: Vec<DataType>,
     pub keys: KeySet<Box<[u8]>>,
@@ -65,7 +67,14 @@ impl FileDeletes {
 pub struct DeleteCache {
     positions: Mutex<HashMap<String, Arc<PositionDeletes>>>,
     equality: Mutex<HashMap<String, Arc<EqualityDeletes>>>,
+    /// The positions that equality deletes remove from a data file, by (data file, delete files):
+    /// found once by reading the file's key columns, then applied as position deletes. Each slot
+    /// has its own lock, so the tasks of one file wait for one reader instead of all reading.
+    resolved: Mutex<HashMap<(String, Vec<String>), Arc<Mutex<Option<Arc<Vec<u64>>>>>>>,
 }
+
+/// A slot of [`DeleteCache::resolved`].
+pub type ResolvedSlot = Arc<Mutex<Option<Arc<Vec<u64>>>>>;
 
 const MAX_CACHED_DELETE_FILES: usize = 4096;
 
@@ -129,6 +138,17 @@ pub fn with_sequence(entries: &[FileEntry]) -> Vec<(i64, &DataFile)> {
 }
 
 impl DeleteCache {
+    /// The slot for the positions `equality` removes from the data file at `path`.
+    pub fn resolved_slot(&self, path: &str, equality: &[Arc<EqualityDeletes>]) -> ResolvedSlot {
+        let mut sets: Vec<String> = equality.iter().map(|e| e.path.clone()).collect();
+        sets.sort_unstable();
+        let mut resolved = self.resolved.lock().unwrap();
+        if resolved.len() >= MAX_CACHED_DELETE_FILES {
+            resolved.clear();
+        }
+        resolved.entry((path.to_string(), sets)).or_default().clone()
+    }
+
     pub fn positions(&self, file: &DataFile) -> Result<Arc<PositionDeletes>> {
         let path = file.file_path();
         if let Some(p) = self.positions.lock().unwrap().get(path) {
@@ -184,7 +204,13 @@ impl DeleteCache {
             types.push(table_arrow.field(pos).data_type().clone());
             columns.push((*id, table_arrow.field(pos).name().as_str()));
         }
-        let mut deletes = EqualityDeletes { field_ids: field_ids.clone(), types, keys: KeySet::default(), range: None };
+        let mut deletes = EqualityDeletes {
+            path: path.to_string(),
+            field_ids: field_ids.clone(),
+            types,
+            keys: KeySet::default(),
+            range: None,
+        };
         let converter = deletes.converter()?;
         for batch in read_columns(path, &columns)? {
             let columns =

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use arrow::array::{new_null_array, ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, RecordBatchReader};
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use arrow::error::ArrowError;
-use arrow::row::RowConverter;
 use iceberg::spec::{DataFile, SchemaRef, Snapshot, SnapshotRef, TableMetadata};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
@@ -18,7 +17,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::file::reader::ChunkReader;
 
 use super::caches::{ReadCaches, Shape};
-use super::deletes::{with_sequence, DeleteIndex, FileDeletes};
+use super::deletes::{with_sequence, DeleteIndex, EqualityDeletes, FileDeletes};
 use super::filter::Prune;
 use super::keys::probe;
 use super::keys::KeyColumns;
@@ -275,14 +274,44 @@ impl ScanPlan {
         self.tasks.get(task).map(|t| t.end - t.first).unwrap_or(0)
     }
 
-    /// A blocking reader over one planned file.
+    /// The deletes of `task` as positions only: what its file's equality deletes remove is found
+    /// once per file and set of delete files (cached), by reading the file's key columns.
+    fn task_deletes(&self, task: &ScanTask) -> Result<FileDeletes> {
+        if task.deletes.equality.is_empty() {
+            return Ok(task.deletes.clone());
+        }
+        let slot = self.caches.deletes.resolved_slot(&task.path, &task.deletes.equality);
+        let mut slot = slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let removed = match &*slot {
+            Some(removed) => removed.clone(),
+            None => {
+                let removed = Arc::new(equality_positions(&self.caches, &task.path, &task.deletes.equality)?);
+                *slot = Some(removed.clone());
+                removed
+            }
+        };
+        drop(slot);
+        // only the task's own positions, merged with its position deletes
+        let mine = |p: &Vec<u64>| {
+            let from = p.partition_point(|&x| x < task.first);
+            let to = if task.last { p.len() } else { p.partition_point(|&x| x < task.end) };
+            p[from..to].to_vec()
+        };
+        let mut positions = mine(&task.deletes.positions);
+        positions.extend(mine(&removed));
+        positions.sort_unstable();
+        positions.dedup();
+        Ok(FileDeletes { positions: Arc::new(positions), equality: vec![] })
+    }
+
+    /// A blocking reader over one planned task.
     pub fn open(&self, task: usize) -> Result<TaskReader> {
         let task = self.tasks.get(task).ok_or_else(|| Error::internal(format!("scan task {task} out of range")))?;
         let base = TaskReader {
             schema: self.schema.clone(),
             row_ids: self.row_ids,
             file_id: task.file_id,
-            deletes: task.deletes.clone(),
+            deletes: self.task_deletes(task)?,
             runs: VecDeque::from([(task.first, task.end - task.first)]),
             deleted_cursor: 0,
             source: Source::Positions { remaining: task.end - task.first },
@@ -291,37 +320,15 @@ impl ScanPlan {
         if let Some(rows) = &task.rows {
             return Ok(TaskReader { source: Source::Rows(Some(rows.clone())), runs: VecDeque::new(), ..base });
         }
-        if self.field_ids.is_empty() && task.deletes.equality.is_empty() {
+        if self.field_ids.is_empty() {
             // count(*), or row ids only: the manifest's row count is enough, the file stays shut.
             return Ok(base);
         }
         let file = InputFile::open(&task.path, "data file")?;
         let footer = self.caches.footer(&task.path, &file)?;
         let parquet_schema = footer.parquet_schema();
-        let roots_by_id: HashMap<i32, usize> = parquet_schema
-            .root_schema()
-            .get_fields()
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.get_basic_info().has_id())
-            .map(|(i, f)| (f.get_basic_info().id(), i))
-            .collect();
-        let key_ids: Vec<i32> = task.deletes.equality.iter().flat_map(|e| e.field_ids.iter().copied()).collect();
-        let mut roots: Vec<usize> =
-            self.field_ids.iter().chain(&key_ids).filter_map(|id| roots_by_id.get(id).copied()).collect();
-        if roots.is_empty() {
-            roots.push(0); // something must be read to learn the row count of each batch
-        }
-        roots.sort_unstable();
-        roots.dedup();
-        let column_of = |id: &i32| roots_by_id.get(id).map(|r| roots.binary_search(r).unwrap());
+        let (roots, column_of) = read_roots(parquet_schema, &self.field_ids);
         let columns = self.field_ids.iter().map(column_of).collect();
-        let keys = task
-            .deletes
-            .equality
-            .iter()
-            .map(|e| Ok((e.field_ids.iter().map(column_of).collect(), e.converter()?)))
-            .collect::<Result<Vec<_>>>()?;
         let mask = ProjectionMask::roots(parquet_schema, roots.iter().copied());
         // The task's row groups, less those the filters cannot match; `runs` keeps the file
         // positions of the rows that are read (for position deletes and row ids).
@@ -348,8 +355,8 @@ impl ScanPlan {
         let leaves: Vec<usize> =
             (0..descr.num_columns()).filter(|&l| roots.binary_search(&descr.get_column_root_idx(l)).is_ok()).collect();
         let mut selection = None;
-        if !task.deletes.positions.is_empty() && selected.iter().all(|&g| group_can_skip(&groups[g], Some(&leaves))) {
-            let (kept, selectors) = survivors(&runs, &task.deletes.positions);
+        if !base.deletes.positions.is_empty() && selected.iter().all(|&g| group_can_skip(&groups[g], Some(&leaves))) {
+            let (kept, selectors) = survivors(&runs, &base.deletes.positions);
             let total: u64 = runs.iter().map(|r| r.1).sum();
             if kept.iter().map(|r| r.1).sum::<u64>() * 2 <= total {
                 runs = kept;
@@ -368,8 +375,80 @@ impl ScanPlan {
         } else {
             build_reader(file, footer, mask, selected, selection, &task.path)?
         };
-        Ok(TaskReader { source: Source::File { reader, columns, keys, path: task.path.clone() }, runs, ..base })
+        Ok(TaskReader { source: Source::File { reader, columns, path: task.path.clone() }, runs, ..base })
     }
+}
+
+/// The root columns of a file to read for the columns with field ids `field_ids` (sorted; at least
+/// one, as something must be read to learn each batch's row count), and where each field id's
+/// column is among them (None: not in the file, as after a column was added).
+fn read_roots(
+    parquet_schema: &parquet::schema::types::SchemaDescriptor,
+    field_ids: &[i32],
+) -> (Vec<usize>, impl Fn(&i32) -> Option<usize>) {
+    let roots_by_id: HashMap<i32, usize> = parquet_schema
+        .root_schema()
+        .get_fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.get_basic_info().has_id())
+        .map(|(i, f)| (f.get_basic_info().id(), i))
+        .collect();
+    let mut roots: Vec<usize> = field_ids.iter().filter_map(|id| roots_by_id.get(id).copied()).collect();
+    if roots.is_empty() {
+        roots.push(0);
+    }
+    roots.sort_unstable();
+    roots.dedup();
+    let sorted = roots.clone();
+    (roots, move |id: &i32| roots_by_id.get(id).map(|r| sorted.binary_search(r).unwrap()))
+}
+
+/// The positions of the rows of the data file at `path` whose keys one of the equality-delete
+/// sets `sets` holds (sorted): its key columns are read whole, each batch's first key column
+/// compared with a set's key range before any key is encoded and probed.
+fn equality_positions(caches: &ReadCaches, path: &str, sets: &[Arc<EqualityDeletes>]) -> Result<Vec<u64>> {
+    let file = InputFile::open(path, "data file")?;
+    let footer = caches.footer(path, &file)?;
+    let parquet_schema = footer.parquet_schema();
+    let key_ids: Vec<i32> = sets.iter().flat_map(|e| e.field_ids.iter().copied()).collect();
+    let (roots, column_of) = read_roots(parquet_schema, &key_ids);
+    let keys = sets
+        .iter()
+        .map(|e| Ok((e.field_ids.iter().map(&column_of).collect::<Vec<_>>(), e.converter()?)))
+        .collect::<Result<Vec<_>>>()?;
+    let mask = ProjectionMask::roots(parquet_schema, roots.iter().copied());
+    let groups = (0..footer.metadata().num_row_groups()).collect();
+    let reader = build_reader(file, footer, mask, groups, None, path)?;
+    let mut removed = vec![];
+    let mut at = 0u64;
+    for batch in reader {
+        let batch = batch.map_err(|e| Error::corrupt(format!("data file {path} is not readable: {e}")))?;
+        let rows = batch.num_rows();
+        for ((key_columns, converter), set) in keys.iter().zip(sets) {
+            let Some(range) = &set.range else {
+                continue;
+            };
+            let key_arrays = key_columns
+                .iter()
+                .zip(&set.types)
+                .map(|(c, t)| match c {
+                    Some(i) => conform_array(batch.column(*i), t),
+                    None => Ok(new_null_array(t, rows)),
+                })
+                .collect::<Result<Vec<ArrayRef>>>()?;
+            probe(converter, range, &key_arrays, |i, k| {
+                if set.keys.contains(k) {
+                    removed.push(at + i as u64);
+                }
+                true
+            })?;
+        }
+        at += rows as u64;
+    }
+    removed.sort_unstable();
+    removed.dedup();
+    Ok(removed)
 }
 
 /// The tasks of one file of `record_count` rows: one per [`TASK_ROWS`] positions (one for an
@@ -450,14 +529,8 @@ enum Source {
     /// Nothing to read: positions 0..record_count (minus position deletes).
     Positions { remaining: u64 },
     /// `columns[j]`: the position of output column j in the file's batches (None: not in the
-    /// file, as after a column was added; it reads as NULL). `keys`: per equality-delete set, the
-    /// positions of its key columns and the encoder of its keys.
-    File {
-        reader: ParquetRecordBatchReader,
-        columns: Vec<Option<usize>>,
-        keys: Vec<(Vec<Option<usize>>, RowConverter)>,
-        path: String,
-    },
+    /// file, as after a column was added; it reads as NULL).
+    File { reader: ParquetRecordBatchReader, columns: Vec<Option<usize>>, path: String },
 }
 
 pub struct TaskReader {
@@ -520,7 +593,7 @@ impl TaskReader {
         if let Some(part) = self.pending.pop_front() {
             return Ok(Some(part));
         }
-        let (batch_columns, rows, mut keep) = match &mut self.source {
+        let (batch_columns, rows) = match &mut self.source {
             Source::Rows(rows) => return Ok(rows.take()),
             Source::Positions { remaining } => {
                 if *remaining == 0 {
@@ -528,39 +601,16 @@ impl TaskReader {
                 }
                 let rows = (*remaining).min(BATCH_ROWS as u64) as usize;
                 *remaining -= rows as u64;
-                (None, rows, None)
+                (None, rows)
             }
             Source::File { reader, path, .. } => match reader.next() {
                 None => return Ok(None),
                 Some(Err(e)) => return Err(Error::corrupt(format!("data file {path} is not readable: {e}"))),
-                Some(Ok(b)) => (Some(b.columns().to_vec()), b.num_rows(), None),
+                Some(Ok(b)) => (Some(b.columns().to_vec()), b.num_rows()),
             },
         };
         let positions = self.take_positions(rows);
-        if let Some(mask) = self.position_mask(&positions, rows) {
-            keep = Some(mask);
-        }
-        if let (Source::File { keys, .. }, Some(cols)) = (&self.source, &batch_columns) {
-            for ((key_columns, converter), set) in keys.iter().zip(&self.deletes.equality) {
-                let key_arrays = key_columns
-                    .iter()
-                    .zip(&set.types)
-                    .map(|(c, t)| match c {
-                        Some(i) => conform_array(&cols[*i], t),
-                        None => Ok(new_null_array(t, rows)),
-                    })
-                    .collect::<Result<Vec<ArrayRef>>>()?;
-                let Some(range) = &set.range else {
-                    continue;
-                };
-                probe(converter, range, &key_arrays, |i, k| {
-                    if set.keys.contains(k) {
-                        keep.get_or_insert_with(|| vec![true; rows])[i] = false;
-                    }
-                    true
-                })?;
-            }
-        }
+        let keep = self.position_mask(&positions, rows);
         let mut arrays: Vec<ArrayRef> = vec![];
         if let (Source::File { columns, .. }, Some(cols)) = (&self.source, &batch_columns) {
             for (c, field) in columns.iter().zip(self.schema.fields()) {
