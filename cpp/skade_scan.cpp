@@ -79,7 +79,61 @@ struct SkadeScanLocalState : public LocalTableFunctionState {
 	SelectionVector selection;
 	//! The task being read (its batch index), INVALID_INDEX before the first.
 	idx_t task = DConstants::INVALID_INDEX;
+	//! The Arrow types of the task's stream, by table column, when they differ from the table's
+	//! (the core reads small-dictionary string columns as Arrow dictionaries, per task).
+	arrow_column_map_t task_columns;
+	bool task_has_own_types = false;
+	//! Per streamed column: the Arrow dictionary last converted, and the id DuckDB knows it by.
+	vector<const ArrowArray *> dictionary_of;
+	vector<string> dictionary_id;
 };
+
+//! Ids of converted Arrow dictionaries, unique in the process (DuckDB caches per id).
+atomic<uint64_t> next_dictionary_id {0};
+
+//! Marks the columns DuckDB's Arrow reader turned into dictionary vectors with their size and an
+//! id, as DuckDB's own Parquet reader does: its aggregates then hash each entry once.
+void MarkDictionaries(SkadeScanLocalState &local) {
+	auto &array = local.arrow.chunk->arrow_array;
+	local.dictionary_of.resize(local.streamed.ColumnCount(), nullptr);
+	local.dictionary_id.resize(local.streamed.ColumnCount());
+	for (idx_t i = 0; i < local.streamed.ColumnCount(); i++) {
+		auto dictionary = array.children[i]->dictionary;
+		auto &vector = local.streamed.data[i];
+		if (!dictionary || vector.GetVectorType() != VectorType::DICTIONARY_VECTOR) {
+			continue;
+		}
+		if (local.dictionary_of[i] != dictionary) {
+			local.dictionary_of[i] = dictionary;
+			local.dictionary_id[i] = "skade-" + to_string(next_dictionary_id++);
+		}
+		SkadeMarkDictionary(vector, idx_t(dictionary->length) + 1, local.dictionary_id[i]);
+	}
+}
+
+//! Takes the Arrow types of a new task's stream where the core made some columns dictionaries.
+void TakeStreamTypes(ClientContext &context, const SkadeScanBindData &bind, const SkadeScanGlobalState &global,
+                     SkadeScanLocalState &local) {
+	local.task_has_own_types = false;
+	if (global.stream_columns.empty()) {
+		return; // counts and row ids only: no column to convert
+	}
+	ArrowSchemaWrapper schema;
+	local.stream->GetSchema(schema);
+	for (int64_t i = 0; i < schema.arrow_schema.n_children; i++) {
+		local.task_has_own_types |= schema.arrow_schema.children[i]->dictionary != nullptr;
+	}
+	if (!local.task_has_own_types) {
+		return;
+	}
+	ArrowTableSchema stream_table;
+	ArrowTableFunction::PopulateArrowTableSchema(context, stream_table, schema.arrow_schema);
+	auto &stream_columns = stream_table.GetColumns();
+	local.task_columns = bind.table.GetArrowTable().GetColumns();
+	for (idx_t i = 0; i < global.stream_columns.size(); i++) {
+		local.task_columns[global.stream_columns[i]] = stream_columns.at(i);
+	}
+}
 
 // ---- callbacks -------------------------------------------------------------------------------
 
@@ -133,8 +187,9 @@ unique_ptr<LocalTableFunctionState> ScanInitLocal(ExecutionContext &context, Tab
 	return make_uniq<SkadeScanLocalState>(context.client, global_state->Cast<SkadeScanGlobalState>());
 }
 
-//! Moves the local state to its next non-empty Arrow batch, taking a new file when one ends.
-bool NextBatch(SkadeScanGlobalState &global, SkadeScanLocalState &local) {
+//! Moves the local state to its next non-empty Arrow batch, taking a new task when one ends.
+bool NextBatch(ClientContext &context, const SkadeScanBindData &bind, SkadeScanGlobalState &global,
+               SkadeScanLocalState &local) {
 	while (true) {
 		if (local.stream) {
 			auto chunk = local.stream->GetNextChunk();
@@ -159,6 +214,7 @@ bool NextBatch(SkadeScanGlobalState &global, SkadeScanLocalState &local) {
 		local.stream = make_uniq<ArrowArrayStreamWrapper>();
 		SkadeResetStream(*local.stream);
 		SkadeCheck(skade_scan_task_stream(global.scan.get(), task, &local.stream->arrow_array_stream));
+		TakeStreamTypes(context, bind, global, local);
 	}
 }
 
@@ -169,7 +225,7 @@ void ScanFunction(ClientContext &context, TableFunctionInput &data, DataChunk &o
 	while (true) {
 		auto &chunk = local.arrow.chunk;
 		if (!chunk || !chunk->arrow_array.release || local.arrow.chunk_offset >= idx_t(chunk->arrow_array.length)) {
-			if (!NextBatch(global, local)) {
+			if (!NextBatch(context, bind, global, local)) {
 				return;
 			}
 		}
@@ -179,7 +235,11 @@ void ScanFunction(ClientContext &context, TableFunctionInput &data, DataChunk &o
 		local.streamed.Reset();
 		SkadeSetChunkSize(local.streamed, count);
 		if (local.streamed.ColumnCount() > 0) {
-			ArrowTableFunction::ArrowToDuckDB(local.arrow, bind.table.GetArrowTable().GetColumns(), local.streamed);
+			auto &types = local.task_has_own_types ? local.task_columns : bind.table.GetArrowTable().GetColumns();
+			ArrowTableFunction::ArrowToDuckDB(local.arrow, types, local.streamed);
+			if (local.task_has_own_types) {
+				MarkDictionaries(local);
+			}
 		}
 		local.arrow.chunk_offset += count;
 		global.rows_read += count;

@@ -23,6 +23,7 @@
 #include "duckdb/planner/expression/bound_reference_expression.hpp"
 #include "duckdb/planner/table_filter.hpp"
 #if SKADE_DUCKDB_MAJOR >= 2
+#include "duckdb/common/vector/dictionary_vector.hpp"
 #include "duckdb/planner/table_filter_set.hpp"
 #endif
 
@@ -157,6 +158,12 @@ inline const TableFilter &SkadeFilterOf(const ENTRY &entry) {
 	return entry.Filter();
 }
 
+//! Marks a dictionary vector made from an Arrow dictionary as one DuckDB may cache hashes and
+//! group by per entry: 2.0 knows its size from its entry, the id tells dictionaries apart.
+inline void SkadeMarkDictionary(Vector &vector, idx_t, const string &id) {
+	vector.BufferMutable().Cast<DictionaryBuffer>().SetDictionaryId(id);
+}
+
 #else
 
 using SkadeName = string;
@@ -257,6 +264,14 @@ inline idx_t SkadeFilterIndex(const ENTRY &entry) {
 template <class ENTRY>
 inline const TableFilter &SkadeFilterOf(const ENTRY &entry) {
 	return *entry.second;
+}
+
+//! Marks a dictionary vector made from an Arrow dictionary of `size` entries (its NULL slot
+//! included) as one DuckDB may cache hashes and group by per entry; the id tells them apart.
+inline void SkadeMarkDictionary(Vector &vector, idx_t size, const string &id) {
+	auto &buffer = vector.GetBuffer()->Cast<DictionaryBuffer>();
+	buffer.SetDictionarySize(size);
+	buffer.SetDictionaryId(id);
 }
 
 #endif
