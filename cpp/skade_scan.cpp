@@ -80,7 +80,7 @@ struct SkadeScanLocalState : public LocalTableFunctionState {
 	//! The task being read (its batch index), INVALID_INDEX before the first.
 	idx_t task = DConstants::INVALID_INDEX;
 	//! The Arrow types of the task's stream, by table column, when they differ from the table's
-	//! (the core reads small-dictionary string columns as Arrow dictionaries, per task).
+	//! (per task, the core reads small-dictionary strings as dictionaries, decimals as stored).
 	arrow_column_map_t task_columns;
 	bool task_has_own_types = false;
 	//! Per streamed column: the Arrow dictionary last converted, and the id DuckDB knows it by.
@@ -111,7 +111,7 @@ void MarkDictionaries(SkadeScanLocalState &local) {
 	}
 }
 
-//! Takes the Arrow types of a new task's stream where the core made some columns dictionaries.
+//! Takes the Arrow types of a new task's stream where they differ from the table's.
 void TakeStreamTypes(ClientContext &context, const SkadeScanBindData &bind, const SkadeScanGlobalState &global,
                      SkadeScanLocalState &local) {
 	local.task_has_own_types = false;
@@ -120,8 +120,11 @@ void TakeStreamTypes(ClientContext &context, const SkadeScanBindData &bind, cons
 	}
 	ArrowSchemaWrapper schema;
 	local.stream->GetSchema(schema);
-	for (int64_t i = 0; i < schema.arrow_schema.n_children; i++) {
-		local.task_has_own_types |= schema.arrow_schema.children[i]->dictionary != nullptr;
+	auto &table_columns = bind.table.Shape().columns;
+	for (idx_t i = 0; i < global.stream_columns.size(); i++) {
+		auto &child = *schema.arrow_schema.children[i];
+		local.task_has_own_types |=
+		    child.dictionary != nullptr || table_columns[global.stream_columns[i]].second != child.format;
 	}
 	if (!local.task_has_own_types) {
 		return;

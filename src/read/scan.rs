@@ -95,8 +95,8 @@ pub struct ScanPlan {
     /// The Arrow shape and key of `iceberg_schema` (plans of given files have none).
     shape: Option<Arc<Shape>>,
     caches: Arc<ReadCaches>,
-    /// Whether string columns may come back dictionary-encoded (see [`Self::with_dictionaries`]).
-    dictionaries: bool,
+    /// Whether tasks may stream DuckDB's fastest Arrow types (see [`Self::with_duckdb_types`]).
+    duckdb_types: bool,
 }
 
 impl ScanPlan {
@@ -136,7 +136,7 @@ impl ScanPlan {
             row_ids: req.row_ids.is_some(),
             shape: Some(shape),
             caches,
-            dictionaries: false,
+            duckdb_types: false,
         };
         Ok((plan, snapshot))
     }
@@ -223,7 +223,7 @@ impl ScanPlan {
             row_ids: false,
             shape: None,
             caches,
-            dictionaries: false,
+            duckdb_types: false,
         })
     }
 
@@ -253,13 +253,14 @@ impl ScanPlan {
         self
     }
 
-    /// The same plan, its string columns read as Arrow dictionaries wherever a task's column
-    /// chunks are all dictionary-encoded with a small dictionary: DuckDB turns them into its own
-    /// dictionary vectors (a GROUP BY over a low-cardinality string column was 4x slower than
-    /// DuckDB's reader with plain strings). Each task's stream then has its own schema: only the
-    /// shim's table scan, which converts per stream, asks for it.
-    pub fn with_dictionaries(mut self) -> ScanPlan {
-        self.dictionaries = true;
+    /// The same plan, each task streaming the Arrow types DuckDB converts fastest where its
+    /// file allows (see `task_types`): small-dictionary strings as dictionaries, which DuckDB
+    /// turns into its own dictionary vectors (a GROUP BY over a low-cardinality string column was
+    /// 4x slower than DuckDB's reader with plain strings), and decimals as stored. Each task's
+    /// stream then has its own schema: only the shim's table scan, which converts per stream,
+    /// asks for it.
+    pub fn with_duckdb_types(mut self) -> ScanPlan {
+        self.duckdb_types = true;
         self
     }
 
@@ -382,8 +383,8 @@ impl ScanPlan {
             .iter()
             .flat_map(|&g| leaves.iter().map(move |&l| chunk_range(groups[g].column(l), &task.path)))
             .collect::<Result<Vec<_>>>()?;
-        let (footer, schema) = if self.dictionaries {
-            self.dictionary_columns(footer, &roots, &columns, &selected, &task.path)?
+        let (footer, schema) = if self.duckdb_types {
+            self.task_types(footer, &roots, &columns, &selected, &task.path)?
         } else {
             (footer, self.schema.clone())
         };
@@ -397,11 +398,13 @@ impl ScanPlan {
         Ok(TaskReader { source: Source::File { reader, columns, path: task.path.clone() }, runs, schema, ..base })
     }
 
-    /// The footer and output schema of a task whose string columns whose chunks in `selected` are
-    /// all dictionary-encoded, with dictionary pages of at most [`SMALL_DICTIONARY_BYTES`], are
-    /// read as `Dictionary(Int32, Utf8)` (DuckDB converts a dictionary once per Arrow batch: a
-    /// large one would cost more than the strings).
-    fn dictionary_columns(
+    /// The footer and output schema of a task, with the Arrow types DuckDB converts fastest where
+    /// the task's chunks (in `selected`) allow: string columns all dictionary-encoded with
+    /// dictionary pages of at most [`SMALL_DICTIONARY_BYTES`] as `Dictionary(Int32, Utf8)`
+    /// (DuckDB converts a dictionary once per Arrow batch: a large one would cost more than the
+    /// strings); decimals stored as INT32/INT64 as `Decimal32`/`Decimal64` (the values as stored,
+    /// which DuckDB takes without a copy; as `Decimal128` it cast each one).
+    fn task_types(
         &self,
         footer: ArrowReaderMetadata,
         roots: &[usize],
@@ -409,15 +412,15 @@ impl ScanPlan {
         selected: &[usize],
         path: &str,
     ) -> Result<(ArrowReaderMetadata, ArrowSchemaRef)> {
+        use parquet::basic::{Encoding, Type as Physical};
         let metadata = footer.metadata();
         let descr = metadata.file_metadata().schema_descr();
-        let small = |leaf: usize| {
+        let small_dictionary = |leaf: usize| {
             !selected.is_empty()
                 && selected.iter().all(|&g| {
                     let c = metadata.row_group(g).column(leaf);
                     let all_dictionary = c.page_encoding_stats_mask().is_some_and(|m| {
-                        m.is_only(parquet::basic::Encoding::RLE_DICTIONARY)
-                            || m.is_only(parquet::basic::Encoding::PLAIN_DICTIONARY)
+                        m.is_only(Encoding::RLE_DICTIONARY) || m.is_only(Encoding::PLAIN_DICTIONARY)
                     });
                     c.dictionary_page_offset().is_some_and(|d| {
                         all_dictionary && c.data_page_offset() - d <= SMALL_DICTIONARY_BYTES
@@ -425,19 +428,29 @@ impl ScanPlan {
                 })
         };
         let file_fields = footer.schema().fields();
-        let mut dictionary_roots = vec![];
+        let mut hinted: HashMap<usize, DataType> = HashMap::new();
         let mut out: Vec<Field> = self.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
         for (j, c) in columns.iter().enumerate() {
             let Some(c) = c else { continue };
             let root = roots[*c];
             let leaves: Vec<usize> = (0..descr.num_columns()).filter(|&l| descr.get_column_root_idx(l) == root).collect();
-            let is_string = out[j].data_type() == &DataType::Utf8 && file_fields[root].data_type() == &DataType::Utf8;
-            if is_string && leaves.len() == 1 && small(leaves[0]) {
-                dictionary_roots.push(root);
-                out[j] = out[j].clone().with_data_type(dictionary_of_strings());
+            let [leaf] = leaves[..] else { continue };
+            let stored = descr.column(leaf).physical_type();
+            let faster = match (out[j].data_type(), file_fields[root].data_type()) {
+                (DataType::Utf8, DataType::Utf8) if small_dictionary(leaf) => Some(dictionary_of_strings()),
+                (DataType::Decimal128(p, s), DataType::Decimal128(fp, fs)) if (p, s) == (fp, fs) => match stored {
+                    Physical::INT32 if *p <= 9 => Some(DataType::Decimal32(*p, *s)),
+                    Physical::INT64 if *p <= 18 => Some(DataType::Decimal64(*p, *s)),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let Some(ty) = faster {
+                out[j] = out[j].clone().with_data_type(ty.clone());
+                hinted.insert(root, ty);
             }
         }
-        if dictionary_roots.is_empty() {
+        if hinted.is_empty() {
             return Ok((footer, self.schema.clone()));
         }
         let hint: Vec<Field> = file_fields
@@ -445,7 +458,10 @@ impl ScanPlan {
             .enumerate()
             .map(|(i, f)| {
                 let f = f.as_ref().clone();
-                if dictionary_roots.contains(&i) { f.with_data_type(dictionary_of_strings()) } else { f }
+                match hinted.get(&i) {
+                    Some(ty) => f.with_data_type(ty.clone()),
+                    None => f,
+                }
             })
             .collect();
         let hint = Arc::new(ArrowSchema::new_with_metadata(hint, footer.schema().metadata().clone()));
@@ -457,7 +473,7 @@ impl ScanPlan {
     }
 }
 
-/// Dictionary pages up to this size are read as Arrow dictionaries (see `dictionary_columns`).
+/// Dictionary pages up to this size are read as Arrow dictionaries (see `task_types`).
 const SMALL_DICTIONARY_BYTES: i64 = 16 << 10;
 
 fn dictionary_of_strings() -> DataType {
