@@ -37,6 +37,8 @@ pub const LOOKUP_ROW_GROUP_ROWS: usize = 2048;
 /// Rows per data page of such a table: a lookup decompresses and decodes only the page holding
 /// its row (the offset index locates it).
 pub const LOOKUP_PAGE_ROWS: usize = 128;
+/// Dictionary page limit of numeric, date and decimal columns (see `TableWriter::new`).
+const SMALL_VALUE_DICTIONARY_BYTES: usize = 32 << 10;
 /// False-positive rate of the key columns' bloom filters (one per row group).
 const KEY_BLOOM_FPP: f64 = 0.01;
 
@@ -113,6 +115,15 @@ impl TableWriter {
                     props = props
                         .set_column_encoding(column.clone(), Encoding::DELTA_BINARY_PACKED)
                         .set_column_compression(column, Compression::UNCOMPRESSED);
+                }
+                // Other numbers, dates and decimals are often of few values (TPC-H's quantities,
+                // discounts, ship dates): a small dictionary packs them into a few bits, which
+                // decode far faster than their Snappy-compressed plain values. The small page
+                // limit makes a column of many values fall back to plain after a few thousand.
+                Some(_) if !keyed => {
+                    props = props
+                        .set_column_dictionary_enabled(column.clone(), true)
+                        .set_column_dictionary_page_size_limit(column, SMALL_VALUE_DICTIONARY_BYTES);
                 }
                 _ => {}
             }
