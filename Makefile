@@ -85,6 +85,7 @@ bench: extension $(VENV)/.installed
 	$(PYTHON) bench/commits.py
 	$(PYTHON) bench/small_commits.py
 	$(PYTHON) bench/lookup.py
+	$(PYTHON) bench/scans.py
 	cargo run --release --example core_commits
 	cargo run --release --example core_lookup
 
