@@ -261,6 +261,21 @@ fn relabel(data: ArrayData, target: &DataType) -> Result<ArrayData> {
     Ok(builder.build()?)
 }
 
+/// The top-level columns of a Parquet file by their Iceberg field ids (columns without an id are
+/// left out: other writers may omit them).
+pub(crate) fn roots_by_field_id(
+    schema: &parquet::schema::types::SchemaDescriptor,
+) -> std::collections::HashMap<i32, usize> {
+    schema
+        .root_schema()
+        .get_fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.get_basic_info().has_id())
+        .map(|(i, f)| (f.get_basic_info().id(), i))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -115,14 +115,7 @@ impl DataFileIndex {
             ArrowReaderMetadata::try_new(Arc::new(footer), ArrowReaderOptions::new()).map_err(|e| unreadable(&e))?;
         let parquet = meta.metadata();
         let descr = parquet.file_metadata().schema_descr();
-        let roots_by_id: HashMap<i32, usize> = descr
-            .root_schema()
-            .get_fields()
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.get_basic_info().has_id())
-            .map(|(i, f)| (f.get_basic_info().id(), i))
-            .collect();
+        let roots_by_id = crate::format::schema::roots_by_field_id(descr);
         // The leaf column of each key column (keys are top-level primitives).
         let key_leaves: Vec<Option<usize>> = key
             .field_ids

@@ -19,7 +19,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use super::keys::{KeyRange, KeySet};
 use crate::error::{Error, Result};
 use crate::format::manifests::FileEntry;
-use crate::format::schema::{arrow_schema, conform_array};
+use crate::format::schema::{arrow_schema, conform_array, roots_by_field_id};
 use crate::io::input::InputFile;
 
 /// Iceberg's reserved field ids of position-delete files.
@@ -239,12 +239,7 @@ fn read_columns(path: &str, columns: &[(i32, &str)]) -> Result<Vec<Vec<ArrayRef>
     let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Skip);
     let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options).map_err(|e| unreadable(&e))?;
     let fields = builder.parquet_schema().root_schema().get_fields();
-    let by_id: HashMap<i32, usize> = fields
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| f.get_basic_info().has_id())
-        .map(|(i, f)| (f.get_basic_info().id(), i))
-        .collect();
+    let by_id = roots_by_field_id(builder.parquet_schema());
     let mut wanted = vec![];
     for (id, name) in columns {
         let root = match by_id.get(id) {

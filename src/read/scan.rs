@@ -26,7 +26,7 @@ use super::select::kept_rows;
 use super::skippable::group_can_skip;
 use super::time_travel::{snapshot_and_schema, Version};
 use crate::error::{Error, Result};
-use crate::format::schema::{arrow_schema, conform_array};
+use crate::format::schema::{arrow_schema, conform_array, roots_by_field_id};
 use crate::io::input::InputFile;
 use crate::io::ranges::{chunk_range, FileRanges};
 
@@ -487,14 +487,7 @@ fn read_roots(
     parquet_schema: &parquet::schema::types::SchemaDescriptor,
     field_ids: &[i32],
 ) -> (Vec<usize>, impl Fn(&i32) -> Option<usize>) {
-    let roots_by_id: HashMap<i32, usize> = parquet_schema
-        .root_schema()
-        .get_fields()
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| f.get_basic_info().has_id())
-        .map(|(i, f)| (f.get_basic_info().id(), i))
-        .collect();
+    let roots_by_id = roots_by_field_id(parquet_schema);
     let mut roots: Vec<usize> = field_ids.iter().filter_map(|id| roots_by_id.get(id).copied()).collect();
     if roots.is_empty() {
         roots.push(0);
