@@ -101,6 +101,7 @@ void MarkDictionaries(SkadeScanLocalState &local) {
 		auto dictionary = array.children[i]->dictionary;
 		auto &vector = local.streamed.data[i];
 		if (!dictionary || vector.GetVectorType() != VectorType::DICTIONARY_VECTOR) {
+			local.dictionary_of[i] = nullptr; // a dictionary after this one gets a new id, whatever its address
 			continue;
 		}
 		if (local.dictionary_of[i] != dictionary) {
@@ -195,7 +196,7 @@ bool NextBatch(ClientContext &context, const SkadeScanBindData &bind, SkadeScanG
                SkadeScanLocalState &local) {
 	while (true) {
 		if (local.stream) {
-			auto chunk = local.stream->GetNextChunk();
+			auto chunk = SkadeNextChunk(*local.stream);
 			if (chunk->arrow_array.release) {
 				if (chunk->arrow_array.length == 0) {
 					continue;

@@ -51,6 +51,22 @@ void SkadeCheck(skade_status *status) {
 	SkadeErrorData(status).Throw();
 }
 
+shared_ptr<ArrowArrayWrapper> SkadeNextChunk(ArrowArrayStreamWrapper &stream) {
+	try {
+		return stream.GetNextChunk();
+	} catch (std::exception &ex) {
+		// DuckDB reports "arrow_scan: get_next failed(): External error: <the core's message>"
+		ErrorData error(ex);
+		auto &message = error.RawMessage();
+		const string wrapped = "External error: ";
+		auto at = message.find(wrapped);
+		if (at == string::npos) {
+			throw;
+		}
+		throw IOException(message.substr(at + wrapped.size()));
+	}
+}
+
 vector<string> SkadeTakeStrings(skade_strings *list) {
 	vector<string> result;
 	if (!list) {

@@ -105,7 +105,10 @@ fn equality_deletes_of_other_writers_pair_into_updates() {
     assert_eq!(changes(&catalog, &uuid, before, false), expected);
     assert_eq!(changes(&catalog, &uuid, before, true), expected);
     let txn = catalog.begin();
-    assert_eq!(lookup(&txn, &uuid, None, &[5, 6, 7, 2500]), vec![(5, "five".into()), (6, "six".into()), (7, "n7".into())]);
+    assert_eq!(
+        lookup(&txn, &uuid, None, &[5, 6, 7, 2500]),
+        vec![(5, "five".into()), (6, "six".into()), (7, "n7".into())]
+    );
     let (got, _) = ids(&txn, &uuid, None);
     assert_eq!(got.len(), 2999);
     assert!(!got.contains(&2500));

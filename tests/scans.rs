@@ -220,7 +220,45 @@ fn equality_deletes_become_positions_shared_by_a_files_tasks() {
     assert_eq!(delete_where(&txn, &uuid, |id| id % 1000 == 0 || id == 122_881), 300 - 2 + 1);
     txn.commit().unwrap();
     let (got, _) = ids(&catalog.begin(), &uuid, None);
-    let expected: Vec<i64> =
-        (0..300_000).filter(|i| !gone.contains(i) && i % 1000 != 0 && *i != 122_881).collect();
+    let expected: Vec<i64> = (0..300_000).filter(|i| !gone.contains(i) && i % 1000 != 0 && *i != 122_881).collect();
+    assert_eq!(got, expected);
+}
+
+/// A row group may run past its task's positions (another writer's larger row groups): the task
+/// applies the equality deletes of every position it reads, not only of its own range.
+#[test]
+fn equality_deletes_apply_on_row_groups_larger_than_a_task() {
+    let dir = TestDir::new();
+    let catalog = open(&dir.path().join("lake.skade"));
+    let txn = catalog.begin();
+    let uuid = create_keyed(&txn, "t");
+    append(&txn, &uuid, 0..300_000);
+    txn.commit().unwrap();
+    // the one data file again as a single row group (same rows and field ids), as others write
+    let path = live_files(&catalog, &uuid).data[0].file().file_path().to_string();
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+    let schema = arrow::array::RecordBatchReader::schema(&reader);
+    let batches: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
+    let props =
+        parquet::file::properties::WriterProperties::builder().set_max_row_group_row_count(Some(1 << 20)).build();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, Some(props)).unwrap();
+    for b in &batches {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
+    let txn = catalog.begin();
+    let gone = [5, 122_879, 122_880, 200_000, 299_999];
+    txn.add_delete_files(&uuid, vec![foreign_equality_deletes(dir.path(), "eq.parquet", &gone)]).unwrap();
+    txn.commit().unwrap();
+
+    let txn = catalog.begin();
+    let (got, tasks) = ids(&txn, &uuid, None);
+    assert_eq!(tasks, 3, "the first task reads the whole row group, the others nothing");
+    let expected: Vec<i64> = (0..300_000).filter(|i| !gone.contains(i)).collect();
     assert_eq!(got, expected);
 }

@@ -132,7 +132,7 @@ void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) 
 			shared_ptr<ArrowArrayWrapper> next;
 			{
 				lock_guard<mutex> guard(global.lock);
-				next = global.stream->GetNextChunk();
+				next = SkadeNextChunk(*global.stream);
 			}
 			if (!next->arrow_array.release) {
 				output.Reset();

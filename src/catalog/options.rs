@@ -116,8 +116,11 @@ pub fn parse_size(option: &str, value: &str) -> Result<u64> {
         _ => return Err(bad()),
     };
     let bytes = number * scale;
-    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
+    if !bytes.is_finite() || bytes < 1.0 {
         return Err(Error::invalid(format!("{option} '{value}' must be at least one byte")));
+    }
+    if bytes >= 18_446_744_073_709_551_616.0 {
+        return Err(Error::invalid(format!("{option} '{value}' is larger than 2^64 bytes")));
     }
     Ok(bytes as u64)
 }
@@ -175,7 +178,7 @@ mod tests {
         assert_eq!(size("1.5 GB").unwrap(), 1_500_000_000);
         assert_eq!(size("64kib").unwrap(), 65_536);
         assert_eq!(size(" 2 MiB ").unwrap(), 2 << 20);
-        for bad in ["", "MB", "12 parsecs", "-5MB", "0", "0.1"] {
+        for bad in ["", "MB", "12 parsecs", "-5MB", "0", "0.1", "18446744073709551616", "20000000TB"] {
             let err = size(bad).unwrap_err();
             assert!(err.message.contains("TARGET_FILE_SIZE"), "{bad}: {}", err.message);
         }

@@ -557,8 +557,7 @@ impl Transaction {
             return Ok(0);
         }
         let mut written = vec![];
-        let result =
-            block_on(delete_writer::position_deletes(&inner.file_io, &table.metadata, &by_path, &mut written));
+        let result = block_on(delete_writer::position_deletes(&inner.file_io, &table.metadata, &by_path, &mut written));
         st.written.extend(written);
         let file = result?;
         let changes = st.changes.entry(uuid.to_string()).or_default();

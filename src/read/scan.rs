@@ -159,11 +159,11 @@ impl ScanPlan {
         let index = DeleteIndex::load(&caches.deletes, &self.iceberg_schema, &delete_files)?;
 
         let may_match = |f: &DataFile| req.prune.as_ref().is_none_or(|p| p.may_match(f));
-        let data = committed
-            .data
-            .iter()
-            .map(|e| (e.sequence_number, e.file()))
-            .chain(req.staged.iter().map(|f| (STAGED_SEQUENCE, f)));
+        // Oldest commit first (manifest lists name the newest first): tasks are batch indexes,
+        // so a plain SELECT returns the rows of several INSERTs in the order they were inserted.
+        let mut oldest_first: Vec<_> = committed.data.iter().map(|e| (e.sequence_number, e.file())).collect();
+        oldest_first.sort_by_key(|(seq, _)| *seq);
+        let data = oldest_first.into_iter().chain(req.staged.iter().map(|f| (STAGED_SEQUENCE, f)));
         for (seq, f) in data.filter(|(_, f)| may_match(f)) {
             let path = f.file_path().to_string();
             let file_id = req.row_ids.map(|ids| ids(&path)).unwrap_or(0);
@@ -289,44 +289,46 @@ impl ScanPlan {
         self.tasks.get(task).map(|t| t.end - t.first).unwrap_or(0)
     }
 
-    /// The deletes of `task` as positions only: what its file's equality deletes remove is found
-    /// once per file and set of delete files (cached), by reading the file's key columns.
-    fn task_deletes(&self, task: &ScanTask) -> Result<FileDeletes> {
+    /// The positions the equality deletes of `task` remove from its file (None: it has none):
+    /// found once per file and set of delete files (cached), by reading the file's key columns.
+    fn equality_removed(&self, task: &ScanTask) -> Result<Option<Arc<Vec<u64>>>> {
         if task.deletes.equality.is_empty() {
-            return Ok(task.deletes.clone());
+            return Ok(None);
         }
         let slot = self.caches.deletes.resolved_slot(&task.path, &task.deletes.equality);
         let mut slot = slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let removed = match &*slot {
-            Some(removed) => removed.clone(),
-            None => {
-                let removed = Arc::new(equality_positions(&self.caches, &task.path, &task.deletes.equality)?);
-                *slot = Some(removed.clone());
-                removed
-            }
+        if let Some(removed) = &*slot {
+            return Ok(Some(removed.clone()));
+        }
+        let removed = Arc::new(equality_positions(&self.caches, &task.path, &task.deletes.equality)?);
+        *slot = Some(removed.clone());
+        Ok(Some(removed))
+    }
+
+    /// The deletes of `task` as positions only, for the rows it reads at positions `from..to`:
+    /// its position deletes, and those its equality deletes remove (`removed`) in that range.
+    fn task_deletes(task: &ScanTask, removed: &Option<Arc<Vec<u64>>>, from: u64, to: u64) -> FileDeletes {
+        let Some(removed) = removed else {
+            return task.deletes.clone();
         };
-        drop(slot);
-        // only the task's own positions, merged with its position deletes
-        let mine = |p: &Vec<u64>| {
-            let from = p.partition_point(|&x| x < task.first);
-            let to = if task.last { p.len() } else { p.partition_point(|&x| x < task.end) };
-            p[from..to].to_vec()
-        };
-        let mut positions = mine(&task.deletes.positions);
-        positions.extend(mine(&removed));
+        let within = |p: &[u64]| p[p.partition_point(|&x| x < from)..p.partition_point(|&x| x < to)].to_vec();
+        let mut positions = within(&task.deletes.positions);
+        positions.extend(within(removed));
         positions.sort_unstable();
         positions.dedup();
-        Ok(FileDeletes { positions: Arc::new(positions), equality: vec![] })
+        FileDeletes { positions: Arc::new(positions), equality: vec![] }
     }
 
     /// A blocking reader over one planned task.
     pub fn open(&self, task: usize) -> Result<TaskReader> {
         let task = self.tasks.get(task).ok_or_else(|| Error::internal(format!("scan task {task} out of range")))?;
+        let removed = self.equality_removed(task)?;
         let base = TaskReader {
             schema: self.schema.clone(),
             row_ids: self.row_ids,
             file_id: task.file_id,
-            deletes: self.task_deletes(task)?,
+            // without the file, the task reads exactly its positions
+            deletes: Self::task_deletes(task, &removed, task.first, task.end),
             runs: VecDeque::from([(task.first, task.end - task.first)]),
             deleted_cursor: 0,
             source: Source::Positions { remaining: task.end - task.first },
@@ -362,6 +364,10 @@ impl ScanPlan {
             }
             start += rows;
         }
+        // A row group may run past the task's positions (another writer's larger row groups):
+        // the deletes are those of the positions the task really reads.
+        let read_end = runs.back().map_or(task.first, |&(start, len)| start + len);
+        let deletes = Self::task_deletes(task, &removed, task.first, read_end);
         // When position deletes remove most of the rows (the changelog reading what a delete
         // removed), only the survivors are selected: the reader skips the rest, whole pages
         // where the offset index allows, instead of decoding rows only to drop them.
@@ -370,8 +376,8 @@ impl ScanPlan {
         let leaves: Vec<usize> =
             (0..descr.num_columns()).filter(|&l| roots.binary_search(&descr.get_column_root_idx(l)).is_ok()).collect();
         let mut selection = None;
-        if !base.deletes.positions.is_empty() && selected.iter().all(|&g| group_can_skip(&groups[g], Some(&leaves))) {
-            let (kept, selectors) = survivors(&runs, &base.deletes.positions);
+        if !deletes.positions.is_empty() && selected.iter().all(|&g| group_can_skip(&groups[g], Some(&leaves))) {
+            let (kept, selectors) = survivors(&runs, &deletes.positions);
             let total: u64 = runs.iter().map(|r| r.1).sum();
             if kept.iter().map(|r| r.1).sum::<u64>() * 2 <= total {
                 runs = kept;
@@ -395,7 +401,13 @@ impl ScanPlan {
         } else {
             build_reader(file, footer, mask, selected, selection, &task.path)?
         };
-        Ok(TaskReader { source: Source::File { reader, columns, path: task.path.clone() }, runs, schema, ..base })
+        Ok(TaskReader {
+            source: Source::File { reader, columns, path: task.path.clone() },
+            runs,
+            schema,
+            deletes,
+            ..base
+        })
     }
 
     /// The footer and output schema of a task, with the Arrow types DuckDB converts fastest where
@@ -419,12 +431,11 @@ impl ScanPlan {
             !selected.is_empty()
                 && selected.iter().all(|&g| {
                     let c = metadata.row_group(g).column(leaf);
-                    let all_dictionary = c.page_encoding_stats_mask().is_some_and(|m| {
-                        m.is_only(Encoding::RLE_DICTIONARY) || m.is_only(Encoding::PLAIN_DICTIONARY)
-                    });
-                    c.dictionary_page_offset().is_some_and(|d| {
-                        all_dictionary && c.data_page_offset() - d <= SMALL_DICTIONARY_BYTES
-                    })
+                    let all_dictionary = c
+                        .page_encoding_stats_mask()
+                        .is_some_and(|m| m.is_only(Encoding::RLE_DICTIONARY) || m.is_only(Encoding::PLAIN_DICTIONARY));
+                    c.dictionary_page_offset()
+                        .is_some_and(|d| all_dictionary && c.data_page_offset() - d <= SMALL_DICTIONARY_BYTES)
                 })
         };
         let file_fields = footer.schema().fields();
@@ -433,7 +444,8 @@ impl ScanPlan {
         for (j, c) in columns.iter().enumerate() {
             let Some(c) = c else { continue };
             let root = roots[*c];
-            let leaves: Vec<usize> = (0..descr.num_columns()).filter(|&l| descr.get_column_root_idx(l) == root).collect();
+            let leaves: Vec<usize> =
+                (0..descr.num_columns()).filter(|&l| descr.get_column_root_idx(l) == root).collect();
             let [leaf] = leaves[..] else { continue };
             let stored = descr.column(leaf).physical_type();
             let faster = match (out[j].data_type(), file_fields[root].data_type()) {

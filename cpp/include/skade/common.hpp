@@ -15,6 +15,10 @@ void SkadeCheck(skade_status *status);
 //! The same, as ErrorData (for APIs that return errors instead of throwing).
 ErrorData SkadeErrorData(skade_status *status);
 
+//! The next batch of an Arrow stream from the core. A failed read (a data file that cannot be
+//! read) is an IO Error with the core's own message, not Arrow's wrapping of it.
+shared_ptr<ArrowArrayWrapper> SkadeNextChunk(ArrowArrayStreamWrapper &stream);
+
 //! Takes a string list from the core, frees it, returns its items.
 vector<string> SkadeTakeStrings(skade_strings *list);
 
