@@ -327,8 +327,8 @@ impl ScanPlan {
             schema: self.schema.clone(),
             row_ids: self.row_ids,
             file_id: task.file_id,
-            // without the file, the task reads exactly its positions
-            deletes: Self::task_deletes(task, &removed, task.first, task.end),
+            // set below, for the positions the task reads (rows found at planning need none)
+            deletes: FileDeletes::default(),
             runs: VecDeque::from([(task.first, task.end - task.first)]),
             deleted_cursor: 0,
             source: Source::Positions { remaining: task.end - task.first },
@@ -338,8 +338,10 @@ impl ScanPlan {
             return Ok(TaskReader { source: Source::Rows(Some(rows.clone())), runs: VecDeque::new(), ..base });
         }
         if self.field_ids.is_empty() {
-            // count(*), or row ids only: the manifest's row count is enough, the file stays shut.
-            return Ok(base);
+            // count(*), or row ids only: the manifest's row count is enough, the file stays shut,
+            // and the task reads exactly its positions.
+            let deletes = Self::task_deletes(task, &removed, task.first, task.end);
+            return Ok(TaskReader { deletes, ..base });
         }
         let file = InputFile::open(&task.path, "data file")?;
         let footer = self.caches.footer(&task.path, &file)?;
