@@ -80,22 +80,24 @@ fn direct(column: &ColumnDescriptor, ty: &DataType) -> Option<Direct> {
     }
 }
 
-/// Rows `first..first + count` of row group `g`, columns `columns` (top-level indexes), from
-/// `bytes` (holding at least the pages of those rows: the offset index, when the file has one,
-/// lets every other page be skipped unread).
+/// The rows of row group `g` in `runs` ((first, count) pairs, in order, not overlapping), one
+/// after another, columns `columns` (top-level indexes), from `bytes` (holding at least the
+/// pages of those rows: the offset index, when the file has one, lets every other page be
+/// skipped unread). Each column is read once for all the runs: its pages and its dictionary are
+/// decoded once however many rows a call asks of them.
 pub fn decode(
     meta: &ArrowReaderMetadata,
     plan: &[Direct],
     bytes: &FileRanges,
     g: usize,
-    first: usize,
-    count: usize,
+    runs: &[(usize, usize)],
     columns: impl Iterator<Item = usize>,
 ) -> Result<Vec<ArrayRef>> {
     let schema = meta.schema();
+    let count = rows_in(runs);
     columns
         .map(|leaf| {
-            let at = Rows { meta, bytes, g, leaf, first, count };
+            let at = Rows { meta, bytes, g, leaf, runs };
             let ty = schema.field(leaf).data_type();
             match plan[leaf] {
                 Direct::Int32 => at.read::<Int32Type>().and_then(|(v, d)| primitive(v, d, count, ty)),
@@ -109,6 +111,11 @@ pub fn decode(
         .collect()
 }
 
+/// How many rows `runs` hold (saturating: the counts come from a footer that may be corrupt).
+pub(crate) fn rows_in(runs: &[(usize, usize)]) -> usize {
+    runs.iter().fold(0, |sum, (_, n)| sum.saturating_add(*n))
+}
+
 /// A column's non-null values and, for a nullable column, each row's definition level.
 type Values<T> = (Vec<T>, Option<Vec<i16>>);
 
@@ -118,8 +125,7 @@ struct Rows<'a> {
     bytes: &'a FileRanges,
     g: usize,
     leaf: usize,
-    first: usize,
-    count: usize,
+    runs: &'a [(usize, usize)],
 }
 
 /// Rows reserved ahead of a read: a page of a lookup table holds 128; a corrupt footer's count
@@ -142,39 +148,47 @@ impl Rows<'_> {
         let descr = chunk.column_descr_ptr();
         let nullable = descr.max_def_level() > 0;
         let mut reader = ColumnReaderImpl::<T>::new(descr, Box::new(pages));
-        if self.first > 0 {
-            if can_skip(chunk) {
-                if reader.skip_records(self.first)? != self.first {
-                    return Err(self.too_few_rows());
+        // Counts come from the footer: reserve no more than a page holds, grow if they are true.
+        let reserve = rows_in(self.runs).min(RESERVE_ROWS);
+        let mut values = Vec::with_capacity(reserve);
+        let mut levels = nullable.then(|| Vec::with_capacity(reserve));
+        let mut at = 0;
+        for &(first, count) in self.runs {
+            let gap = first.checked_sub(at).ok_or_else(|| ParquetError::General("row runs out of order".into()))?;
+            if gap > 0 {
+                if can_skip(chunk) {
+                    if reader.skip_records(gap)? != gap {
+                        return Err(self.too_few_rows());
+                    }
+                } else {
+                    // (see `skippable`): the rows between are decoded and dropped
+                    let (mut dropped, mut dropped_levels) = (vec![], nullable.then(Vec::new));
+                    self.read_into(&mut reader, gap, &mut dropped, &mut dropped_levels)?;
                 }
-            } else {
-                // (see `skippable`): the rows before are decoded and dropped
-                self.read_into(&mut reader, self.first, nullable)?;
             }
+            self.read_into(&mut reader, count, &mut values, &mut levels)?;
+            at = first + count;
         }
-        self.read_into(&mut reader, self.count, nullable)
+        Ok((values, levels))
     }
 
-    /// The next `count` rows' values and (for a nullable column) definition levels.
+    /// Appends the next `count` rows' values and (for a nullable column) definition levels.
     fn read_into<T: ParquetType>(
         &self,
         reader: &mut ColumnReaderImpl<T>,
         count: usize,
-        nullable: bool,
-    ) -> Result<Values<T::T>> {
-        // `count` comes from the footer: reserve no more than a page holds, grow if it is true.
-        let reserve = count.min(RESERVE_ROWS);
-        let mut values = Vec::with_capacity(reserve);
-        let mut levels = nullable.then(|| Vec::with_capacity(reserve));
+        values: &mut Vec<T::T>,
+        levels: &mut Option<Vec<i16>>,
+    ) -> Result<()> {
         let mut read = 0;
         while read < count {
-            let (records, _, _) = reader.read_records(count - read, levels.as_mut(), None, &mut values)?;
+            let (records, _, _) = reader.read_records(count - read, levels.as_mut(), None, values)?;
             if records == 0 {
                 return Err(self.too_few_rows());
             }
             read += records;
         }
-        Ok((values, levels))
+        Ok(())
     }
 
     fn too_few_rows(&self) -> ParquetError {
@@ -353,7 +367,7 @@ mod tests {
         let bytes = FileRanges::read(&f, len, vec![(0, len)], 0, "f.parquet", |_| ()).unwrap();
         // Within a page, across page boundaries, a null row, single rows, the whole group.
         for (first, count) in [(0, 1), (3, 1), (31, 2), (40, 32), (64, 100), (299, 1), (0, 300)] {
-            let columns = decode(&meta, &plan, &bytes, 0, first, count, 0..plan.len()).unwrap();
+            let columns = decode(&meta, &plan, &bytes, 0, &[(first, count)], 0..plan.len()).unwrap();
             let expected: Vec<RecordBatch> =
                 ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), meta.clone())
                     .with_row_selection(RowSelection::from(vec![RowSelector::skip(first), RowSelector::select(count)]))
@@ -367,15 +381,22 @@ mod tests {
             let got = RecordBatch::try_new(meta.schema().clone(), columns).unwrap();
             assert_eq!(got, expected, "rows {first}+{count}, foreign {foreign}");
         }
+        // Several runs in one pass: within a page, gaps across pages, a null row, the last row.
+        let runs = [(0, 1), (2, 2), (31, 1), (40, 3), (101, 1), (299, 1)];
+        let columns = decode(&meta, &plan, &bytes, 0, &runs, 0..plan.len()).unwrap();
+        let rows: Vec<u32> = runs.iter().flat_map(|&(f, n)| f as u32..(f + n) as u32).collect();
+        let expected = arrow::compute::take_record_batch(&batch, &arrow::array::UInt32Array::from(rows)).unwrap();
+        assert_eq!(RecordBatch::try_new(meta.schema().clone(), columns).unwrap(), expected, "foreign {foreign}");
+        assert!(decode(&meta, &plan, &bytes, 0, &[(5, 2), (6, 1)], 0..1).is_err(), "overlapping runs");
         // Only some columns: in the order asked.
-        let some = decode(&meta, &plan, &bytes, 0, 10, 5, [5, 0].into_iter()).unwrap();
+        let some = decode(&meta, &plan, &bytes, 0, &[(10, 5)], [5, 0].into_iter()).unwrap();
         assert_eq!(some, vec![batch.column(5).slice(10, 5), batch.column(0).slice(10, 5)]);
         // Bytes not read ahead are an error, never zeros.
         let partial = FileRanges::read(&f, len, vec![(len - 8, 8)], 0, "f.parquet", |_| ()).unwrap();
-        assert!(decode(&meta, &plan, &partial, 0, 0, 1, 0..1).is_err());
+        assert!(decode(&meta, &plan, &partial, 0, &[(0, 1)], 0..1).is_err());
         // A corrupt footer's row count: an error once the pages run out, not an allocation sized
         // from it (which would abort the process).
-        assert!(decode(&meta, &plan, &bytes, 0, 0, 1 << 40, 0..plan.len()).is_err());
+        assert!(decode(&meta, &plan, &bytes, 0, &[(0, 1 << 40)], 0..plan.len()).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

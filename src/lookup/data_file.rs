@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatchReader;
 use arrow::array::{new_null_array, Array, ArrayRef, Int32Array, Int64Array, RecordBatch};
+use arrow::compute::interleave;
 use arrow::datatypes::{DataType, TimeUnit};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
@@ -73,6 +74,16 @@ pub struct PageRows {
     decoded: Vec<(usize, ArrayRef)>,
     /// Every column, when decoded at once.
     all: Option<RecordBatch>,
+}
+
+impl PageRows {
+    /// The file's top-level column `c` of these rows, if decoded.
+    fn column(&self, c: usize) -> Option<&dyn Array> {
+        match &self.all {
+            Some(batch) => Some(batch.column(c).as_ref()),
+            None => self.decoded.iter().find(|(d, _)| *d == c).map(|(_, array)| array.as_ref()),
+        }
+    }
 }
 
 pub struct DataFileIndex {
@@ -211,10 +222,11 @@ impl DataFileIndex {
 
     /// The rows `first..first + count` of row group `g` (one page of the first key column) as a
     /// probe needs them: their key columns (field ids `ids`, as `types`; NULL where the file
-    /// lacks one) to match, and later the one row that matches. Files whose columns decode
-    /// directly decode just the key columns here, then each matching row alone (skipping to it in
-    /// the other columns' pages costs less than decoding their every value); other files decode
-    /// every column of the rows at once with the Arrow reader, whose fixed cost dominates.
+    /// lacks one) to match, and later the rows that match (`rows`). Files whose columns decode
+    /// directly decode just the key columns here, then only the matching rows of the other
+    /// columns (skipping to them in the other columns' pages costs less than decoding their every
+    /// value); other files decode every column of the rows at once with the Arrow reader, whose
+    /// fixed cost dominates.
     pub fn decode_page(
         &self,
         bytes: &FileRanges,
@@ -227,8 +239,9 @@ impl DataFileIndex {
         let (decoded, all) = match &self.direct {
             Some(plan) => {
                 let present: Vec<usize> = ids.iter().filter_map(|id| self.column_of(*id)).collect();
-                let arrays = column_decode::decode(&self.meta, plan, bytes, g, first, count, present.iter().copied())
-                    .map_err(|e| unreadable(path, &e))?;
+                let arrays =
+                    column_decode::decode(&self.meta, plan, bytes, g, &[(first, count)], present.iter().copied())
+                        .map_err(|e| unreadable(path, &e))?;
                 (present.into_iter().zip(arrays).collect::<Vec<_>>(), None)
             }
             None => (vec![], Some(self.decode_all(bytes, path, g, first, count)?)),
@@ -240,25 +253,53 @@ impl DataFileIndex {
         Ok(PageRows { first, keys, decoded, all })
     }
 
-    /// Every column of row `i` of `page` (decoded from `bytes` unless the page has them all).
-    pub fn row(&self, page: &PageRows, bytes: &FileRanges, path: &str, g: usize, i: usize) -> Result<RecordBatch> {
-        match (&page.all, &self.direct) {
-            (Some(all), _) => Ok(all.slice(i, 1)),
-            (None, Some(plan)) => {
-                stats::ROWS_DECODED.fetch_add(1, Relaxed);
-                // The key columns' slices; the other columns decoded for this row, in column order.
-                let known: Vec<Option<ArrayRef>> = (0..plan.len())
-                    .map(|c| page.decoded.iter().find(|(d, _)| *d == c).map(|(_, a)| a.slice(i, 1)))
-                    .collect();
-                let missing = known.iter().enumerate().filter(|(_, a)| a.is_none()).map(|(c, _)| c);
-                let mut decoded = column_decode::decode(&self.meta, plan, bytes, g, page.first + i, 1, missing)
-                    .map_err(|e| unreadable(path, &e))?
-                    .into_iter();
-                let columns = known.into_iter().filter_map(|a| a.or_else(|| decoded.next())).collect();
-                Ok(RecordBatch::try_new(self.meta.schema().clone(), columns)?)
-            }
-            (None, None) => self.decode_all(bytes, path, g, page.first + i, 1),
+    /// Every column of rows `rows` of row group `g` (each a page's decoded rows and a row in it;
+    /// in the group's order, distinct), in that order, from `bytes`. Each other column is
+    /// decoded in one pass over its pages for all of them: a call with many keys decompresses
+    /// and decodes a column's page once, not once per key.
+    pub fn rows(&self, bytes: &FileRanges, path: &str, g: usize, rows: &[(&PageRows, usize)]) -> Result<RecordBatch> {
+        let mut pages: Vec<&PageRows> = vec![];
+        let mut at: Vec<(usize, usize)> = Vec::with_capacity(rows.len()); // (page, row in it)
+        for &(page, i) in rows {
+            let p = match pages.iter().position(|q| std::ptr::eq(*q, page)) {
+                Some(p) => p,
+                None => {
+                    pages.push(page);
+                    pages.len() - 1
+                }
+            };
+            at.push((p, i));
         }
+        // The columns every page has decoded (the key columns, or all where the Arrow reader
+        // decoded the pages), gathered; the others decoded for these rows.
+        let known: Vec<Option<ArrayRef>> = (0..self.meta.schema().fields().len())
+            .map(|c| {
+                let arrays: Option<Vec<&dyn Array>> = pages.iter().map(|page| page.column(c)).collect();
+                arrays.map(|arrays| interleave(&arrays, &at)).transpose()
+            })
+            .collect::<std::result::Result<_, _>>()?;
+        let missing = || known.iter().enumerate().filter(|(_, a)| a.is_none()).map(|(c, _)| c);
+        let mut decoded = match (&self.direct, missing().next()) {
+            (_, None) => vec![].into_iter(),
+            (None, Some(_)) => {
+                return Err(Error::internal("a page of a file that needs the Arrow reader lacks columns"))
+            }
+            (Some(plan), Some(_)) => {
+                stats::ROWS_DECODED.fetch_add(rows.len() as u64, Relaxed);
+                let mut runs: Vec<(usize, usize)> = vec![];
+                for &(page, i) in rows {
+                    match runs.last_mut() {
+                        Some((first, count)) if *first + *count == page.first + i => *count += 1,
+                        _ => runs.push((page.first + i, 1)),
+                    }
+                }
+                column_decode::decode(&self.meta, plan, bytes, g, &runs, missing())
+                    .map_err(|e| unreadable(path, &e))?
+                    .into_iter()
+            }
+        };
+        let columns = known.into_iter().filter_map(|a| a.or_else(|| decoded.next())).collect();
+        Ok(RecordBatch::try_new(self.meta.schema().clone(), columns)?)
     }
 
     /// Every column of rows `first..first + count` of row group `g`, through the Arrow reader:

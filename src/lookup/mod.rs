@@ -13,6 +13,7 @@ pub(crate) mod data_file;
 pub(crate) mod probe_keys;
 pub mod stats;
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -54,6 +55,24 @@ pub struct Found {
     pub batch: RecordBatch,
     /// (data file path, position in the file) per row.
     pub positions: Vec<(String, u64)>,
+}
+
+/// A page of the first key column: (file, row group, page), indexes into the call's files.
+type PageId = (usize, usize, usize);
+
+/// A row whose key matches a probe's and that no position delete, nor an equality delete on
+/// the key, removes.
+struct Candidate {
+    /// Index into the call's probes.
+    probe: usize,
+    page: PageId,
+    /// Its row in the row group, and in the page.
+    row: usize,
+    i: usize,
+    /// Its position in the file.
+    position: u64,
+    /// Whether an equality delete on other columns may still remove it (its row tells).
+    undecided: bool,
 }
 
 /// One distinct key to find.
@@ -104,17 +123,25 @@ pub fn lookup(
 
     // Within one call (several keys): row groups read and key pages decoded, by (file, group[, page]).
     let mut bytes_read: HashMap<(usize, usize), FileRanges> = HashMap::new();
-    let mut decoded: HashMap<(usize, usize, usize), Arc<PageRows>> = HashMap::new();
-    let mut found: Vec<(usize, RecordBatch, (String, u64))> = vec![]; // (probe row, row, position)
-    for probe in &probes {
+    let mut decoded: HashMap<PageId, Arc<PageRows>> = HashMap::new();
+    let mut indexes: HashMap<usize, Arc<DataFileIndex>> = HashMap::new();
+    // First every key's candidate rows, then each row group's candidates decoded together (one
+    // pass over the other columns' pages for all the keys of a call that fall in it).
+    let mut candidates: Vec<Candidate> = vec![];
+    for (n, probe) in probes.iter().enumerate() {
         let columns: Vec<&[u8]> = probe.columns.iter().map(|c| &**c).collect();
         'files: for (f, file) in files.iter().enumerate().filter(|(_, f)| within(&f.bounds, &columns)) {
-            let index = lookup_cache.data_file(file, &schema, key, encoders)?;
+            let index = match indexes.entry(f) {
+                Entry::Occupied(e) => e.get().clone(),
+                Entry::Vacant(e) => e.insert(lookup_cache.data_file(file, &schema, key, encoders)?).clone(),
+            };
             let blooms: Vec<Option<Vec<u8>>> = keys
                 .iter()
                 .zip(&index.key_physical)
                 .map(|(k, p)| p.and_then(|p| bloom_bytes(k, probe.row, p)))
                 .collect();
+            // Equality deletes on other columns than the key (another writer's) need the row.
+            let undecided = delete_indexes.iter().any(|d| d.equality_for(file.seq).any(|eq| !on_key(eq, key)));
             for (g, group) in index.groups.iter().enumerate() {
                 if !within(&group.bounds, &columns) || !may_contain(&group.blooms, &blooms) {
                     continue;
@@ -144,20 +171,52 @@ pub fn lookup(
                     };
                     for i in matching_rows(&page_rows.keys, &keys, probe.row)? {
                         let position = group.first_row + (page.first_row + i) as u64;
-                        if delete_indexes.iter().any(|d| d.deletes_position(&file.path, file.seq, position)) {
+                        if delete_indexes.iter().any(|d| d.deletes_position(&file.path, file.seq, position))
+                            || key_deleted(&delete_indexes, file.seq, key, &probe.key)
+                        {
                             continue;
                         }
-                        let row = index.row(&page_rows, &bytes, &file.path, g, i)?;
-                        if equality_deleted(&delete_indexes, file.seq, key, &probe.key, &index, &row)? {
-                            continue;
+                        let row = page.first_row + i;
+                        candidates.push(Candidate { probe: n, page: (f, g, p), row, i, position, undecided });
+                        if !undecided {
+                            break 'files; // a primary key has one live row
                         }
-                        let row = project(&row, &index, req.output, &out_schema)?;
-                        found.push((probe.row, row, (file.path.clone(), position)));
-                        break 'files; // a primary key has one live row
                     }
                 }
             }
         }
+    }
+
+    let mut wanted: HashMap<(usize, usize), Vec<&Candidate>> = HashMap::new();
+    for c in &candidates {
+        wanted.entry((c.page.0, c.page.1)).or_default().push(c);
+    }
+    // Per row group: its candidates' rows (in the group's order) and those rows decoded.
+    let mut rows: HashMap<(usize, usize), (Vec<usize>, RecordBatch)> = HashMap::with_capacity(wanted.len());
+    for ((f, g), mut want) in wanted {
+        want.sort_unstable_by_key(|c| c.row);
+        want.dedup_by_key(|c| c.row);
+        let at: Vec<(&PageRows, usize)> = want.iter().map(|c| (&*decoded[&c.page], c.i)).collect();
+        let batch = indexes[&f].rows(&bytes_read[&(f, g)], &files[f].path, g, &at)?;
+        rows.insert((f, g), (want.iter().map(|c| c.row).collect(), batch));
+    }
+    let mut found: Vec<(usize, RecordBatch, (String, u64))> = vec![]; // (probe row, row, position)
+    let mut answered = vec![false; probes.len()];
+    for c in &candidates {
+        if answered[c.probe] {
+            continue;
+        }
+        let (f, g, _) = c.page;
+        let (decoded_rows, batch) = &rows[&(f, g)];
+        let at = decoded_rows.binary_search(&c.row).map_err(|_| Error::internal("a candidate row not decoded"))?;
+        let row = batch.slice(at, 1);
+        let (probe, index) = (&probes[c.probe], &indexes[&f]);
+        if c.undecided && equality_deleted(&delete_indexes, files[f].seq, key, &probe.key, index, &row)? {
+            continue;
+        }
+        answered[c.probe] = true;
+        let row = project(&row, index, req.output, &out_schema)?;
+        found.push((probe.row, row, (files[f].path.clone(), c.position)));
     }
     found.sort_by_key(|(row, _, _)| *row);
     stats::ROWS_FOUND.fetch_add(found.len() as u64, Relaxed);
@@ -224,6 +283,21 @@ fn matching_rows(columns: &[ArrayRef], keys: &[ArrayRef], row: usize) -> Result<
     Ok((0..rows).filter(|&i| comparators.iter().all(|cmp| cmp(i, row).is_eq())).collect())
 }
 
+/// Whether equality deletes `eq` are on the primary key (so a key alone tells what they remove).
+fn on_key(eq: &EqualityDeletes, key: &KeyColumns) -> bool {
+    eq.field_ids == key.field_ids && eq.types == key.types
+}
+
+/// Whether an equality delete on the primary key that applies to a data file with sequence `seq`
+/// removes the key `key_bytes`.
+fn key_deleted(indexes: &[&DeleteIndex], seq: i64, key: &KeyColumns, key_bytes: &[u8]) -> bool {
+    indexes.iter().flat_map(|d| d.equality_for(seq)).filter(|eq| on_key(eq, key)).any(|eq| key_in(eq, key_bytes))
+}
+
+fn key_in(eq: &EqualityDeletes, key_bytes: &[u8]) -> bool {
+    eq.range.as_ref().is_some_and(|range| range.contains(key_bytes)) && eq.keys.contains(key_bytes)
+}
+
 /// Whether an equality delete that applies to a data file with sequence `seq` removes `row` (one
 /// row of that file, all its columns, with primary key `key_bytes`).
 fn equality_deleted(
@@ -251,8 +325,8 @@ fn eq_deletes(
     index: &DataFileIndex,
     row: &RecordBatch,
 ) -> Result<bool> {
-    if eq.field_ids == key.field_ids && eq.types == key.types {
-        return Ok(eq.range.as_ref().is_some_and(|range| range.contains(key_bytes)) && eq.keys.contains(key_bytes));
+    if on_key(eq, key) {
+        return Ok(key_in(eq, key_bytes));
     }
     // Deletes on other columns (another writer's): encode this row's values of those columns.
     let columns = index.columns_by_id(&eq.field_ids, &eq.types, row.num_rows(), |c| Some(row.column(c)))?;
