@@ -194,7 +194,9 @@ impl DataFileIndex {
                 bounds,
                 blooms: key_leaves.iter().map(|l| bloom(rg, l)).collect(),
             });
-            first_row += rows as u64;
+            first_row = first_row.checked_add(rows as u64).ok_or_else(|| {
+                Error::corrupt(format!("data file {path} is corrupt: its row groups hold more than 2^64 rows"))
+            })?;
         }
         let direct = column_decode::plan(&meta);
         Ok(DataFileIndex { key_types: key.types.clone(), meta, len, roots_by_id, key_physical, groups, direct })
