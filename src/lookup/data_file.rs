@@ -263,14 +263,11 @@ impl DataFileIndex {
         let mut pages: Vec<&PageRows> = vec![];
         let mut at: Vec<(usize, usize)> = Vec::with_capacity(rows.len()); // (page, row in it)
         for &(page, i) in rows {
-            let p = match pages.iter().position(|q| std::ptr::eq(*q, page)) {
-                Some(p) => p,
-                None => {
-                    pages.push(page);
-                    pages.len() - 1
-                }
-            };
-            at.push((p, i));
+            // In the group's order, a page's rows come together.
+            if !pages.last().is_some_and(|q| std::ptr::eq(*q, page)) {
+                pages.push(page);
+            }
+            at.push((pages.len() - 1, i));
         }
         // The columns every page has decoded (the key columns, or all where the Arrow reader
         // decoded the pages), gathered; the others decoded for these rows.

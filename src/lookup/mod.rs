@@ -66,8 +66,7 @@ struct Candidate {
     /// Index into the call's probes.
     probe: usize,
     page: PageId,
-    /// Its row in the row group, and in the page.
-    row: usize,
+    /// Its row in the page.
     i: usize,
     /// Its position in the file.
     position: u64,
@@ -176,8 +175,7 @@ pub fn lookup(
                         {
                             continue;
                         }
-                        let row = page.first_row + i;
-                        candidates.push(Candidate { probe: n, page: (f, g, p), row, i, position, undecided });
+                        candidates.push(Candidate { probe: n, page: (f, g, p), i, position, undecided });
                         if !undecided {
                             break 'files; // a primary key has one live row
                         }
@@ -191,14 +189,14 @@ pub fn lookup(
     for c in &candidates {
         wanted.entry((c.page.0, c.page.1)).or_default().push(c);
     }
-    // Per row group: its candidates' rows (in the group's order) and those rows decoded.
-    let mut rows: HashMap<(usize, usize), (Vec<usize>, RecordBatch)> = HashMap::with_capacity(wanted.len());
+    // Per row group: its candidates' positions (in the group's order) and their rows decoded.
+    let mut rows: HashMap<(usize, usize), (Vec<u64>, RecordBatch)> = HashMap::with_capacity(wanted.len());
     for ((f, g), mut want) in wanted {
-        want.sort_unstable_by_key(|c| c.row);
-        want.dedup_by_key(|c| c.row);
+        want.sort_unstable_by_key(|c| c.position);
+        want.dedup_by_key(|c| c.position);
         let at: Vec<(&PageRows, usize)> = want.iter().map(|c| (&*decoded[&c.page], c.i)).collect();
         let batch = indexes[&f].rows(&bytes_read[&(f, g)], &files[f].path, g, &at)?;
-        rows.insert((f, g), (want.iter().map(|c| c.row).collect(), batch));
+        rows.insert((f, g), (want.iter().map(|c| c.position).collect(), batch));
     }
     let mut found: Vec<(usize, RecordBatch, (String, u64))> = vec![]; // (probe row, row, position)
     let mut answered = vec![false; probes.len()];
@@ -207,8 +205,8 @@ pub fn lookup(
             continue;
         }
         let (f, g, _) = c.page;
-        let (decoded_rows, batch) = &rows[&(f, g)];
-        let at = decoded_rows.binary_search(&c.row).map_err(|_| Error::internal("a candidate row not decoded"))?;
+        let (positions, batch) = &rows[&(f, g)];
+        let at = positions.binary_search(&c.position).map_err(|_| Error::internal("a candidate row not decoded"))?;
         let row = batch.slice(at, 1);
         let (probe, index) = (&probes[c.probe], &indexes[&f]);
         if c.undecided && equality_deleted(&delete_indexes, files[f].seq, key, &probe.key, index, &row)? {
