@@ -172,7 +172,7 @@ fn scans_whose_filters_pin_the_key_are_lookups() {
     let catalog = open(&dir.path().join("lake.skade"));
     let txn = catalog.begin();
     let uuid = create_keyed(&txn, "t");
-    append(&txn, &uuid, 0..3000);
+    append(&txn, &uuid, 0..300_000);
     txn.commit().unwrap();
     let txn = catalog.begin();
     delete_where(&txn, &uuid, |id| id == 5);
@@ -182,13 +182,15 @@ fn scans_whose_filters_pin_the_key_are_lookups() {
     // one planned task holding the rows found, not one per data file
     assert_eq!(ids(&txn, &uuid, Some(eq(6))), (vec![6], 1));
     assert_eq!(ids(&txn, &uuid, Some(eq(5))), (vec![], 1));
-    let list =
-        Prune::In { field_id: 1, values: vec![Datum::long(4), Datum::long(5), Datum::long(2999), Datum::long(3000)] };
-    assert_eq!(ids(&txn, &uuid, Some(list)).0, vec![4, 2999]);
-    // a range does not pin the key: the usual scan, pruned to the first row group (2,048 rows of
-    // a keyed table, one of them deleted)
+    let list = Prune::In {
+        field_id: 1,
+        values: vec![Datum::long(4), Datum::long(5), Datum::long(299_999), Datum::long(300_000)],
+    };
+    assert_eq!(ids(&txn, &uuid, Some(list)).0, vec![4, 299_999]);
+    // a range does not pin the key: the usual scan, pruned to the first row group (122,880 rows,
+    // one of them deleted)
     let range = Prune::Compare { field_id: 1, cmp: Cmp::Lt, value: Datum::long(3) };
-    assert_eq!(ids(&txn, &uuid, Some(range)).0.len(), 2047);
+    assert_eq!(ids(&txn, &uuid, Some(range)).0.len(), 122_879);
 }
 
 /// Other writers' equality deletes on a file read by several tasks: each task applies the

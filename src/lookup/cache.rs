@@ -1,7 +1,8 @@
 //! The lookup's caches, all keyed by immutable names so none can go stale: a snapshot's files
 //! with their key bounds (by manifest-list path: a commit makes a new list, so the next lookup
-//! simply misses), each data file's footer, bounds and bloom filters (by path), and each data
-//! file's open descriptor (by path). Each is bounded; when full it starts over.
+//! simply misses), each data file's footer, bounds and bloom filters (by path), each data file's
+//! open descriptor (by path) and its column chunks' decoded dictionaries (`dictionaries`). Each
+//! is bounded; when full it starts over.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -10,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use iceberg::spec::{DataFile, Schema, Snapshot, TableMetadata};
 
 use super::data_file::{Bounds, DataFileIndex};
+use super::dictionaries::Dictionaries;
 use super::stats;
 use crate::error::Result;
 use crate::io::input::InputFile;
@@ -71,6 +73,7 @@ pub struct LookupCache {
     snapshots: Mutex<(HashMap<String, Arc<SnapshotIndex>>, usize)>,
     files: Mutex<(HashMap<String, Arc<DataFileIndex>>, usize)>,
     handles: Mutex<HashMap<String, Arc<InputFile>>>,
+    pub dictionaries: Dictionaries,
 }
 
 impl LookupCache {
@@ -113,6 +116,7 @@ impl LookupCache {
         let mut files = self.files.lock().unwrap();
         for path in paths {
             handles.remove(path);
+            self.dictionaries.forget(path);
             if let Some(index) = files.0.remove(path) {
                 files.1 = files.1.saturating_sub(index.memory_size());
             }

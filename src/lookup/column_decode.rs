@@ -8,16 +8,19 @@
 
 use std::sync::Arc;
 
-use arrow::array::StringArray;
 use arrow::array::{make_array, ArrayData, ArrayRef, BinaryArray, BooleanArray, LargeBinaryArray, LargeStringArray};
+use arrow::array::{AsArray, StringArray};
 use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::compute::take;
 use arrow::datatypes::{ArrowNativeType, DataType, TimeUnit};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
-use parquet::basic::{LogicalType, TimeUnit as ParquetUnit, Type as PhysicalType};
+use parquet::basic::{Encoding, LogicalType, TimeUnit as ParquetUnit, Type as PhysicalType};
+use parquet::column::page::{Page, PageMetadata, PageReader};
 use parquet::column::reader::ColumnReaderImpl;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType as ParquetType, DoubleType, FloatType};
 use parquet::data_type::{Int32Type, Int64Type};
 use parquet::errors::{ParquetError, Result};
+use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::ColumnDescriptor;
 
@@ -83,8 +86,10 @@ fn direct(column: &ColumnDescriptor, ty: &DataType) -> Option<Direct> {
 /// The rows of row group `g` in `runs` ((first, count) pairs, in order, not overlapping), one
 /// after another, columns `columns` (top-level indexes), from `bytes` (holding at least the
 /// pages of those rows: the offset index, when the file has one, lets every other page be
-/// skipped unread). Each column is read once for all the runs: its pages and its dictionary are
-/// decoded once however many rows a call asks of them.
+/// skipped unread). Each column is read once for all the runs: its pages are decoded once
+/// however many rows a call asks of them. A column with its decoded dictionary in
+/// `dictionaries` (by column; see [`all_dictionary`]) is decoded to dictionary indexes and looked
+/// up in it: its dictionary page is neither read nor decoded again.
 pub fn decode(
     meta: &ArrowReaderMetadata,
     plan: &[Direct],
@@ -92,12 +97,19 @@ pub fn decode(
     g: usize,
     runs: &[(usize, usize)],
     columns: impl Iterator<Item = usize>,
+    dictionaries: &[Option<ArrayRef>],
 ) -> Result<Vec<ArrayRef>> {
     let schema = meta.schema();
     let count = rows_in(runs);
     columns
         .map(|leaf| {
-            let at = Rows { meta, bytes, g, leaf, runs };
+            let at = Rows { meta, bytes, g, leaf, runs, dictionary_size: None };
+            if let Some(dictionary) = dictionaries.get(leaf).and_then(|d| d.as_ref()) {
+                let at = Rows { dictionary_size: Some(dictionary.len()), ..at };
+                let (indexes, levels) = at.read::<Int32Type>()?;
+                let indexes = primitive(indexes, levels, count, &DataType::Int32)?;
+                return Ok(take(dictionary, indexes.as_primitive::<arrow::datatypes::Int32Type>(), None)?);
+            }
             let ty = schema.field(leaf).data_type();
             match plan[leaf] {
                 Direct::Int32 => at.read::<Int32Type>().and_then(|(v, d)| primitive(v, d, count, ty)),
@@ -126,10 +138,12 @@ struct Rows<'a> {
     g: usize,
     leaf: usize,
     runs: &'a [(usize, usize)],
+    /// Decode dictionary indexes, against a dictionary of this many values decoded already.
+    dictionary_size: Option<usize>,
 }
 
-/// Rows reserved ahead of a read: a page of a lookup table holds 128; a corrupt footer's count
-/// must not size an allocation.
+/// Rows reserved ahead of a read: a page of a keyed table holds at most 4,096; a corrupt
+/// footer's count must not size an allocation.
 pub(crate) const RESERVE_ROWS: usize = 4096;
 
 impl Rows<'_> {
@@ -147,7 +161,11 @@ impl Rows<'_> {
         )?;
         let descr = chunk.column_descr_ptr();
         let nullable = descr.max_def_level() > 0;
-        let mut reader = ColumnReaderImpl::<T>::new(descr, Box::new(pages));
+        let pages: Box<dyn PageReader> = match self.dictionary_size {
+            Some(size) => Box::new(IndexPages { inner: pages, size }),
+            None => Box::new(pages),
+        };
+        let mut reader = ColumnReaderImpl::<T>::new(descr, pages);
         // Counts come from the footer: reserve no more than a page holds, grow if they are true.
         let reserve = rows_in(self.runs).min(RESERVE_ROWS);
         let mut values = Vec::with_capacity(reserve);
@@ -193,6 +211,146 @@ impl Rows<'_> {
 
     fn too_few_rows(&self) -> ParquetError {
         ParquetError::General(format!("column {} has fewer rows than its row group", self.leaf))
+    }
+}
+
+/// Whether every data page of `chunk` is dictionary-encoded (by the footer's page encoding
+/// statistics): a probe can then decode a row's dictionary index alone and look it up in the
+/// chunk's dictionary, decoded once ([`dictionary`]) and cached.
+pub fn all_dictionary(chunk: &ColumnChunkMetaData) -> bool {
+    chunk.dictionary_page_offset().is_some()
+        && chunk
+            .page_encoding_stats_mask()
+            .is_some_and(|m| m.is_only(Encoding::RLE_DICTIONARY) || m.is_only(Encoding::PLAIN_DICTIONARY))
+}
+
+/// The dictionary of column `leaf` in row group `g` (decodes directly, [`all_dictionary`]), its
+/// values as the column's Arrow type, from `bytes` (holding its dictionary page).
+pub fn dictionary(
+    meta: &ArrowReaderMetadata,
+    plan: &[Direct],
+    bytes: &FileRanges,
+    g: usize,
+    leaf: usize,
+) -> Result<ArrayRef> {
+    let parquet = meta.metadata();
+    let group = parquet.row_group(g);
+    let chunk = group.column(leaf);
+    let locations = parquet.offset_index().and_then(|o| o.get(g)?.get(leaf)).map(|o| o.page_locations().clone());
+    let mut pages =
+        SerializedPageReader::new(Arc::new(bytes.clone()), chunk, group.num_rows().max(0) as usize, locations)?;
+    let Some(Page::DictionaryPage { buf, num_values, encoding: Encoding::PLAIN | Encoding::PLAIN_DICTIONARY, .. }) =
+        pages.get_next_page()?
+    else {
+        return Err(ParquetError::General(format!("column {leaf} has no plain dictionary page")));
+    };
+    // Its values read as a page of a required column.
+    let page = Page::DataPage {
+        buf,
+        num_values,
+        encoding: Encoding::PLAIN,
+        def_level_encoding: Encoding::RLE,
+        rep_level_encoding: Encoding::RLE,
+        statistics: None,
+    };
+    let descr = chunk.column_descr();
+    let required = Arc::new(ColumnDescriptor::new(descr.self_type_ptr(), 0, 0, descr.path().clone()));
+    let count = num_values as usize;
+    fn values<T: ParquetType>(descr: Arc<ColumnDescriptor>, page: Page, count: usize) -> Result<Vec<T::T>> {
+        let mut reader = ColumnReaderImpl::<T>::new(descr, Box::new(OnePage(Some(page))));
+        let mut values = Vec::with_capacity(count.min(RESERVE_ROWS));
+        let (read, _, _) = reader.read_records(count, None, None, &mut values)?;
+        match read == count {
+            true => Ok(values),
+            false => Err(ParquetError::General(format!("a dictionary of {read} values, not {count}"))),
+        }
+    }
+    let ty = meta.schema().field(leaf).data_type();
+    match plan[leaf] {
+        Direct::Int32 => primitive(values::<Int32Type>(required, page, count)?, None, count, ty),
+        Direct::Int64 => primitive(values::<Int64Type>(required, page, count)?, None, count, ty),
+        Direct::Float => primitive(values::<FloatType>(required, page, count)?, None, count, ty),
+        Direct::Double => primitive(values::<DoubleType>(required, page, count)?, None, count, ty),
+        Direct::Boolean => boolean(values::<BoolType>(required, page, count)?, None, count),
+        Direct::Bytes => bytes_array(values::<ByteArrayType>(required, page, count)?, None, count, ty),
+    }
+}
+
+/// A dictionary-encoded column chunk's pages with its dictionary page skipped unread and replaced
+/// by the identity dictionary of its size: the column reader then returns each row's index.
+struct IndexPages {
+    inner: SerializedPageReader<FileRanges>,
+    size: usize,
+}
+
+impl PageReader for IndexPages {
+    fn get_next_page(&mut self) -> Result<Option<Page>> {
+        if self.inner.peek_next_page()?.is_some_and(|p| p.is_dict) {
+            self.inner.skip_next_page()?;
+            let size = u32::try_from(self.size).map_err(|_| ParquetError::General("a dictionary over 2^32".into()))?;
+            let buf: Vec<u8> = (0..size).flat_map(u32::to_le_bytes).collect();
+            return Ok(Some(Page::DictionaryPage {
+                buf: buf.into(),
+                num_values: size,
+                encoding: Encoding::PLAIN,
+                is_sorted: false,
+            }));
+        }
+        match self.inner.get_next_page()? {
+            // Never read as indexes: an error, not wrong values.
+            Some(page) if !matches!(page.encoding(), Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY) => Err(
+                ParquetError::General("a page of a dictionary-encoded column chunk is not dictionary-encoded".into()),
+            ),
+            page => Ok(page),
+        }
+    }
+
+    fn peek_next_page(&mut self) -> Result<Option<PageMetadata>> {
+        self.inner.peek_next_page()
+    }
+
+    fn skip_next_page(&mut self) -> Result<()> {
+        self.inner.skip_next_page()
+    }
+
+    fn at_record_boundary(&mut self) -> Result<bool> {
+        self.inner.at_record_boundary()
+    }
+}
+
+impl Iterator for IndexPages {
+    type Item = Result<Page>;
+    fn next(&mut self) -> Option<Result<Page>> {
+        self.get_next_page().transpose()
+    }
+}
+
+/// One page, as a page reader.
+struct OnePage(Option<Page>);
+
+impl PageReader for OnePage {
+    fn get_next_page(&mut self) -> Result<Option<Page>> {
+        Ok(self.0.take())
+    }
+
+    fn peek_next_page(&mut self) -> Result<Option<PageMetadata>> {
+        Ok(self.0.as_ref().map(|p| PageMetadata {
+            num_rows: None,
+            num_levels: Some(p.num_values() as usize),
+            is_dict: false,
+        }))
+    }
+
+    fn skip_next_page(&mut self) -> Result<()> {
+        self.0 = None;
+        Ok(())
+    }
+}
+
+impl Iterator for OnePage {
+    type Item = Result<Page>;
+    fn next(&mut self) -> Option<Result<Page>> {
+        self.get_next_page().transpose()
     }
 }
 
@@ -323,8 +481,9 @@ mod tests {
     }
 
     /// The batch written as skade writes key tables (small pages, page index, packed integers
-    /// uncompressed), one row group; `foreign`: as another writer might (a dictionary on strings,
-    /// version 2 data pages, everything Snappy).
+    /// uncompressed, dictionaries on the other columns), one row group; `foreign`: as another
+    /// writer might (version 2 data pages, everything Snappy, a dictionary that falls back to
+    /// plain pages within the chunk).
     fn file(batch: &RecordBatch, foreign: bool) -> (std::path::PathBuf, crate::io::input::InputFile, u64) {
         static FILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -333,7 +492,6 @@ mod tests {
         let path = dir.join("f.parquet");
         let props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
-            .set_dictionary_enabled(false)
             .set_data_page_row_count_limit(32)
             .set_write_batch_size(32)
             .set_column_encoding(ColumnPath::from("id"), Encoding::DELTA_BINARY_PACKED)
@@ -341,7 +499,9 @@ mod tests {
                 ColumnPath::from("id"),
                 if foreign { Compression::SNAPPY } else { Compression::UNCOMPRESSED },
             )
-            .set_column_dictionary_enabled(ColumnPath::from("s"), foreign)
+            .set_dictionary_enabled(true)
+            .set_column_dictionary_enabled(ColumnPath::from("id"), false)
+            .set_column_dictionary_page_size_limit(ColumnPath::from("bin"), if foreign { 16 } else { 1 << 20 })
             .set_writer_version(if foreign { WriterVersion::PARQUET_2_0 } else { WriterVersion::PARQUET_1_0 })
             .build();
         let mut writer = ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(props)).unwrap();
@@ -365,9 +525,41 @@ mod tests {
         let meta = ArrowReaderMetadata::load(&f, options).unwrap();
         let plan = plan(&meta).expect("every column decodes directly");
         let bytes = FileRanges::read(&f, len, vec![(0, len)], 0, "f.parquet", |_| ()).unwrap();
+        // Every column decodes the same with its dictionary decoded ahead (as indexes) and without.
+        let group = meta.metadata().row_group(0);
+        let dictionaries: Vec<Option<ArrayRef>> = (0..plan.len())
+            .map(|c| all_dictionary(group.column(c)).then(|| dictionary(&meta, &plan, &bytes, 0, c).unwrap()))
+            .collect();
+        let indexed: Vec<&str> = dictionaries
+            .iter()
+            .zip(meta.schema().fields())
+            .filter(|(d, _)| d.is_some())
+            .map(|(_, f)| f.name().as_str())
+            .collect();
+        // (Booleans get no dictionary; in the foreign file `bin`'s fell back to plain pages, so it
+        // is decoded value by value.)
+        let expected = if foreign {
+            &["i32", "f32", "f64", "s", "d", "t", "ts"][..]
+        } else {
+            &["i32", "f32", "f64", "s", "bin", "d", "t", "ts"]
+        };
+        assert_eq!(indexed, expected, "foreign {foreign}");
+        let decode = |bytes: &FileRanges, runs: &[(usize, usize)], columns: &[usize]| {
+            let plain = decode(&meta, &plan, bytes, 0, runs, columns.iter().copied(), &[]);
+            let indexed = decode(&meta, &plan, bytes, 0, runs, columns.iter().copied(), &dictionaries);
+            match (plain, indexed) {
+                (Ok(plain), Ok(indexed)) => {
+                    assert_eq!(plain, indexed, "runs {runs:?}");
+                    Ok(plain)
+                }
+                (Err(e), Err(_)) => Err(e),
+                (plain, indexed) => panic!("runs {runs:?}: {:?} but {:?}", plain.map(|_| ()), indexed.map(|_| ())),
+            }
+        };
+        let all: Vec<usize> = (0..plan.len()).collect();
         // Within a page, across page boundaries, a null row, single rows, the whole group.
         for (first, count) in [(0, 1), (3, 1), (31, 2), (40, 32), (64, 100), (299, 1), (0, 300)] {
-            let columns = decode(&meta, &plan, &bytes, 0, &[(first, count)], 0..plan.len()).unwrap();
+            let columns = decode(&bytes, &[(first, count)], &all).unwrap();
             let expected: Vec<RecordBatch> =
                 ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), meta.clone())
                     .with_row_selection(RowSelection::from(vec![RowSelector::skip(first), RowSelector::select(count)]))
@@ -383,20 +575,20 @@ mod tests {
         }
         // Several runs in one pass: within a page, gaps across pages, a null row, the last row.
         let runs = [(0, 1), (2, 2), (31, 1), (40, 3), (101, 1), (299, 1)];
-        let columns = decode(&meta, &plan, &bytes, 0, &runs, 0..plan.len()).unwrap();
+        let columns = decode(&bytes, &runs, &all).unwrap();
         let rows: Vec<u32> = runs.iter().flat_map(|&(f, n)| f as u32..(f + n) as u32).collect();
         let expected = arrow::compute::take_record_batch(&batch, &arrow::array::UInt32Array::from(rows)).unwrap();
         assert_eq!(RecordBatch::try_new(meta.schema().clone(), columns).unwrap(), expected, "foreign {foreign}");
-        assert!(decode(&meta, &plan, &bytes, 0, &[(5, 2), (6, 1)], 0..1).is_err(), "overlapping runs");
+        assert!(decode(&bytes, &[(5, 2), (6, 1)], &[0, 1]).is_err(), "overlapping runs");
         // Only some columns: in the order asked.
-        let some = decode(&meta, &plan, &bytes, 0, &[(10, 5)], [5, 0].into_iter()).unwrap();
+        let some = decode(&bytes, &[(10, 5)], &[5, 0]).unwrap();
         assert_eq!(some, vec![batch.column(5).slice(10, 5), batch.column(0).slice(10, 5)]);
         // Bytes not read ahead are an error, never zeros.
         let partial = FileRanges::read(&f, len, vec![(len - 8, 8)], 0, "f.parquet", |_| ()).unwrap();
-        assert!(decode(&meta, &plan, &partial, 0, &[(0, 1)], 0..1).is_err());
+        assert!(decode(&partial, &[(0, 1)], &[0, 1]).is_err());
         // A corrupt footer's row count: an error once the pages run out, not an allocation sized
         // from it (which would abort the process).
-        assert!(decode(&meta, &plan, &bytes, 0, &[(0, 1 << 40)], 0..plan.len()).is_err());
+        assert!(decode(&bytes, &[(0, 1 << 40)], &all).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,7 +1,9 @@
 //! What a lookup knows about one data file, loaded once per file (data files are immutable, so it
-//! never goes stale): the Parquet footer, each row group's key bounds and byte range, and the key
-//! columns' bloom filters, all of them fetched in one read (skade writes them together at the end
-//! of the file). A row group is then read by its byte range, in one read.
+//! never goes stale): the Parquet footer with its page indexes, each row group's key bounds and
+//! the key columns' bloom filters (fetched in one read: skade writes them together at the end of
+//! the file). A probe then reads only the pages it decodes: the key columns' page that may hold
+//! its key, then the page holding the matching row in each other column, located by the offset
+//! index; a dictionary-encoded column's dictionary is decoded once and cached (`dictionaries`).
 //!
 //! Scans cache footers too (`ReadCaches::footer`), without page indexes and read through the
 //! standard file reader; lookups need the offset and column indexes and count every byte they
@@ -12,7 +14,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use arrow::array::RecordBatchReader;
-use arrow::array::{new_null_array, Array, ArrayRef, Int32Array, Int64Array, RecordBatch};
+use arrow::array::{new_null_array, Array, ArrayRef, BinaryArray, Int32Array, Int64Array, RecordBatch};
 use arrow::compute::interleave;
 use arrow::datatypes::{DataType, TimeUnit};
 use parquet::arrow::arrow_reader::{
@@ -20,11 +22,12 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::basic::Type as PhysicalType;
 use parquet::bloom_filter::Sbbf;
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{ColumnChunkMetaData, PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::reader::ChunkReader;
 
 use super::column_decode::{self, Direct};
+use super::dictionaries::Dictionaries;
 use super::stats;
 use crate::error::{Error, Result};
 use crate::format::schema::conform_array;
@@ -34,7 +37,7 @@ use crate::read::filter::ColumnStats;
 use crate::read::key_bounds::ColumnEncoders;
 use crate::read::keys::KeyColumns;
 use crate::read::row_groups::row_group_stats;
-use crate::read::skippable::group_can_skip;
+use crate::read::skippable::{can_skip, group_can_skip};
 use iceberg::spec::Schema;
 
 /// Footers are read with one read of the file's tail of this size (a larger footer takes two).
@@ -56,8 +59,6 @@ pub struct RowGroup {
     /// The first key column's pages (one pseudo-page without bounds when the file has no page
     /// index for it): a probe decodes the key columns of only the pages that may hold its key.
     pub pages: Vec<Page>,
-    /// Start and length of all its column chunks.
-    range: (u64, u64),
     /// Per key column.
     pub bounds: Vec<Bounds>,
     /// Per key column (None: no filter in the file).
@@ -72,7 +73,7 @@ pub struct PageRows {
     pub keys: Vec<ArrayRef>,
     /// The file's columns decoded so far (the key columns), by top-level index, as in the file.
     decoded: Vec<(usize, ArrayRef)>,
-    /// Every column, when decoded at once.
+    /// Every column, where the file needs the Arrow reader (which decodes them all at once).
     all: Option<RecordBatch>,
 }
 
@@ -166,11 +167,6 @@ impl DataFileIndex {
         let mut groups = Vec::with_capacity(parquet.num_row_groups());
         let mut first_row = 0u64;
         for (g, (rg, s)) in parquet.row_groups().iter().zip(&stats).enumerate() {
-            let (mut start, mut end) = (u64::MAX, 0u64);
-            for c in rg.columns() {
-                let (s, n) = chunk_range(c, path)?;
-                (start, end) = (start.min(s), end.max(s + n));
-            }
             let bounds = key
                 .field_ids
                 .iter()
@@ -190,7 +186,6 @@ impl DataFileIndex {
                 first_row,
                 rows,
                 pages,
-                range: (start.min(end), end.saturating_sub(start)),
                 bounds,
                 blooms: key_leaves.iter().map(|l| bloom(rg, l)).collect(),
             });
@@ -217,9 +212,76 @@ impl DataFileIndex {
         self.meta.metadata().memory_size() + blooms + bounds
     }
 
-    /// Reads row group `g` (all its column chunks) with one read.
-    pub fn read_group(&self, file: &InputFile, path: &str, g: usize) -> Result<FileRanges> {
-        FileRanges::read(file, self.len, vec![self.groups[g].range], 0, path, stats::read)
+    /// Reads what decoding the rows `runs` ((first, count) pairs, in order) of row group `g` in
+    /// leaf columns `leaves` needs: the pages holding those rows (or, where values cannot be
+    /// skipped or the file has no offset index, the column chunk), and the dictionary page of
+    /// each column not decoded against a cached dictionary (`indexed`, by column).
+    fn read_rows(
+        &self,
+        file: &InputFile,
+        path: &str,
+        g: usize,
+        runs: &[(usize, usize)],
+        leaves: impl Iterator<Item = usize>,
+        indexed: &[Option<ArrayRef>],
+    ) -> Result<FileRanges> {
+        let parquet = self.meta.metadata();
+        let group = parquet.row_group(g);
+        // The Arrow reader skips all columns or none (`decode_all`).
+        let whole = !group_can_skip(group, None);
+        let holds_a_row = |page_first: usize, page_end: usize| {
+            runs.iter().any(|&(first, count)| page_first < first.saturating_add(count) && first < page_end)
+        };
+        let mut regions = vec![];
+        for leaf in leaves {
+            let chunk = group.column(leaf);
+            let locations = parquet.offset_index().and_then(|o| o.get(g)?.get(leaf)).map(|o| o.page_locations());
+            match locations {
+                Some(pages) if !whole && can_skip(chunk) => {
+                    if indexed.get(leaf).is_none_or(|d| d.is_none()) {
+                        regions.extend(dictionary_range(chunk, path)?);
+                    }
+                    for (i, page) in pages.iter().enumerate() {
+                        let page_first = page.first_row_index.max(0) as usize;
+                        let page_end = pages.get(i + 1).map_or(usize::MAX, |p| p.first_row_index.max(0) as usize);
+                        if holds_a_row(page_first, page_end) {
+                            regions.push(footer_range(page.offset, page.compressed_page_size.into(), path)?);
+                        }
+                    }
+                }
+                _ => regions.push(chunk_range(chunk, path)?),
+            }
+        }
+        FileRanges::read(file, self.len, regions, 0, path, stats::read)
+    }
+
+    /// Per column (of the file), the decoded dictionary of each of `leaves` in row group `g`
+    /// that a probe decodes as dictionary indexes (see `column_decode::all_dictionary`), from
+    /// `cache` or read and decoded into it.
+    fn dictionaries(
+        &self,
+        file: &InputFile,
+        path: &str,
+        g: usize,
+        leaves: impl Iterator<Item = usize>,
+        cache: &Dictionaries,
+    ) -> Result<Vec<Option<ArrayRef>>> {
+        let Some(plan) = &self.direct else { return Ok(vec![]) };
+        let group = self.meta.metadata().row_group(g);
+        let mut dictionaries = vec![None; plan.len()];
+        for leaf in leaves {
+            let chunk = group.column(leaf);
+            if !column_decode::all_dictionary(chunk) {
+                continue;
+            }
+            let load = || {
+                let regions = dictionary_range(chunk, path)?.into_iter().collect();
+                let bytes = FileRanges::read(file, self.len, regions, 0, path, stats::read)?;
+                column_decode::dictionary(&self.meta, plan, &bytes, g, leaf).map_err(|e| unreadable(path, &e))
+            };
+            dictionaries[leaf] = Some(cache.get(path, g, leaf, load)?);
+        }
+        Ok(dictionaries)
     }
 
     /// The rows `first..first + count` of row group `g` (one page of the first key column) as a
@@ -231,22 +293,29 @@ impl DataFileIndex {
     /// fixed cost dominates.
     pub fn decode_page(
         &self,
-        bytes: &FileRanges,
+        (file, dictionaries): (&InputFile, &Dictionaries),
         path: &str,
         g: usize,
         (first, count): (usize, usize),
         (ids, types): (&[i32], &[DataType]),
     ) -> Result<PageRows> {
         stats::ROWS_DECODED.fetch_add(count as u64, Relaxed);
+        let runs = [(first, count)];
         let (decoded, all) = match &self.direct {
             Some(plan) => {
                 let present: Vec<usize> = ids.iter().filter_map(|id| self.column_of(*id)).collect();
+                let indexed = self.dictionaries(file, path, g, present.iter().copied(), dictionaries)?;
+                let bytes = self.read_rows(file, path, g, &runs, present.iter().copied(), &indexed)?;
                 let arrays =
-                    column_decode::decode(&self.meta, plan, bytes, g, &[(first, count)], present.iter().copied())
+                    column_decode::decode(&self.meta, plan, &bytes, g, &runs, present.iter().copied(), &indexed)
                         .map_err(|e| unreadable(path, &e))?;
                 (present.into_iter().zip(arrays).collect::<Vec<_>>(), None)
             }
-            None => (vec![], Some(self.decode_all(bytes, path, g, first, count)?)),
+            None => {
+                let leaves = 0..self.meta.metadata().file_metadata().schema_descr().num_columns();
+                let bytes = self.read_rows(file, path, g, &runs, leaves, &[])?;
+                (vec![], Some(self.decode_all(&bytes, path, g, first, count)?))
+            }
         };
         let keys = self.columns_by_id(ids, types, count, |c| match &all {
             Some(batch) => Some(batch.column(c)),
@@ -256,10 +325,16 @@ impl DataFileIndex {
     }
 
     /// Every column of rows `rows` of row group `g` (each a page's decoded rows and a row in it;
-    /// in the group's order, distinct), in that order, from `bytes`. Each other column is
-    /// decoded in one pass over its pages for all of them: a call with many keys decompresses
-    /// and decodes a column's page once, not once per key.
-    pub fn rows(&self, bytes: &FileRanges, path: &str, g: usize, rows: &[(&PageRows, usize)]) -> Result<RecordBatch> {
+    /// in the group's order, distinct), in that order. Each other column is read in one pass
+    /// over its pages holding them: a call with many keys decompresses and decodes a column's
+    /// page once, not once per key.
+    pub fn rows(
+        &self,
+        (file, dictionaries): (&InputFile, &Dictionaries),
+        path: &str,
+        g: usize,
+        rows: &[(&PageRows, usize)],
+    ) -> Result<RecordBatch> {
         let mut pages: Vec<&PageRows> = vec![];
         let mut at: Vec<(usize, usize)> = Vec::with_capacity(rows.len()); // (page, row in it)
         for &(page, i) in rows {
@@ -292,7 +367,9 @@ impl DataFileIndex {
                         _ => runs.push((page.first + i, 1)),
                     }
                 }
-                column_decode::decode(&self.meta, plan, bytes, g, &runs, missing())
+                let indexed = self.dictionaries(file, path, g, missing(), dictionaries)?;
+                let bytes = self.read_rows(file, path, g, &runs, missing(), &indexed)?;
+                column_decode::decode(&self.meta, plan, &bytes, g, &runs, missing(), &indexed)
                     .map_err(|e| unreadable(path, &e))?
                     .into_iter()
             }
@@ -351,8 +428,8 @@ impl DataFileIndex {
 }
 
 /// The pages of leaf column `leaf` (the first key column) in row group `g`, with their bounds
-/// from the column index; None without a page index. Only integer and fixed-size keys get page
-/// bounds (byte-array page maxima may be truncated).
+/// from the column index; None without a page index. Integer, string and binary keys get page
+/// bounds.
 fn pages(
     parquet: &ParquetMetaData,
     g: usize,
@@ -392,11 +469,25 @@ fn pages(
                     c.max_value(i).map(|v| Arc::new(Int64Array::from(vec![*v])) as ArrayRef),
                 )
             }
+            // Byte-array bounds may be truncated, but stay bounds (a maximum truncated is
+            // incremented); one that is not valid UTF-8 for a string key bounds nothing.
+            Some(ColumnIndexMetaData::BYTE_ARRAY(c))
+                if matches!(ty, DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary) =>
+            {
+                let bytes = |v: Option<&[u8]>| v.map(|v| Arc::new(BinaryArray::from(vec![v])) as ArrayRef);
+                (bytes(c.min_value(i)), bytes(c.max_value(i)))
+            }
             _ => (None, None),
         };
         pages.push(Page { first_row: first, rows: end.saturating_sub(first), bounds: (bound(lo), bound(hi)) });
     }
     Some(pages)
+}
+
+/// Where `chunk`'s dictionary page lies (None: it has none).
+fn dictionary_range(chunk: &ColumnChunkMetaData, path: &str) -> Result<Option<(u64, u64)>> {
+    let Some(offset) = chunk.dictionary_page_offset() else { return Ok(None) };
+    Ok(Some(footer_range(offset, chunk.data_page_offset().saturating_sub(offset), path)?))
 }
 
 fn unreadable(path: &str, e: &dyn std::fmt::Display) -> Error {

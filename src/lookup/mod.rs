@@ -1,15 +1,17 @@
 //! Point lookups by primary key, through merge-on-read: the live row of each key at a snapshot.
 //!
 //! A probe prunes before it reads: files by their manifest key bounds, then row groups by their
-//! statistics and the key columns' bloom filters, then reads the one surviving row group by byte
-//! range (one read: key tables have small row groups, see `table::writer`). Rows whose key
-//! matches are checked against the snapshot's position and equality deletes; the newest live one
-//! is the answer (a primary key has at most one). Everything that does not change between
-//! lookups is cached (see `cache`), so a warm probe costs one read.
+//! statistics and the key columns' bloom filters, then key pages by their bounds (keyed tables
+//! are written with each row group sorted by key, see `write::writer`), and reads the one
+//! surviving key page. Rows whose key matches are checked against the snapshot's position and
+//! equality deletes; the newest live one is the answer (a primary key has at most one), read from
+//! the page holding it in each other column. Everything that does not change between lookups is
+//! cached (see `cache`), so a warm probe reads only pages: its key page and its row's.
 
 pub(crate) mod cache;
 pub(crate) mod column_decode;
 pub(crate) mod data_file;
+pub(crate) mod dictionaries;
 pub(crate) mod probe_keys;
 pub mod stats;
 
@@ -30,7 +32,6 @@ use self::data_file::{DataFileIndex, PageRows};
 use self::probe_keys::bloom_bytes;
 use crate::error::{Error, Result};
 use crate::format::schema::conform_array;
-use crate::io::ranges::FileRanges;
 use crate::read::caches::ReadCaches;
 use crate::read::deletes::{DeleteIndex, EqualityDeletes};
 use crate::read::key_bounds::ColumnEncoders;
@@ -120,8 +121,7 @@ pub fn lookup(
     // Staged files are the newest; committed ones are sorted newest first.
     let files: Vec<&CandidateFile> = staged.iter().chain(committed.iter().flat_map(|c| c.files.iter())).collect();
 
-    // Within one call (several keys): row groups read and key pages decoded, by (file, group[, page]).
-    let mut bytes_read: HashMap<(usize, usize), FileRanges> = HashMap::new();
+    // Within one call (several keys): key pages decoded, by (file, group, page).
     let mut decoded: HashMap<PageId, Arc<PageRows>> = HashMap::new();
     let mut indexes: HashMap<usize, Arc<DataFileIndex>> = HashMap::new();
     // First every key's candidate rows, then each row group's candidates decoded together (one
@@ -145,15 +145,6 @@ pub fn lookup(
                 if !within(&group.bounds, &columns) || !may_contain(&group.blooms, &blooms) {
                     continue;
                 }
-                let bytes = match bytes_read.get(&(f, g)) {
-                    Some(b) => b.clone(),
-                    None => {
-                        let handle = lookup_cache.handle(&file.path)?;
-                        let b = index.read_group(&handle, &file.path, g)?;
-                        bytes_read.insert((f, g), b.clone());
-                        b
-                    }
-                };
                 for (p, page) in group.pages.iter().enumerate() {
                     if !within(std::slice::from_ref(&page.bounds), &columns[..1]) {
                         continue;
@@ -163,7 +154,9 @@ pub fn lookup(
                         None => {
                             let rows = (page.first_row, page.rows);
                             let key_columns = (&key.field_ids[..], &key.types[..]);
-                            let k = Arc::new(index.decode_page(&bytes, &file.path, g, rows, key_columns)?);
+                            let handle = lookup_cache.handle(&file.path)?;
+                            let at = (&*handle, &lookup_cache.dictionaries);
+                            let k = Arc::new(index.decode_page(at, &file.path, g, rows, key_columns)?);
                             decoded.insert((f, g, p), k.clone());
                             k
                         }
@@ -195,7 +188,9 @@ pub fn lookup(
         want.sort_unstable_by_key(|c| c.position);
         want.dedup_by_key(|c| c.position);
         let at: Vec<(&PageRows, usize)> = want.iter().map(|c| (&*decoded[&c.page], c.i)).collect();
-        let batch = indexes[&f].rows(&bytes_read[&(f, g)], &files[f].path, g, &at)?;
+        let path = &files[f].path;
+        let handle = lookup_cache.handle(path)?;
+        let batch = indexes[&f].rows((&handle, &lookup_cache.dictionaries), path, g, &at)?;
         rows.insert((f, g), (want.iter().map(|c| c.position).collect(), batch));
     }
     let mut found: Vec<(usize, RecordBatch, (String, u64))> = vec![]; // (probe row, row, position)

@@ -36,7 +36,7 @@ const BATCH_ROWS: usize = 8 * 2048;
 /// Rows of a file per scan task: DuckDB's row-group size, the unit its own Parquet reader hands
 /// its threads. A task reads the row groups that start among its positions, so the tasks of a
 /// file are known from the manifest's row count alone (no footer is read to plan), and each row
-/// group is read by exactly one task. (A keyed table's 2,048-row groups: 60 per task.)
+/// group is read by exactly one task.
 pub const TASK_ROWS: u64 = 122_880;
 
 /// The name of the row-id column a DML scan appends (see [`row_id`]).

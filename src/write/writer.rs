@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::StructArray;
+use arrow::array::{RecordBatch, StructArray};
+use arrow::compute::{concat_batches, lexsort_to_indices, take_record_batch, SortColumn};
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use arrow::row::RowConverter;
 use iceberg::io::FileIO;
@@ -31,12 +32,19 @@ pub const TARGET_FILE_SIZE: u64 = 512 << 20;
 const TARGET_FILE_SIZE_PROPERTY: &str = "write.target-file-size-bytes";
 /// Rows per row group: DuckDB's own row-group size.
 pub const ROW_GROUP_ROWS: usize = 122_880;
-/// Rows per row group of a table with a primary key: a point lookup reads one whole row group
-/// (all its columns, in one read), so they are kept small; see docs/design/lookup.md.
-pub const LOOKUP_ROW_GROUP_ROWS: usize = 2048;
-/// Rows per data page of such a table: a lookup decompresses and decodes only the page holding
-/// its row (the offset index locates it).
-pub const LOOKUP_PAGE_ROWS: usize = 128;
+/// Data pages of a table with a primary key: a point lookup reads and decodes the page holding its
+/// row in each column (the offset index locates it), so pages are kept to a few thousand rows and
+/// a few KB; a key column's pages smaller still, since a probe decodes a whole key page to find
+/// its row. See docs/design/lookup.md.
+const KEYED_PAGE_ROWS: usize = 4096;
+const KEYED_PAGE_BYTES: usize = 8 << 10;
+const KEY_PAGE_BYTES: usize = 1 << 10;
+/// Rows the writer adds before it checks those limits (pages overshoot them by at most this).
+const KEYED_WRITE_BATCH: usize = 128;
+/// Dictionary page limit of a keyed table's string columns: the size a scan streams as a
+/// dictionary (`read::scan`), and what a lookup decodes once per row group and caches
+/// (`lookup::dictionaries`); a column of more values falls back to plain.
+const KEYED_STRING_DICTIONARY_BYTES: usize = 16 << 10;
 /// Dictionary page limit of numeric, date and decimal columns (see `TableWriter::new`).
 const SMALL_VALUE_DICTIONARY_BYTES: usize = 32 << 10;
 /// False-positive rate of the key columns' bloom filters (one per row group).
@@ -53,6 +61,11 @@ pub struct TableWriter {
     /// while the statement's keys fit their budget (the check reads them back otherwise).
     keys: Option<(KeyColumns, RowConverter, PackedKeys)>,
     budget: Arc<KeyBudget>,
+    /// On a table with a primary key: the key columns (indexes) and the rows not yet written,
+    /// held until a row group's worth and then written sorted by key, so that a row group's key
+    /// pages cover narrow key ranges whatever the insert order (a probe then decodes one key
+    /// page; see docs/design/lookup.md).
+    sorted: Option<(Vec<usize>, Vec<RecordBatch>, usize)>,
 }
 
 /// What a writer wrote: its files (fsynced) and, on a table with a primary key, their rows' keys.
@@ -76,6 +89,17 @@ fn delta_packs(ty: &PrimitiveType) -> bool {
     )
 }
 
+/// `batch` sorted by its columns `key` (unchanged when it already is).
+fn sorted_by(batch: &RecordBatch, key: &[usize]) -> Result<RecordBatch> {
+    let columns: Vec<SortColumn> =
+        key.iter().map(|&c| SortColumn { values: batch.column(c).clone(), options: None }).collect();
+    let order = lexsort_to_indices(&columns, None)?;
+    if order.values().iter().enumerate().all(|(i, &o)| i as u32 == o) {
+        return Ok(batch.clone());
+    }
+    Ok(take_record_batch(batch, &order)?)
+}
+
 impl TableWriter {
     /// A writer of new data files of about `target_file_size` bytes (None: the table property,
     /// else [`TARGET_FILE_SIZE`]); on a table with a primary key its rows' keys are collected
@@ -91,8 +115,8 @@ impl TableWriter {
             .or_else(|| metadata.properties().get(TARGET_FILE_SIZE_PROPERTY).and_then(|v| v.parse().ok()))
             .unwrap_or(TARGET_FILE_SIZE);
         let schema = metadata.current_schema().clone();
-        // Dictionaries pay off for strings; on numbers they mostly cost (a high-cardinality key
-        // fills the dictionary, rehashing all the way, then falls back to plain anyway).
+        // Dictionaries are enabled per column below (a high-cardinality key would fill one,
+        // rehashing all the way, then fall back to plain anyway).
         let mut props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -104,8 +128,11 @@ impl TableWriter {
         for field in schema.as_struct().fields() {
             let column = ColumnPath::from(field.name.as_str());
             match field.field_type.as_primitive_type() {
-                Some(PrimitiveType::String | PrimitiveType::Binary) if !keyed => {
-                    props = props.set_column_dictionary_enabled(column, true);
+                Some(PrimitiveType::String | PrimitiveType::Binary) => {
+                    props = props.set_column_dictionary_enabled(column.clone(), true);
+                    if keyed {
+                        props = props.set_column_dictionary_page_size_limit(column, KEYED_STRING_DICTIONARY_BYTES);
+                    }
                 }
                 // Integers and instants are often ordered or narrow: their deltas pack into a few
                 // bits, which then need no block compression (Snappy was the largest cost of
@@ -120,7 +147,7 @@ impl TableWriter {
                 // discounts, ship dates): a small dictionary packs them into a few bits, which
                 // decode far faster than their Snappy-compressed plain values. The small page
                 // limit makes a column of many values fall back to plain after a few thousand.
-                Some(_) if !keyed => {
+                Some(_) => {
                     props = props
                         .set_column_dictionary_enabled(column.clone(), true)
                         .set_column_dictionary_page_size_limit(column, SMALL_VALUE_DICTIONARY_BYTES);
@@ -130,21 +157,24 @@ impl TableWriter {
         }
         let keys = KeyColumns::of(&schema)?;
         if let Some(key) = &keys {
-            // Lookups: small row groups, and per key column a bloom filter per row group, all of
-            // them at the end of the file (one read fetches a file's filters); no dictionary,
-            // whose page would be read before any value.
+            // Lookups: small pages with the page index (on by default), and per key column a
+            // bloom filter per row group, all of them at the end of the file (one read fetches a
+            // file's filters); no dictionary on key columns (a probe would decode it first).
+            // Row groups stay DuckDB-sized: scans pay per row group, lookups per page.
             props = props
-                .set_max_row_group_row_count(Some(LOOKUP_ROW_GROUP_ROWS))
-                .set_data_page_row_count_limit(LOOKUP_PAGE_ROWS)
-                .set_write_batch_size(LOOKUP_PAGE_ROWS)
+                .set_data_page_row_count_limit(KEYED_PAGE_ROWS)
+                .set_data_page_size_limit(KEYED_PAGE_BYTES)
+                .set_write_batch_size(KEYED_WRITE_BATCH)
                 .set_bloom_filter_position(BloomFilterPosition::End);
             for name in &key.names {
                 let column = ColumnPath::from(name.as_str());
                 props = props
                     .set_column_dictionary_enabled(column.clone(), false)
+                    .set_column_data_page_size_limit(column.clone(), KEY_PAGE_BYTES)
                     .set_column_bloom_filter_enabled(column.clone(), true)
                     .set_column_bloom_filter_fpp(column.clone(), KEY_BLOOM_FPP)
-                    .set_column_bloom_filter_ndv(column, LOOKUP_ROW_GROUP_ROWS as u64);
+                    // Sized for a full row group, then folded to the values written.
+                    .set_column_bloom_filter_ndv(column, ROW_GROUP_ROWS as u64);
             }
         }
         let props = props.build();
@@ -158,11 +188,13 @@ impl TableWriter {
             DefaultFileNameGenerator::new(Uuid::now_v7().to_string(), None, DataFileFormat::Parquet),
         );
         let inner = block_on(DataFileWriterBuilder::new(rolling).build(None))?;
+        let sorted = keys.as_ref().map(|k| (k.indexes.clone(), vec![], 0));
         let keys = match keys {
             Some(k) => Some((k.clone(), k.converter()?, PackedKeys::default())),
             None => None,
         };
-        Ok(Self { inner, schema: arrow_schema(&schema)?, table_name: table_name.to_string(), rows: 0, keys, budget })
+        let schema = arrow_schema(&schema)?;
+        Ok(Self { inner, schema, table_name: table_name.to_string(), rows: 0, keys, budget, sorted })
     }
 
     /// The table's columns, in order, as DuckDB hands them over.
@@ -180,7 +212,19 @@ impl TableWriter {
             }
         }
         self.rows += batch.num_rows() as u64;
-        block_on(self.inner.write(batch))?;
+        let Some((key, pending, rows)) = &mut self.sorted else {
+            block_on(self.inner.write(batch))?;
+            return Ok(());
+        };
+        *rows += batch.num_rows();
+        pending.push(batch);
+        while *rows >= ROW_GROUP_ROWS {
+            let all = concat_batches(&self.schema, pending.iter())?;
+            let group = sorted_by(&all.slice(0, ROW_GROUP_ROWS), key)?;
+            *rows -= ROW_GROUP_ROWS;
+            *pending = vec![all.slice(ROW_GROUP_ROWS, *rows)];
+            block_on(self.inner.write(group))?;
+        }
         Ok(())
     }
 
@@ -190,6 +234,12 @@ impl TableWriter {
 
     /// Closes the current file; returns every file written (the commit fsyncs them).
     pub fn finish(mut self) -> Result<Written> {
+        if let Some((key, pending, rows)) = self.sorted.take() {
+            if rows > 0 {
+                let group = sorted_by(&concat_batches(&self.schema, pending.iter())?, &key)?;
+                block_on(self.inner.write(group))?;
+            }
+        }
         let files = block_on(self.inner.close())?;
         Ok(Written { files, keys: self.keys.map(|(_, _, packed)| packed) })
     }

@@ -5,7 +5,7 @@ DELTA_BINARY_PACKED deltas wrap (-2147483648, 0, -2147483648, 0: every wrapped d
 skipping over them overflowed in the parquet crate). This is a randomized differential test: for
 each integer, decimal, date, time and timestamp type skade accepts, with and without a primary key
 (position deletes on both), the same statements run on a skade table and on a native
-DuckDB table: several INSERTs (several files, some over 2,048 rows: several row groups and pages)
+DuckDB table: several INSERTs (several files, some over 2,048 rows: several pages)
 whose value column alternates the type's extremes and values 2^(bits-1) apart (equal wrapped
 deltas), climbs or falls in huge equal steps, repeats values, is random, NULL, or the type's
 extreme legal values (found by probing DuckDB itself; +-infinity included); then DELETEs of a few

@@ -104,8 +104,9 @@ def test_merged_manifests_read_the_same_everywhere(lake):
 
 
 def test_pyiceberg_and_pyarrow_read_the_lookup_layout(lake):
-    """Keyed tables are written for lookups (2,048-row groups, 128-row pages with page indexes,
-    delta-encoded keys with bloom filters, no dictionaries): still plain Iceberg and Parquet."""
+    """Keyed tables are written for scans and lookups alike (DuckDB-sized row groups, small pages
+    with page indexes, delta-encoded keys with bloom filters and without dictionaries, other
+    columns dictionary-encoded): still plain Iceberg and Parquet."""
     import pyarrow.parquet as pq
 
     first = lake.execute(
@@ -118,11 +119,12 @@ def test_pyiceberg_and_pyarrow_read_the_lookup_layout(lake):
         assert theirs.column(name).to_pylist() == ours.column(name).to_pylist(), name
     path = table.scan(snapshot_id=first).plan_files()[0].file.file_path.removeprefix("file://")
     meta = pq.ParquetFile(path).metadata
-    assert meta.num_row_groups == 5 and meta.row_group(0).num_rows == 2048
+    assert meta.num_row_groups == 1 and meta.row_group(0).num_rows == 10_000
     key = meta.row_group(0).column(0)
     assert "DELTA_BINARY_PACKED" in key.encodings and key.has_dictionary_page is False
-    assert meta.row_group(0).column(1).has_dictionary_page is False
+    assert meta.row_group(0).column(1).has_dictionary_page is True
     assert key.has_offset_index and key.has_column_index
+    assert pq.read_table(path).num_rows == 10_000
 
 
 @pytest.mark.parametrize("table", ["log", "kv"])

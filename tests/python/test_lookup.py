@@ -188,7 +188,8 @@ def test_lookups_agree_with_a_full_read(tmp_path, layout_name):
     never = set()  # keys no committed snapshot ever held
 
     def insert(verb, lo, hi, v="CASE WHEN i % 9 = 4 THEN NULL ELSE 'v' || i END", n="i % 7"):
-        # half the batches in scattered key order: wide page and row-group bounds, bloom filters decide
+        # half the batches in scattered key order (a row group is written sorted by key, so its page
+        # bounds stay narrow; files' bounds overlap, bloom filters decide)
         order = rng.choice(["", " ORDER BY hash(i)"])
         con.execute(f"{verb} INTO lake.t SELECT {layout.key_sql('2 * i')}, {v}, {n} FROM range({lo}, {hi}) r(i){order}")
 
@@ -200,7 +201,7 @@ def test_lookups_agree_with_a_full_read(tmp_path, layout_name):
     ops = ["insert"] * 3 + ["update", "update_keys", "delete", "delete_keys", "upsert", "upsert", "txn",
                             "rollback", "compact"]
     for step in range(40):
-        # the first append has several 2,048-row groups; one compaction at least
+        # the first append has several key pages; one compaction at least
         op = "insert" if step == 0 else "compact" if step == 20 else rng.choice(ops)
         if op == "insert":
             count = 4500 if step == 0 else rng.randint(1, 300)
