@@ -14,7 +14,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use arrow::array::RecordBatchReader;
-use arrow::array::{new_null_array, Array, ArrayRef, BinaryArray, Int32Array, Int64Array, RecordBatch};
+use arrow::array::{new_null_array, Array, ArrayRef, BinaryArray, Decimal128Array, FixedSizeBinaryArray};
+use arrow::array::{Int32Array, Int64Array, RecordBatch};
 use arrow::compute::interleave;
 use arrow::datatypes::{DataType, TimeUnit};
 use parquet::arrow::arrow_reader::{
@@ -428,8 +429,8 @@ impl DataFileIndex {
 }
 
 /// The pages of leaf column `leaf` (the first key column) in row group `g`, with their bounds
-/// from the column index; None without a page index. Integer, string and binary keys get page
-/// bounds.
+/// from the column index; None without a page index. Integer, date/time, decimal, string, binary
+/// and UUID keys get page bounds.
 fn pages(
     parquet: &ParquetMetaData,
     g: usize,
@@ -444,13 +445,14 @@ fn pages(
     let bound = |value: Option<ArrayRef>| -> Option<Box<[u8]>> {
         let value = value?;
         let value = if value.data_type() == ty { value } else { arrow::compute::cast(&value, ty).ok()? };
-        encoders.encode(0, &value)
+        // (a value the cast cannot convert, like invalid UTF-8, comes back NULL: no bound)
+        (value.len() == 1 && value.is_valid(0)).then(|| encoders.encode(0, &value))?
     };
     let mut pages = Vec::with_capacity(locations.len());
     for (i, location) in locations.iter().enumerate() {
         let first = location.first_row_index.max(0) as usize;
         let end = locations.get(i + 1).map(|l| l.first_row_index.max(0) as usize).unwrap_or(rows);
-        // Only where the physical value is the Arrow value (not decimals: unscaled integers).
+        // Only where the physical value is the Arrow value (decimals are converted below).
         let (lo, hi): (Option<ArrayRef>, Option<ArrayRef>) = match index {
             Some(ColumnIndexMetaData::INT32(c)) if matches!(ty, DataType::Int32 | DataType::Date32) => (
                 c.min_value(i).map(|v| Arc::new(Int32Array::from(vec![*v])) as ArrayRef),
@@ -477,11 +479,47 @@ fn pages(
                 let bytes = |v: Option<&[u8]>| v.map(|v| Arc::new(BinaryArray::from(vec![v])) as ArrayRef);
                 (bytes(c.min_value(i)), bytes(c.max_value(i)))
             }
+            // Decimals: the unscaled integers (big-endian two's complement in fixed-length bytes).
+            Some(ColumnIndexMetaData::INT32(c)) if matches!(ty, DataType::Decimal128(..)) => {
+                (decimal(ty, c.min_value(i).map(|v| *v as i128)), decimal(ty, c.max_value(i).map(|v| *v as i128)))
+            }
+            Some(ColumnIndexMetaData::INT64(c)) if matches!(ty, DataType::Decimal128(..)) => {
+                (decimal(ty, c.min_value(i).map(|v| *v as i128)), decimal(ty, c.max_value(i).map(|v| *v as i128)))
+            }
+            Some(ColumnIndexMetaData::FIXED_LEN_BYTE_ARRAY(c)) if matches!(ty, DataType::Decimal128(..)) => {
+                (decimal(ty, c.min_value(i).and_then(be_i128)), decimal(ty, c.max_value(i).and_then(be_i128)))
+            }
+            // UUIDs and other fixed-size binaries (a truncated bound has the wrong size: none).
+            Some(ColumnIndexMetaData::FIXED_LEN_BYTE_ARRAY(c)) if matches!(ty, DataType::FixedSizeBinary(_)) => {
+                let bytes = |v: Option<&[u8]>| -> Option<ArrayRef> {
+                    let DataType::FixedSizeBinary(n) = ty else { return None };
+                    let v = v.filter(|v| v.len() == *n as usize)?;
+                    Some(Arc::new(FixedSizeBinaryArray::try_from_iter(std::iter::once(v)).ok()?))
+                };
+                (bytes(c.min_value(i)), bytes(c.max_value(i)))
+            }
             _ => (None, None),
         };
         pages.push(Page { first_row: first, rows: end.saturating_sub(first), bounds: (bound(lo), bound(hi)) });
     }
     Some(pages)
+}
+
+/// A one-value decimal array of type `ty` (a Decimal128) from an unscaled value.
+fn decimal(ty: &DataType, value: Option<i128>) -> Option<ArrayRef> {
+    let DataType::Decimal128(p, s) = ty else { return None };
+    Some(Arc::new(Decimal128Array::from(vec![value?]).with_precision_and_scale(*p, *s).ok()?))
+}
+
+/// A big-endian two's complement integer of at most 16 bytes.
+fn be_i128(bytes: &[u8]) -> Option<i128> {
+    if bytes.is_empty() || bytes.len() > 16 {
+        return None;
+    }
+    let fill = if bytes[0] & 0x80 != 0 { 0xff } else { 0 };
+    let mut full = [fill; 16];
+    full[16 - bytes.len()..].copy_from_slice(bytes);
+    Some(i128::from_be_bytes(full))
 }
 
 /// Where `chunk`'s dictionary page lies (None: it has none).

@@ -3,4 +3,5 @@
 
 pub mod delete_writer;
 pub mod key_check;
+pub mod key_order;
 pub mod writer;
