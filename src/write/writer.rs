@@ -40,6 +40,9 @@ pub const ROW_GROUP_ROWS: usize = 122_880;
 const KEYED_PAGE_ROWS: usize = 4096;
 const KEYED_PAGE_BYTES: usize = 8 << 10;
 const KEY_PAGE_BYTES: usize = 1 << 10;
+/// Length the page index's string bounds are truncated to on a table with a primary key (the
+/// crate's setting is per file: pages of other columns of at most 8 KB keep their index small).
+const KEY_BOUND_BYTES: usize = 256;
 /// Rows the writer adds before it checks those limits (pages overshoot them by at most this).
 const KEYED_WRITE_BATCH: usize = 128;
 /// Dictionary page limit of a keyed table's string columns: the size a scan streams as a
@@ -160,7 +163,10 @@ impl TableWriter {
                 .set_data_page_row_count_limit(KEYED_PAGE_ROWS)
                 .set_data_page_size_limit(KEYED_PAGE_BYTES)
                 .set_write_batch_size(KEYED_WRITE_BATCH)
-                .set_bloom_filter_position(BloomFilterPosition::End);
+                .set_bloom_filter_position(BloomFilterPosition::End)
+                // Page bounds of string keys: the Parquet crate's 64 bytes left keys sharing a
+                // longer prefix with equal bounds on every page (a probe then decoded them all).
+                .set_column_index_truncate_length(Some(KEY_BOUND_BYTES));
             for name in &key.names {
                 let column = ColumnPath::from(name.as_str());
                 props = props
