@@ -148,17 +148,8 @@ pub(crate) const RESERVE_ROWS: usize = 4096;
 
 impl Rows<'_> {
     fn read<T: ParquetType>(&self) -> Result<Values<T::T>> {
-        let parquet = self.meta.metadata();
-        let group = parquet.row_group(self.g);
-        let chunk = group.column(self.leaf);
-        let locations =
-            parquet.offset_index().and_then(|o| o.get(self.g)?.get(self.leaf)).map(|o| o.page_locations().clone());
-        let pages = SerializedPageReader::new(
-            Arc::new(self.bytes.clone()),
-            chunk,
-            group.num_rows().max(0) as usize,
-            locations,
-        )?;
+        let chunk = self.meta.metadata().row_group(self.g).column(self.leaf);
+        let pages = page_reader(self.meta, self.bytes, self.g, self.leaf)?;
         let descr = chunk.column_descr_ptr();
         let nullable = descr.max_def_level() > 0;
         let pages: Box<dyn PageReader> = match self.dictionary_size {
@@ -214,6 +205,20 @@ impl Rows<'_> {
     }
 }
 
+/// The pages of column `leaf` in row group `g`, from `bytes` (located by the offset index, when
+/// the file has one, so that pages not read are skipped unread).
+fn page_reader(
+    meta: &ArrowReaderMetadata,
+    bytes: &FileRanges,
+    g: usize,
+    leaf: usize,
+) -> Result<SerializedPageReader<FileRanges>> {
+    let parquet = meta.metadata();
+    let group = parquet.row_group(g);
+    let locations = parquet.offset_index().and_then(|o| o.get(g)?.get(leaf)).map(|o| o.page_locations().clone());
+    SerializedPageReader::new(Arc::new(bytes.clone()), group.column(leaf), group.num_rows().max(0) as usize, locations)
+}
+
 /// Whether every data page of `chunk` is dictionary-encoded (by the footer's page encoding
 /// statistics): a probe can then decode a row's dictionary index alone and look it up in the
 /// chunk's dictionary, decoded once ([`dictionary`]) and cached.
@@ -233,12 +238,8 @@ pub fn dictionary(
     g: usize,
     leaf: usize,
 ) -> Result<ArrayRef> {
-    let parquet = meta.metadata();
-    let group = parquet.row_group(g);
-    let chunk = group.column(leaf);
-    let locations = parquet.offset_index().and_then(|o| o.get(g)?.get(leaf)).map(|o| o.page_locations().clone());
-    let mut pages =
-        SerializedPageReader::new(Arc::new(bytes.clone()), chunk, group.num_rows().max(0) as usize, locations)?;
+    let chunk = meta.metadata().row_group(g).column(leaf);
+    let mut pages = page_reader(meta, bytes, g, leaf)?;
     let Some(Page::DictionaryPage { buf, num_values, encoding: Encoding::PLAIN | Encoding::PLAIN_DICTIONARY, .. }) =
         pages.get_next_page()?
     else {

@@ -256,18 +256,36 @@ impl DataFileIndex {
         FileRanges::read(file, self.len, regions, 0, path, stats::read)
     }
 
+    /// Columns `leaves` of the rows `runs` of row group `g`, read (only their pages) and decoded
+    /// straight through the column readers, dictionary-encoded ones as indexes into their cached
+    /// dictionaries.
+    fn decode_direct(
+        &self,
+        plan: &[Direct],
+        (file, cache): (&InputFile, &Dictionaries),
+        path: &str,
+        g: usize,
+        runs: &[(usize, usize)],
+        leaves: &[usize],
+    ) -> Result<Vec<ArrayRef>> {
+        let indexed = self.dictionaries(plan, file, path, g, leaves.iter().copied(), cache)?;
+        let bytes = self.read_rows(file, path, g, runs, leaves.iter().copied(), &indexed)?;
+        column_decode::decode(&self.meta, plan, &bytes, g, runs, leaves.iter().copied(), &indexed)
+            .map_err(|e| unreadable(path, &e))
+    }
+
     /// Per column (of the file), the decoded dictionary of each of `leaves` in row group `g`
     /// that a probe decodes as dictionary indexes (see `column_decode::all_dictionary`), from
     /// `cache` or read and decoded into it.
     fn dictionaries(
         &self,
+        plan: &[Direct],
         file: &InputFile,
         path: &str,
         g: usize,
         leaves: impl Iterator<Item = usize>,
         cache: &Dictionaries,
     ) -> Result<Vec<Option<ArrayRef>>> {
-        let Some(plan) = &self.direct else { return Ok(vec![]) };
         let group = self.meta.metadata().row_group(g);
         let mut dictionaries = vec![None; plan.len()];
         for leaf in leaves {
@@ -305,11 +323,7 @@ impl DataFileIndex {
         let (decoded, all) = match &self.direct {
             Some(plan) => {
                 let present: Vec<usize> = ids.iter().filter_map(|id| self.column_of(*id)).collect();
-                let indexed = self.dictionaries(file, path, g, present.iter().copied(), dictionaries)?;
-                let bytes = self.read_rows(file, path, g, &runs, present.iter().copied(), &indexed)?;
-                let arrays =
-                    column_decode::decode(&self.meta, plan, &bytes, g, &runs, present.iter().copied(), &indexed)
-                        .map_err(|e| unreadable(path, &e))?;
+                let arrays = self.decode_direct(plan, (file, dictionaries), path, g, &runs, &present)?;
                 (present.into_iter().zip(arrays).collect::<Vec<_>>(), None)
             }
             None => {
@@ -368,11 +382,8 @@ impl DataFileIndex {
                         _ => runs.push((page.first + i, 1)),
                     }
                 }
-                let indexed = self.dictionaries(file, path, g, missing(), dictionaries)?;
-                let bytes = self.read_rows(file, path, g, &runs, missing(), &indexed)?;
-                column_decode::decode(&self.meta, plan, &bytes, g, &runs, missing(), &indexed)
-                    .map_err(|e| unreadable(path, &e))?
-                    .into_iter()
+                let missing: Vec<usize> = missing().collect();
+                self.decode_direct(plan, (file, dictionaries), path, g, &runs, &missing)?.into_iter()
             }
         };
         let columns = known.into_iter().filter_map(|a| a.or_else(|| decoded.next())).collect();
