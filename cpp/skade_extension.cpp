@@ -19,6 +19,12 @@ static void LoadInternal(ExtensionLoader &loader) {
 	loader.RegisterFunction(SkadeChangelogFunctions());
 	loader.RegisterFunction(SkadeLookupFunction());
 	loader.RegisterFunction(SkadeLookupStatsFunction());
+	for (auto &set : SkadeConsumerFunctions()) {
+		loader.RegisterFunction(set);
+	}
+	for (auto &set : SkadeConsumeFunctions()) {
+		loader.RegisterFunction(set);
+	}
 }
 
 } // namespace duckdb

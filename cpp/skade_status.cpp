@@ -28,6 +28,8 @@ ExceptionType ExceptionTypeFor(int32_t code) {
 		return ExceptionType::NOT_IMPLEMENTED;
 	case SKADE_ERR_PERMISSION:
 		return ExceptionType::PERMISSION;
+	case SKADE_ERR_INTERRUPTED:
+		return ExceptionType::INTERRUPT;
 	case SKADE_ERR_IO:
 	case SKADE_ERR_CORRUPT:
 	default:

@@ -26,6 +26,8 @@ pub enum ErrorKind {
     Permission = 8,
     /// A bug: an invariant of the core did not hold.
     Internal = 9,
+    /// The query was interrupted (Ctrl-C, `con.interrupt()`) while the core waited.
+    Interrupted = 10,
 }
 
 #[derive(Debug, Clone)]
@@ -60,6 +62,9 @@ impl Error {
     }
     pub fn permission(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Permission, message)
+    }
+    pub fn interrupted() -> Self {
+        Error::new(ErrorKind::Interrupted, "Interrupted!")
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, message)

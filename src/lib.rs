@@ -13,7 +13,10 @@ pub(crate) mod io;
 pub mod lookup;
 pub mod read;
 pub(crate) mod runtime;
+pub mod stream;
 pub(crate) mod write;
 
 pub use catalog::{Catalog, TableInfo, Transaction};
 pub use error::{Error, ErrorKind, Result};
+/// Runs a future of the core's async API (the change stream) to completion on its runtime.
+pub use runtime::block_on as runtime_block_on;

@@ -13,6 +13,7 @@
 #include "duckdb/main/database_manager.hpp"
 #include "duckdb/parallel/task_scheduler.hpp"
 #include "duckdb/parser/qualified_name.hpp"
+#include "duckdb/transaction/meta_transaction.hpp"
 
 namespace duckdb {
 
@@ -271,6 +272,18 @@ SkadeTableEntry &SkadeTableByName(ClientContext &context, const string &qualifie
 		                      SkadeNameString(entry.ParentCatalog().GetName()), entry.ParentCatalog().GetCatalogType());
 	}
 	return entry.Cast<SkadeTableEntry>();
+}
+
+void SkadeModifiesCatalog(ClientContext &context, Catalog &catalog) {
+	MetaTransaction::Get(context).ModifyDatabase(catalog.GetAttached(), DatabaseModificationType::UPDATE_DATA);
+}
+
+bool SkadeIsInterrupted(ClientContext &context) {
+	try {
+		return context.IsInterrupted();
+	} catch (...) {
+		return true;
+	}
 }
 
 } // namespace duckdb

@@ -31,6 +31,7 @@ enum {
 	SKADE_ERR_CORRUPT = 7,
 	SKADE_ERR_PERMISSION = 8,
 	SKADE_ERR_INTERNAL = 9,
+	SKADE_ERR_INTERRUPTED = 10,
 };
 
 typedef struct SkadeStatus skade_status;
@@ -158,6 +159,30 @@ skade_status *skade_fn_expire_snapshots(const skade_txn *txn, const char *uuid, 
 // one row: removed_data_files, removed_delete_files, added_data_files, rows.
 skade_status *skade_fn_compact(const skade_txn *txn, const char *uuid, struct ArrowArrayStream *result);
 skade_status *skade_fn_commits_since(const skade_catalog *catalog, uint64_t since, struct ArrowArrayStream *result);
+
+// Named consumers (src/ffi/consumers.rs). Changes are staged in `txn`: they commit with it.
+// Whether the query was interrupted; polled by a waiting call, must not throw.
+typedef bool (*skade_interrupted_fn)(void *context);
+skade_status *skade_fn_consumers(const skade_txn *txn, struct ArrowArrayStream *result);
+// Creates (reset false; `tables` names them) or resets the consumer `name`. Its start: `start`
+// ('now', 'beginning'; NULL: none), `at_snapshot` if `has_snapshot`, `at_commit` if `has_commit`.
+skade_status *skade_fn_start_consumer(const skade_txn *txn, const char *name, bool reset, const char *const *tables,
+                                      size_t n_tables, const char *start, int64_t at_snapshot, bool has_snapshot,
+                                      int64_t at_commit, bool has_commit, struct ArrowArrayStream *result);
+skade_status *skade_fn_drop_consumer(const skade_txn *txn, const char *name, bool if_exists,
+                                     struct ArrowArrayStream *result);
+skade_status *skade_fn_acknowledge(const skade_txn *txn, const char *name, int64_t seq,
+                                   struct ArrowArrayStream *result);
+skade_status *skade_fn_consume_schema(const skade_txn *txn, const char *name, struct ArrowSchema *result);
+// The consumer's pending rows (at most max_commits commits if >= 0); `advance`: its cursor moves
+// past them once the stream is read to its end. With nothing pending, waits up to wait_ms if >= 0.
+skade_status *skade_fn_consume(const skade_txn *txn, const char *name, int64_t max_commits, bool advance,
+                               int64_t wait_ms, skade_interrupted_fn interrupted, void *context,
+                               struct ArrowArrayStream *result);
+// Waits up to timeout_ms for a commit after `since` (consumer non-NULL: of its tables, after its
+// cursor): the rows of skade_commits_since, none after the timeout.
+skade_status *skade_fn_wait(const skade_txn *txn, int64_t since, const char *consumer, int64_t timeout_ms,
+                            skade_interrupted_fn interrupted, void *context, struct ArrowArrayStream *result);
 // Reads every record of the catalog file and each table's metadata file: one row per part, with what is damaged.
 skade_status *skade_fn_check(const skade_catalog *catalog, struct ArrowArrayStream *result);
 

@@ -13,10 +13,11 @@ use std::sync::Mutex;
 
 use redb::{ReadableTable, WriteTransaction};
 
+use super::consumers::{ConsumerChange, ConsumerRecord};
 use super::names::key;
 use super::state::{SchemaRecord, StateChange, TableRecord};
 use super::store::{CommitRecord, Store};
-use super::tables::{COMMITS, COMMIT_LOG, COMMIT_SEQ, COUNTERS, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES};
+use super::tables::{COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES};
 use crate::error::{Error, Result};
 
 /// What must still hold when a change is applied.
@@ -59,6 +60,8 @@ pub struct CommitRequest {
     pub dropped_uuids: HashMap<(String, String), String>,
     /// Files the new pointers reference that are not yet fsynced (DURABILITY 'eventual'/'none').
     pub files: Vec<String>,
+    /// Changes to named consumers (they take no commit_seq).
+    pub consumers: Vec<ConsumerChange>,
 }
 
 struct Pending {
@@ -138,6 +141,9 @@ pub fn apply_group(
                         let record = write_change(tx, request, change, seq, committed_at_us)?;
                         records.push(record);
                     }
+                    for change in &request.consumers {
+                        write_consumer(tx, change)?;
+                    }
                     results.push(Ok(records));
                 }
             }
@@ -215,6 +221,26 @@ fn check(tx: &WriteTransaction, request: &CommitRequest) -> Result<()> {
         }
         apply_overlay(&mut local, change);
     }
+    // (a transaction stages one net change per consumer: no overlay needed)
+    for change in &request.consumers {
+        change.check(stored_consumer(tx, &change.key)?.as_ref())?;
+    }
+    Ok(())
+}
+
+fn stored_consumer(tx: &WriteTransaction, key: &str) -> Result<Option<ConsumerRecord>> {
+    let consumers = tx.open_table(CONSUMERS)?;
+    let stored = consumers.get(key)?;
+    Ok(stored.map(|v| serde_json::from_slice(v.value())).transpose()?)
+}
+
+fn write_consumer(tx: &WriteTransaction, change: &ConsumerChange) -> Result<()> {
+    let stored = stored_consumer(tx, &change.key)?;
+    let mut consumers = tx.open_table(CONSUMERS)?;
+    match change.applied(stored.as_ref()) {
+        Some(record) => consumers.insert(change.key.as_str(), serde_json::to_vec(&record)?.as_slice())?,
+        None => consumers.remove(change.key.as_str())?,
+    };
     Ok(())
 }
 
@@ -324,7 +350,7 @@ mod tests {
             .into_iter()
             .map(|(effect, expect)| Change { effect, expect, operation: "test".into(), snapshot_id: None })
             .collect();
-        CommitRequest { changes, actor: "t".into(), dropped_uuids: HashMap::new(), files: vec![] }
+        CommitRequest { changes, actor: "t".into(), dropped_uuids: HashMap::new(), files: vec![], consumers: vec![] }
     }
 
     fn apply(store: &Store, requests: &[CommitRequest]) -> Vec<Result<Vec<CommitRecord>>> {

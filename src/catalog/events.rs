@@ -11,7 +11,8 @@ use tokio::sync::broadcast::Receiver;
 use super::open::{Catalog, CommitEvent};
 use crate::error::{Error, Result};
 
-const CATCH_UP_PAGE: usize = 4096;
+/// Commit-log rows read at a time.
+pub const CATCH_UP_PAGE: usize = 4096;
 
 pub struct CommitFeed {
     catalog: Catalog,

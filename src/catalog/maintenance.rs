@@ -2,11 +2,11 @@
 //! compaction.
 
 use arrow::array::StructArray;
-use iceberg::spec::{Operation, TableMetadataBuilder};
+use iceberg::spec::{Operation, TableMetadata, TableMetadataBuilder};
 
 use super::commit::{Change, CommitRequest, Expect};
 use super::open::Catalog;
-use super::state::{StateChange, TableRecord};
+use super::state::{CatalogState, StateChange, TableRecord};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::expire::{
     expired_snapshots, trim_metadata_log, unlisted_metadata_files, unreferenced_files, Retention,
@@ -19,6 +19,8 @@ use crate::io::{remove_files, sync_files};
 pub struct ExpireReport {
     pub expired_snapshots: u64,
     pub removed_files: u64,
+    /// Snapshots the retention would have expired that a consumer still needs.
+    pub kept_for_consumers: u64,
 }
 
 const MAX_ATTEMPTS: usize = 32;
@@ -50,9 +52,10 @@ impl Catalog {
             let lock = self.table_lock(&record.uuid);
             let _turn = lock.lock().unwrap_or_else(|p| p.into_inner());
             let before = self.inner.metadata.get(&record.metadata_location)?;
-            let expired = expired_snapshots(&before, retention);
+            let mut expired = expired_snapshots(&before, retention);
+            let kept = self.keep_for_consumers(&head, &record.uuid, &before, &mut expired)?;
             if expired.is_empty() {
-                return Ok(ExpireReport::default());
+                return Ok(ExpireReport { kept_for_consumers: kept, ..ExpireReport::default() });
             }
             let after =
                 TableMetadataBuilder::new_from_metadata((*before).clone(), Some(record.metadata_location.clone()))
@@ -79,6 +82,7 @@ impl Catalog {
                 actor: self.actor().to_string(),
                 dropped_uuids: Default::default(),
                 files: vec![location.clone()],
+                consumers: vec![],
             };
             match self.commit(request) {
                 Ok(_) => {
@@ -91,6 +95,7 @@ impl Catalog {
                     return Ok(ExpireReport {
                         expired_snapshots: expired.len() as u64,
                         removed_files: files.len() as u64,
+                        kept_for_consumers: kept,
                     });
                 }
                 Err(e) if e.kind == ErrorKind::Conflict => remove_files([location.as_str()]),
@@ -98,6 +103,38 @@ impl Catalog {
             }
         }
         Err(Error::conflict(format!("table {schema}.{name} kept changing during snapshot expiry; retry")))
+    }
+
+    /// Takes out of `expired` the snapshots of table `uuid` a consumer still needs: every one
+    /// committed after its cursor, and the last one at or before it (the deletes of the next one
+    /// are read at it). Returns how many it kept.
+    fn keep_for_consumers(
+        &self,
+        head: &CatalogState,
+        uuid: &str,
+        metadata: &TableMetadata,
+        expired: &mut Vec<i64>,
+    ) -> Result<u64> {
+        let cursors: Vec<u64> =
+            head.consumers.values().filter(|c| c.tables.iter().any(|t| t.uuid == uuid)).map(|c| c.cursor).collect();
+        let Some(cursor) = cursors.into_iter().min() else {
+            return Ok(0);
+        };
+        let mut snapshots: Vec<_> = metadata.snapshots().collect();
+        snapshots.sort_by_key(|s| std::cmp::Reverse(s.sequence_number()));
+        let mut oldest = None;
+        for s in snapshots {
+            oldest = Some(s.sequence_number());
+            if self.commit_seq_of(uuid, s.snapshot_id())?.is_some_and(|seq| seq <= cursor) {
+                break; // the base of the consumer's next window
+            }
+        }
+        let Some(oldest) = oldest else {
+            return Ok(0);
+        };
+        let before = expired.len();
+        expired.retain(|id| metadata.snapshot_by_id(*id).is_none_or(|s| s.sequence_number() < oldest));
+        Ok((before - expired.len()) as u64)
     }
 
     /// Rewrites the live rows of `schema.name` into new data files, deletes applied, as one

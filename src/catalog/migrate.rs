@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// The stamp's prefix; the version follows it.
 pub const FORMAT_PREFIX: &str = "skade-catalog-";
 /// The version this build writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// One step from version `from` to `from + 1`.
 pub struct Migration {
@@ -25,8 +25,15 @@ pub struct Migration {
     pub apply: fn(&WriteTransaction) -> Result<()>,
 }
 
-/// Every migration, oldest first. (Version 1 is the first: none yet.)
-pub const MIGRATIONS: &[Migration] = &[];
+/// Every migration, oldest first.
+pub const MIGRATIONS: &[Migration] =
+    &[Migration { from: 1, what: "adds the consumers table", readable_unmigrated: true, apply: add_consumers }];
+
+/// 1 -> 2: named consumers (`consumers`). A version-1 file has none.
+fn add_consumers(tx: &WriteTransaction) -> Result<()> {
+    tx.open_table(super::tables::CONSUMERS)?;
+    Ok(())
+}
 
 /// The stamp of `version`.
 pub fn stamp(version: u32) -> String {

@@ -3,6 +3,7 @@
 
 pub(crate) mod check;
 pub(crate) mod commit;
+pub mod consumers;
 pub mod events;
 pub(crate) mod maintenance;
 pub(crate) mod migrate;
@@ -15,6 +16,7 @@ pub(crate) mod state;
 pub(crate) mod store;
 pub mod tables;
 pub mod transaction;
+mod transaction_consumers;
 
 pub use self::open::{Catalog, CommitEvent, COMMIT_EVENT_BUFFER, EVENTUAL_FLUSH_INTERVAL};
 pub use self::transaction::{TableInfo, Transaction};

@@ -194,6 +194,22 @@ impl Catalog {
         Ok(rows)
     }
 
+    /// The last commit_seq the commit feed serves (durable: under 'eventual' once flushed).
+    pub fn head_seq(&self) -> u64 {
+        self.inner.durable_seq.load(Ordering::SeqCst)
+    }
+
+    /// The last commit with a snapshot of the table `uuid` (dropped tables' too).
+    pub fn last_commit_of(&self, uuid: &str) -> Result<Option<CommitRecord>> {
+        self.inner.usable_store()?;
+        self.inner.store.last_commit_of(uuid)
+    }
+
+    /// A table's metadata at `location` (cached; the file is read once).
+    pub fn metadata_at(&self, location: &str) -> Result<Arc<iceberg::spec::TableMetadata>> {
+        self.inner.metadata.get(location)
+    }
+
     /// Commit events, published once each commit is durable and visible.
     pub fn subscribe_commits(&self) -> broadcast::Receiver<CommitEvent> {
         self.inner.events.subscribe()
@@ -283,6 +299,9 @@ impl Catalog {
                         for change in &request.changes {
                             state.apply(&change.effect);
                         }
+                        for change in &request.consumers {
+                            state.apply_consumer(change);
+                        }
                     }
                 }
                 *guard = Arc::new(state);
@@ -293,12 +312,15 @@ impl Catalog {
             } else {
                 // Still under the leader lock: the next flush cannot miss these files or commits.
                 let mut pending = inner.pending.lock().unwrap_or_else(|p| p.into_inner());
+                let mut consumers = false;
                 for (request, result) in group.iter().zip(&results) {
                     if result.is_ok() {
                         pending.files.extend(request.files.iter().cloned());
+                        consumers |= !request.consumers.is_empty();
                     }
                 }
-                if !records.is_empty() {
+                pending.consumers |= consumers;
+                if !records.is_empty() || consumers {
                     pending.since.get_or_insert_with(Instant::now);
                 }
                 pending.commits.extend(records);
@@ -313,6 +335,8 @@ impl Catalog {
 struct Pending {
     files: Vec<String>,
     commits: Vec<CommitRecord>,
+    /// Whether a consumer changed since the last flush (its changes take no commit_seq).
+    consumers: bool,
     /// When the oldest of them was acknowledged.
     since: Option<Instant>,
     /// Counts the times the queue was emptied: a flush that synced part of the queue before
@@ -366,7 +390,7 @@ impl Inner {
             let (late_files, any) = {
                 let p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
                 let start = if p.generation == generation { early_files.len().min(p.files.len()) } else { 0 };
-                (p.files[start..].to_vec(), !p.commits.is_empty())
+                (p.files[start..].to_vec(), !p.commits.is_empty() || p.consumers)
             };
             crate::io::sync_filesystems(late_files.iter().map(String::as_str))?;
             if self.store.failed() || self.needs_restore.load(Ordering::SeqCst) {
@@ -440,7 +464,9 @@ impl Inner {
         self.store.reopen()?;
         let file_seq = self.store.commit_seq()?;
         let last = self.last_seq();
-        if file_seq < last {
+        let consumers = self.pending.lock().unwrap_or_else(|p| p.into_inner()).consumers;
+        if file_seq < last || consumers {
+            // (consumer changes take no commit_seq: the file may lack them at the same seq)
             self.needs_restore.store(true, Ordering::SeqCst);
         } else if file_seq > last && !self.needs_restore.load(Ordering::SeqCst) {
             let loaded = self.store.load(None)?;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::consumers::{ConsumerChange, ConsumerRecord};
 use super::names::key;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +37,8 @@ impl TableRecord {
 pub struct CatalogState {
     pub schemas: BTreeMap<String, Arc<SchemaRecord>>,
     pub tables: BTreeMap<(String, String), Arc<TableRecord>>,
+    /// Named consumers by their name's key.
+    pub consumers: BTreeMap<String, Arc<ConsumerRecord>>,
 }
 
 impl CatalogState {
@@ -54,6 +57,18 @@ impl CatalogState {
     pub fn tables_in(&self, schema: &str) -> impl Iterator<Item = &Arc<TableRecord>> {
         let k = key(schema);
         self.tables.range((k.clone(), String::new())..).take_while(move |((s, _), _)| *s == k).map(|(_, t)| t)
+    }
+
+    pub fn consumer(&self, name: &str) -> Option<&Arc<ConsumerRecord>> {
+        self.consumers.get(&key(name))
+    }
+
+    /// Applies one committed change to a consumer.
+    pub fn apply_consumer(&mut self, change: &ConsumerChange) {
+        match change.applied(self.consumers.get(&change.key).map(|c| c.as_ref())) {
+            Some(record) => self.consumers.insert(change.key.clone(), Arc::new(record)),
+            None => self.consumers.remove(&change.key),
+        };
     }
 
     /// Applies one committed (or staged) change.

@@ -1,12 +1,13 @@
 //! The redb file: the catalog's single source of truth.
 //!
-//! Tables (format `skade-catalog-1`; `migrate` keeps the version):
+//! Tables (format `skade-catalog-2`; `migrate` keeps the version):
 //! - `meta`: format stamp, data path, creation time.
 //! - `counters`: `commit_seq` (last assigned, gapless from 1), `next_snapshot_id`.
 //! - `schemas`: schema key -> [`SchemaRecord`] (JSON).
 //! - `tables`: (schema key, table key) -> [`TableRecord`] (JSON): the current metadata pointer.
 //! - `commits`: (table uuid, snapshot id) -> commit_seq.
 //! - `commit_log`: commit_seq -> [`CommitRecord`] (JSON).
+//! - `consumers` (format 2): name key -> [`ConsumerRecord`] (JSON).
 //!
 //! Pointers, log rows and counters advance together in one write transaction and one fsync.
 //!
@@ -33,7 +34,8 @@ use crate::error::{Error, ErrorKind, Result};
 /// catalog file found elsewhere is a copy (or a move) whose tables still name the original's files.
 const CREATED_AS: &str = "created_as";
 
-use super::tables::{COMMITS, COMMIT_LOG, COMMIT_SEQ, COUNTERS, META, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES};
+use super::consumers::ConsumerRecord;
+use super::tables::{COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, META, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES};
 
 /// redb's file header starts with these bytes; anything else is not ours and is left untouched.
 const REDB_MAGIC: &[u8] = b"redb";
@@ -235,6 +237,7 @@ impl Store {
             tx.open_table(TABLES)?;
             tx.open_table(COMMITS)?;
             tx.open_table(COMMIT_LOG)?;
+            tx.open_table(CONSUMERS)?;
             Ok(())
         })
     }
@@ -316,6 +319,19 @@ impl Store {
                 let rec: TableRecord = self.parse(v.value(), || format!("tables row \"{s}.{t}\""))?;
                 state.tables.insert(rec.key(), rec.into());
             }
+            // (a version-1 file read unmigrated has no consumers table, and no consumers)
+            match tx.open_table(CONSUMERS) {
+                Ok(consumers) => {
+                    for row in consumers.iter()? {
+                        let (k, v) = row?;
+                        let rec: ConsumerRecord =
+                            self.parse(v.value(), || format!("consumers row \"{}\"", k.value()))?;
+                        state.consumers.insert(k.value().to_string(), rec.into());
+                    }
+                }
+                Err(redb::TableError::TableDoesNotExist(_)) if version < 2 => {}
+                Err(e) => return Err(e.into()),
+            }
             Ok(Loaded { state, data_path, commit_seq, next_snapshot_id })
         })
     }
@@ -358,6 +374,23 @@ impl Store {
         self.read(|tx| Ok(tx.open_table(COMMITS)?.get((uuid, snapshot_id))?.map(|v| v.value())))
     }
 
+    /// The last commit with a snapshot of the table `uuid`.
+    pub fn last_commit_of(&self, uuid: &str) -> Result<Option<CommitRecord>> {
+        self.read(|tx| {
+            let commits = tx.open_table(COMMITS)?;
+            let mut last = None;
+            for row in commits.range((uuid, i64::MIN)..=(uuid, i64::MAX))? {
+                last = last.max(Some(row?.1.value()));
+            }
+            let Some(seq) = last else {
+                return Ok(None);
+            };
+            let log = tx.open_table(COMMIT_LOG)?;
+            let row = log.get(seq)?.ok_or_else(|| self.corrupt(&format!("its commit_log has no row {seq}")))?;
+            Ok(Some(self.parse(row.value(), || format!("commit_log row {seq}"))?))
+        })
+    }
+
     /// Writes `state` and the commits `records` (those after what the file holds) durably, as
     /// if they had been committed on it: after a reopen lost commits that were acknowledged but
     /// not yet durable (DURABILITY 'eventual' or 'none'), the file catches up with them.
@@ -373,6 +406,11 @@ impl Store {
             tables.retain(|_, _| false)?;
             for ((s, n), t) in &state.tables {
                 tables.insert((s.as_str(), n.as_str()), serde_json::to_vec(&**t)?.as_slice())?;
+            }
+            let mut consumers = tx.open_table(CONSUMERS)?;
+            consumers.retain(|_, _| false)?;
+            for (k, c) in &state.consumers {
+                consumers.insert(k.as_str(), serde_json::to_vec(&**c)?.as_slice())?;
             }
             let mut log = tx.open_table(COMMIT_LOG)?;
             let mut commits = tx.open_table(COMMITS)?;

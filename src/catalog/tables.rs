@@ -8,6 +8,8 @@ pub const SCHEMAS: TableDefinition<&str, &[u8]> = TableDefinition::new("schemas"
 pub const TABLES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("tables");
 pub const COMMITS: TableDefinition<(&str, i64), u64> = TableDefinition::new("commits");
 pub const COMMIT_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("commit_log");
+/// Since format 2.
+pub const CONSUMERS: TableDefinition<&str, &[u8]> = TableDefinition::new("consumers");
 
 pub const COMMIT_SEQ: &str = "commit_seq";
 pub const NEXT_SNAPSHOT_ID: &str = "next_snapshot_id";

@@ -12,6 +12,7 @@ use iceberg::spec::{DataFile, Operation, TableMetadata};
 use uuid::Uuid;
 
 use super::commit::{Change, CommitRequest, Expect};
+use super::consumers::{staged_consumer_changes, StagedConsumer};
 use super::names::{self, key, DEFAULT_SCHEMA};
 use super::open::{Catalog, Inner};
 use super::pinned::{lookup_rows, pinned_keys};
@@ -66,11 +67,13 @@ enum Ddl {
     DropTable(Arc<TableRecord>),
 }
 
-struct TxnState {
+pub(super) struct TxnState {
     /// The catalog as this transaction sees it: shared with the committed state until the
     /// transaction's first DDL copies it.
-    view: Arc<CatalogState>,
+    pub(super) view: Arc<CatalogState>,
     ddl: Vec<Ddl>,
+    /// Staged changes to named consumers, by name key (see `transaction_consumers`).
+    pub(super) consumers: BTreeMap<String, StagedConsumer>,
     /// Uncommitted data and delete files per table uuid.
     changes: BTreeMap<String, TableChanges>,
     /// Those of tables this transaction dropped (or replaced): never committed, but a statement
@@ -154,6 +157,7 @@ impl Transaction {
             state: Mutex::new(TxnState {
                 view,
                 ddl: vec![],
+                consumers: BTreeMap::new(),
                 changes: BTreeMap::new(),
                 dropped: BTreeMap::new(),
                 file_ids: FileIds::default(),
@@ -174,7 +178,7 @@ impl Transaction {
         &self.catalog
     }
 
-    fn lock(&self) -> Result<MutexGuard<'_, TxnState>> {
+    pub(super) fn lock(&self) -> Result<MutexGuard<'_, TxnState>> {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if st.finished {
             return Err(Error::internal("the transaction has already ended"));
@@ -182,7 +186,7 @@ impl Transaction {
         Ok(st)
     }
 
-    fn check_writable(&self) -> Result<()> {
+    pub fn check_writable(&self) -> Result<()> {
         if self.catalog.read_only() {
             return Err(Error::permission(format!(
                 "skade catalog {} is attached read-only",
@@ -611,7 +615,9 @@ impl Transaction {
     }
 
     pub fn has_changes(&self) -> bool {
-        self.lock().map(|st| !st.ddl.is_empty() || st.changes.values().any(|c| !c.is_empty())).unwrap_or(false)
+        self.lock()
+            .map(|st| !st.ddl.is_empty() || !st.consumers.is_empty() || st.changes.values().any(|c| !c.is_empty()))
+            .unwrap_or(false)
     }
 
     // ---- end ---------------------------------------------------------------------------
@@ -621,7 +627,7 @@ impl Transaction {
     pub fn commit(&self) -> Result<Vec<CommitRecord>> {
         let mut st = self.lock()?;
         st.finished = true;
-        if st.ddl.is_empty() && st.changes.values().all(TableChanges::is_empty) {
+        if st.ddl.is_empty() && st.consumers.is_empty() && st.changes.values().all(TableChanges::is_empty) {
             return Ok(vec![]);
         }
         if st.changes.values().any(|c| !c.pending.is_empty()) {
@@ -697,12 +703,16 @@ impl Transaction {
         let locks: Vec<_> = uuids.iter().map(|u| self.catalog.table_lock(u)).collect();
         let _turns: Vec<_> = locks.iter().map(|l| l.lock().unwrap_or_else(|p| p.into_inner())).collect();
 
+        let consumers = staged_consumer_changes(&st.consumers);
         let mut last_conflict = None;
         for _ in 0..MAX_REBASES {
             let head = self.catalog.state();
             if let Some(e) = last_conflict.take() {
-                // Appends rebase; DDL whose premise no longer holds cannot.
+                // Appends rebase; DDL whose premise no longer holds cannot, nor a consumer's change.
                 self.check_ddl_against(st, &head).map_err(|_| e)?;
+                for c in &consumers {
+                    c.check(head.consumers.get(&c.key).map(|c| c.as_ref()))?;
+                }
             }
             let mut changes = Vec::new();
             let mut dropped_uuids = std::collections::HashMap::new();
@@ -751,7 +761,13 @@ impl Transaction {
                     return Err(e);
                 }
             }
-            let request = CommitRequest { changes, actor: self.catalog.actor().to_string(), dropped_uuids, files };
+            let request = CommitRequest {
+                changes,
+                actor: self.catalog.actor().to_string(),
+                dropped_uuids,
+                files,
+                consumers: consumers.clone(),
+            };
             match self.catalog.commit(request) {
                 Ok(records) => {
                     written.clear(); // the files now belong to the committed snapshots

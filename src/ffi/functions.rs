@@ -13,7 +13,9 @@ use super::transaction::SkadeTxn;
 use super::{arg, guard, handle, out, SkadeStatus};
 use crate::changelog::filters::Filters;
 use crate::error::Error;
-use crate::functions::{changelog, check, commits_since, compact, expire_snapshots, lookup_stats, snapshots, tables};
+use crate::functions::{
+    changelog, check, commits_since, compact, consumers, expire_snapshots, lookup_stats, snapshots, tables,
+};
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut FFI_ArrowSchema) -> *mut SkadeStatus {
@@ -26,6 +28,8 @@ pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut
             "skade_expire_snapshots" => expire_snapshots::schema(),
             "skade_compact" => compact::schema(),
             "skade_lookup_stats" => lookup_stats::schema(),
+            "skade_consumers" => consumers::schema(),
+            "skade_drop_consumer" => consumers::drop_schema(),
             other => return Err(Error::internal(format!("unknown function {other}"))),
         };
         out(result, FFI_ArrowSchema::try_from(schema.as_ref())?)

@@ -14,6 +14,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod catalog;
+mod consumers;
 mod functions;
 mod scan;
 mod table;

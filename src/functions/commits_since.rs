@@ -27,7 +27,7 @@ pub fn schema() -> SchemaRef {
     ]))
 }
 
-fn batch(records: &[CommitRecord]) -> Result<RecordBatch> {
+pub(crate) fn batch(records: &[CommitRecord]) -> Result<RecordBatch> {
     let mut seq = UInt64Builder::new();
     let mut at = TimestampMicrosecondBuilder::new().with_timezone("UTC");
     let mut table = StringBuilder::new();

@@ -15,6 +15,7 @@ pub fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("expired_snapshots", DataType::UInt64, false),
         Field::new("removed_files", DataType::UInt64, false),
+        Field::new("kept_for_consumers", DataType::UInt64, false),
     ]))
 }
 
@@ -33,9 +34,12 @@ pub fn run(txn: &Transaction, uuid: &str, older_than_us: Option<i64>, retain_las
         older_than_ms: older_than_us.map(|us| us.div_euclid(1000)),
         retain_last: retain_last.map(|n| n as usize),
     };
-    let ExpireReport { expired_snapshots, removed_files } =
+    let ExpireReport { expired_snapshots, removed_files, kept_for_consumers } =
         txn.catalog().expire_snapshots(&table.record.schema, &table.record.name, retention)?;
-    let columns: Vec<ArrayRef> =
-        vec![Arc::new(UInt64Array::from(vec![expired_snapshots])), Arc::new(UInt64Array::from(vec![removed_files]))];
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(UInt64Array::from(vec![expired_snapshots])),
+        Arc::new(UInt64Array::from(vec![removed_files])),
+        Arc::new(UInt64Array::from(vec![kept_for_consumers])),
+    ];
     Ok(RecordBatch::try_new(schema(), columns)?)
 }

@@ -4,6 +4,7 @@ pub mod changelog;
 pub(crate) mod check;
 pub(crate) mod commits_since;
 pub(crate) mod compact;
+pub(crate) mod consumers;
 pub(crate) mod expire_snapshots;
 pub(crate) mod lookup_stats;
 pub(crate) mod snapshots;

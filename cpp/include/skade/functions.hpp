@@ -75,6 +75,12 @@ virtual_column_map_t SkadeArrowVirtualColumns(ClientContext &context, optional_p
 //! Refuses NULL arguments with a message naming the function.
 void SkadeRequireArguments(TableFunctionBindInput &input, const string &function_name);
 
+//! A function that changes `catalog` (a consumer): DuckDB's transaction then writes to it, and to
+//! no other attached database (its rule for one transaction).
+void SkadeModifiesCatalog(ClientContext &context, Catalog &catalog);
+//! Whether the running query was interrupted (never throws).
+bool SkadeIsInterrupted(ClientContext &context);
+
 //! The skade catalog named `name` (an attached database of TYPE skade), or an error naming it.
 SkadeCatalog &SkadeCatalogByName(ClientContext &context, const string &name);
 //! The skade table named by a qualified name ('lake.schema.table' or 'lake.table').
@@ -89,5 +95,9 @@ TableFunction SkadeCompactFunction();
 TableFunctionSet SkadeChangelogFunctions();
 TableFunction SkadeLookupFunction();
 TableFunction SkadeLookupStatsFunction();
+//! skade_create_consumer, skade_reset_consumer, skade_drop_consumer, skade_acknowledge, skade_consumers.
+vector<TableFunctionSet> SkadeConsumerFunctions();
+//! skade_consume, skade_peek, skade_wait.
+vector<TableFunctionSet> SkadeConsumeFunctions();
 
 } // namespace duckdb

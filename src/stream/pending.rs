@@ -1,0 +1,105 @@
+//! What a consumer has not consumed yet: the commits after its cursor, each commit of its tables
+//! whole, and where its cursor goes once they are delivered. Commits of other tables move the
+//! cursor without rows; a gap in the history it cannot read (a table of it dropped, a snapshot
+//! expired) is an error naming it, never a silent skip.
+
+use std::collections::HashSet;
+
+use iceberg::spec::Operation;
+
+use crate::catalog::consumers::ConsumerRecord;
+use crate::catalog::events::CATCH_UP_PAGE;
+use crate::catalog::store::CommitRecord;
+use crate::catalog::Catalog;
+use crate::error::{Error, Result};
+
+/// The commits a consumer's next read delivers.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    /// The consumer as read (the cursor the window starts after).
+    pub consumer: ConsumerRecord,
+    /// The cursor once they are delivered: the last commit_seq looked at.
+    pub to: u64,
+    /// The commits of its tables in (cursor, to] that made a snapshot, in order.
+    pub commits: Vec<CommitRecord>,
+}
+
+impl Pending {
+    /// The commits after `consumer`'s cursor, at most `max_commits` of its tables' (None: all
+    /// there are).
+    pub fn of(catalog: &Catalog, consumer: &ConsumerRecord, max_commits: Option<u64>) -> Result<Pending> {
+        let uuids: HashSet<&str> = consumer.tables.iter().map(|t| t.uuid.as_str()).collect();
+        let mut pending = Pending { consumer: consumer.clone(), to: consumer.cursor, commits: vec![] };
+        if max_commits == Some(0) {
+            return Ok(pending);
+        }
+        loop {
+            let page = catalog.commits_since(pending.to, CATCH_UP_PAGE)?;
+            let Some(last) = page.last().map(|r| r.seq) else {
+                return Ok(pending);
+            };
+            for record in page {
+                let ours = record.table_uuid.as_deref().is_some_and(|u| uuids.contains(u));
+                if ours && record.operation == "drop_table" {
+                    if pending.commits.is_empty() {
+                        return Err(dropped(consumer, &record));
+                    }
+                    return Ok(pending); // delivered up to the drop; the next read says so
+                }
+                pending.to = record.seq;
+                // A commit of its table without a snapshot (a CREATE TABLE) has no rows to deliver.
+                if ours && record.snapshot_id.is_some() {
+                    pending.commits.push(record);
+                    if max_commits.is_some_and(|n| pending.commits.len() as u64 >= n) {
+                        return Ok(pending);
+                    }
+                }
+            }
+            debug_assert_eq!(pending.to, last);
+        }
+    }
+
+    /// How many changelog rows the pending commits hold, from their snapshots' summaries
+    /// (added rows plus deleted rows; a compaction changes no row).
+    pub fn rows(&self, catalog: &Catalog) -> Result<u64> {
+        let mut rows = 0;
+        for commit in &self.commits {
+            let (Some(id), Some(location)) = (commit.snapshot_id, commit.metadata_location.as_deref()) else {
+                continue;
+            };
+            let metadata = catalog.metadata_at(location)?;
+            let Some(snapshot) = metadata.snapshot_by_id(id) else {
+                continue;
+            };
+            let summary = snapshot.summary();
+            if summary.operation == Operation::Replace {
+                continue;
+            }
+            let count = |k: &str| summary.additional_properties.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            rows += count("added-records") + count("added-position-deletes") + count("added-equality-deletes");
+        }
+        Ok(rows)
+    }
+}
+
+fn dropped(consumer: &ConsumerRecord, record: &CommitRecord) -> Error {
+    Error::catalog(format!(
+        "consumer \"{}\" cannot go on: its table {}.{} was dropped at commit_seq {} (a table created again under \
+         that name is another table); reset the consumer (skade_reset_consumer) to follow the tables named so now, \
+         or drop it",
+        consumer.name,
+        record.schema,
+        record.table.as_deref().unwrap_or("?"),
+        record.seq
+    ))
+}
+
+/// The error for a pending commit whose snapshot (or its parent, which its deletes are read at)
+/// is no longer in the table's history.
+pub fn expired(consumer: &ConsumerRecord, table: &str, record: &CommitRecord, snapshot: i64) -> Error {
+    Error::catalog(format!(
+        "consumer \"{}\" cannot read commit_seq {} of table {table}: snapshot {snapshot} was expired, so the \
+         changes between its cursor {} and there are gone; reset the consumer (skade_reset_consumer) to skip the gap",
+        consumer.name, record.seq, consumer.cursor
+    ))
+}
