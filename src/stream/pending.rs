@@ -3,9 +3,10 @@
 //! cursor without rows; a gap in the history it cannot read (a table of it dropped, a snapshot
 //! expired) is an error naming it, never a silent skip.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
-use iceberg::spec::Operation;
+use iceberg::spec::{Operation, TableMetadata};
 
 use crate::catalog::consumers::ConsumerRecord;
 use crate::catalog::events::CATCH_UP_PAGE;
@@ -60,14 +61,23 @@ impl Pending {
     }
 
     /// How many changelog rows the pending commits hold, from their snapshots' summaries
-    /// (added rows plus deleted rows; a compaction changes no row).
+    /// (added rows plus deleted rows; a compaction changes no row). Each table's newest pending
+    /// metadata holds its earlier snapshots too: one metadata file per table is read, not one
+    /// per commit (an older one only where expiry removed a snapshot from the newest).
     pub fn rows(&self, catalog: &Catalog) -> Result<u64> {
+        let mut newest: HashMap<&str, Arc<TableMetadata>> = HashMap::new();
         let mut rows = 0;
-        for commit in &self.commits {
-            let (Some(id), Some(location)) = (commit.snapshot_id, commit.metadata_location.as_deref()) else {
+        for commit in self.commits.iter().rev() {
+            let (Some(id), Some(location), Some(uuid)) =
+                (commit.snapshot_id, commit.metadata_location.as_deref(), commit.table_uuid.as_deref())
+            else {
                 continue;
             };
-            let metadata = catalog.metadata_at(location)?;
+            let metadata = match newest.get(uuid) {
+                Some(m) if m.snapshot_by_id(id).is_some() => m.clone(),
+                Some(_) => catalog.metadata_at(location)?,
+                None => newest.entry(uuid).or_insert(catalog.metadata_at(location)?).clone(),
+            };
             let Some(snapshot) = metadata.snapshot_by_id(id) else {
                 continue;
             };

@@ -19,7 +19,8 @@ const INTERRUPT_POLL: Duration = Duration::from_millis(20);
 pub struct WaitFor<'a> {
     /// Commits with a greater commit_seq.
     pub after: u64,
-    /// Only commits of these tables (uuids); None: any commit.
+    /// Only the commits a consumer of these tables (uuids) is delivered (those with a snapshot)
+    /// or stopped by (a drop); None: any commit.
     pub tables: Option<&'a HashSet<String>>,
     pub timeout: Duration,
 }
@@ -28,7 +29,10 @@ impl WaitFor<'_> {
     fn wanted(&self, commit: &CommitRecord) -> bool {
         match self.tables {
             None => true,
-            Some(t) => commit.table_uuid.as_ref().is_some_and(|u| t.contains(u)),
+            Some(t) => {
+                commit.table_uuid.as_ref().is_some_and(|u| t.contains(u))
+                    && (commit.snapshot_id.is_some() || commit.operation == "drop_table")
+            }
         }
     }
 }
