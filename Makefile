@@ -86,6 +86,7 @@ bench: extension $(VENV)/.installed
 	$(PYTHON) bench/small_commits.py
 	$(PYTHON) bench/lookup.py
 	$(PYTHON) bench/scans.py
+	$(PYTHON) bench/consume.py
 	cargo run --release --example core_commits
 	cargo run --release --example core_lookup
 

@@ -193,13 +193,16 @@ pub fn snapshot_changes(
     })
 }
 
+/// A data file whose rows are read later, with the deletes that apply to it.
+type DeferredFile = (DataFile, FileDeletes);
+
 /// The rows of the files the snapshot added, minus its own deletes of them; or, `deferred`, those
 /// files with their deletes, to be read once the window's removed rows are known.
 fn inserted_rows(
     d: &Decoding<'_>,
     files: &SnapshotFiles,
     deferred: bool,
-) -> Result<(Vec<RecordBatch>, Vec<(DataFile, FileDeletes)>)> {
+) -> Result<(Vec<RecordBatch>, Vec<DeferredFile>)> {
     let seq = d.snapshot.sequence_number();
     let own: Vec<(i64, &DataFile)> = files.added_deletes.iter().map(|f| (seq, f)).collect();
     let own = DeleteIndex::load(&d.caches.deletes, &d.schema, &own)?;

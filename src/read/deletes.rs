@@ -70,7 +70,7 @@ pub struct DeleteCache {
     /// The positions that equality deletes remove from a data file, by (data file, delete files):
     /// found once by reading the file's key columns, then applied as position deletes. Each slot
     /// has its own lock, so the tasks of one file wait for one reader instead of all reading.
-    resolved: Mutex<HashMap<(String, Vec<String>), Arc<Mutex<Option<Arc<Vec<u64>>>>>>>,
+    resolved: Mutex<HashMap<(String, Vec<String>), ResolvedSlot>>,
 }
 
 /// A slot of [`DeleteCache::resolved`].
