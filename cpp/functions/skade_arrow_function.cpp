@@ -28,6 +28,8 @@ struct ArrowFunctionGlobal : public GlobalTableFunctionState {
 	unique_ptr<Expression> filter;
 	//! Threads take whole batches from the stream under this lock and convert them on their own.
 	mutex lock;
+	//! The next batch's index (under `lock`): DuckDB keeps the rows' order by it across threads.
+	idx_t next_batch = 0;
 	idx_t max_threads = 1;
 
 	idx_t MaxThreads() const override {
@@ -47,6 +49,8 @@ struct ArrowFunctionLocal : public LocalTableFunctionState {
 	ArrowScanLocalState arrow;
 	unique_ptr<ExpressionExecutor> executor;
 	SelectionVector selection;
+	//! The index of the batch this thread converts.
+	idx_t batch_index = 0;
 };
 
 //! The stream must have the columns the statement was bound with.
@@ -134,6 +138,7 @@ void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) 
 			{
 				lock_guard<mutex> guard(global.lock);
 				next = SkadeNextChunk(*global.stream);
+				local.batch_index = global.next_batch++;
 			}
 			if (!next->arrow_array.release) {
 				output.Reset();
@@ -166,6 +171,12 @@ void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) 
 			return;
 		}
 	}
+}
+
+//! The batch a thread's rows come from: with it, DuckDB puts rows converted on several threads
+//! back in the stream's order (a consumer's rows are in commit order).
+OperatorPartitionData PartitionData(ClientContext &context, TableFunctionGetPartitionInput &input) {
+	return OperatorPartitionData(input.local_state->Cast<ArrowFunctionLocal>().batch_index);
 }
 
 } // namespace
@@ -233,7 +244,9 @@ virtual_column_map_t SkadeArrowVirtualColumns(ClientContext &context, optional_p
 }
 
 TableFunction SkadeArrowFunction(const string &name, vector<LogicalType> arguments, table_function_bind_t bind) {
-	return TableFunction(SkadeToName(name), std::move(arguments), Scan, bind, InitGlobal, InitLocal);
+	TableFunction function(SkadeToName(name), std::move(arguments), Scan, bind, InitGlobal, InitLocal);
+	function.get_partition_data = PartitionData;
+	return function;
 }
 
 void SkadeRequireArguments(TableFunctionBindInput &input, const string &function_name) {

@@ -58,14 +58,20 @@ unique_ptr<FunctionData> BindRead(ClientContext &context, TableFunctionBindInput
 	                                   &schema.arrow_schema));
 	auto data = make_uniq<SkadeArrowFunctionData>();
 	data->virtual_columns = 1; // _full_reload, as in skade_changelog
+	// A peek converts on every thread (commit order kept by batch index). A consuming read stays
+	// on one: it stages its advance when the stream's end is taken, and threads racing ahead of a
+	// LIMIT would take it although the query stopped early.
+	data->parallel = !ADVANCE;
 	data->projection = true;   // columns a query does not use are not converted
-	data->open = [=](ClientContext &context, ArrowArrayStream &out) {
+	data->open_columns = [=](ClientContext &context, const vector<column_t> &column_ids, SkadeFilterDescription &,
+	                         ArrowArrayStream &out) {
 		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		if (ADVANCE) {
 			SkadeModifiesCatalog(context, catalog);
 		}
+		vector<uint64_t> columns(column_ids.begin(), column_ids.end());
 		SkadeCheck(skade_fn_consume(SkadeTransaction::Get(context, catalog).Handle(), name.c_str(), max_commits,
-		                            ADVANCE, wait_ms, Interrupted, &context, &out));
+		                            ADVANCE, wait_ms, columns.data(), columns.size(), Interrupted, &context, &out));
 	};
 	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
 }

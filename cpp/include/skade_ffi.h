@@ -176,9 +176,10 @@ skade_status *skade_fn_acknowledge(const skade_txn *txn, const char *name, int64
 skade_status *skade_fn_consume_schema(const skade_txn *txn, const char *name, struct ArrowSchema *result);
 // The consumer's pending rows (at most max_commits commits if >= 0); `advance`: its cursor moves
 // past them once the stream is read to its end. With nothing pending, waits up to wait_ms if >= 0.
+// `columns` (n_columns of them) are the output columns the query uses: the others may be NULL.
 skade_status *skade_fn_consume(const skade_txn *txn, const char *name, int64_t max_commits, bool advance,
-                               int64_t wait_ms, skade_interrupted_fn interrupted, void *context,
-                               struct ArrowArrayStream *result);
+                               int64_t wait_ms, const uint64_t *columns, size_t n_columns,
+                               skade_interrupted_fn interrupted, void *context, struct ArrowArrayStream *result);
 // Waits up to timeout_ms for a commit after `since` (consumer non-NULL: of its tables, after its
 // cursor): the rows of skade_commits_since, none after the timeout.
 skade_status *skade_fn_wait(const skade_txn *txn, int64_t since, const char *consumer, int64_t timeout_ms,

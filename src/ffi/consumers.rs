@@ -124,6 +124,8 @@ pub unsafe extern "C" fn skade_fn_consume(
     max_commits: i64,
     advance: bool,
     wait_ms: i64,
+    columns: *const u64,
+    n_columns: usize,
     interrupted: InterruptedFn,
     context: *mut c_void,
     result: *mut FFI_ArrowArrayStream,
@@ -131,10 +133,16 @@ pub unsafe extern "C" fn skade_fn_consume(
     guard(|| {
         let txn = &handle(txn, "transaction")?.0;
         let name = arg(name, "consumer name")?;
+        let used: Vec<usize> = if columns.is_null() || n_columns == 0 {
+            vec![]
+        } else {
+            unsafe { std::slice::from_raw_parts(columns, n_columns) }.iter().map(|&c| c as usize).collect()
+        };
         let options = ReadOptions {
             max_commits: u64::try_from(max_commits).ok(),
             advance,
             wait: u64::try_from(wait_ms).ok().map(Duration::from_millis),
+            used,
         };
         let schema = consume::schema(txn, name)?;
         let reader = consume::read(txn, name, options, schema, &interruption(interrupted, context))?;

@@ -17,7 +17,7 @@ use crate::catalog::Transaction;
 use crate::error::Result;
 
 /// What a read asks for.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ReadOptions {
     /// At most this many commits of the consumer's tables (None: every pending one).
     pub max_commits: Option<u64>,
@@ -25,6 +25,8 @@ pub struct ReadOptions {
     pub advance: bool,
     /// With nothing pending, wait this long for a commit of the consumer's tables.
     pub wait: Option<Duration>,
+    /// The columns (of the read's schema) the caller uses; the others may be NULL (empty: all).
+    pub used: Vec<usize>,
 }
 
 /// The columns of the consumer `name`'s rows.
@@ -53,7 +55,7 @@ pub fn read(
             pending = Pending::of(txn.catalog(), &consumer, options.max_commits)?;
         }
     }
-    let batches = rows::rows(txn.catalog(), &pending, &schema)?;
+    let batches = rows::rows(txn.catalog(), &pending, &schema, &options.used)?;
     let advance = (options.advance && pending.to > consumer.cursor).then(|| (txn.clone(), pending));
     Ok(ConsumeRead { schema, batches: batches.into_iter(), advance })
 }

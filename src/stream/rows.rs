@@ -3,7 +3,7 @@
 //! columns for all of the consumer's tables (their columns by name, NULL where a table has none),
 //! with the table, the commit_seq and an ordinal within the commit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, ArrayRef, RecordBatch, StringArray, UInt64Array};
@@ -72,42 +72,53 @@ pub fn schema(catalog: &Catalog, consumer: &ConsumerRecord) -> Result<SchemaRef>
     Ok(Arc::new(Schema::new(columns)))
 }
 
-/// The rows of `pending`, in `schema` (see [`schema`]).
-pub fn rows(catalog: &Catalog, pending: &Pending, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+/// The rows of `pending`, in `schema` (see [`schema`]); columns of it not in `used` may be NULL
+/// (empty: every column is read).
+pub fn rows(catalog: &Catalog, pending: &Pending, schema: &SchemaRef, used: &[usize]) -> Result<Vec<RecordBatch>> {
     let consumer = &pending.consumer;
     // Per table, its commits with a snapshot (DDL and expiry change no row), in order.
     let mut by_table: BTreeMap<&str, Vec<&crate::catalog::store::CommitRecord>> = BTreeMap::new();
     for commit in pending.commits.iter().filter(|c| c.snapshot_id.is_some()) {
         by_table.entry(commit.table_uuid.as_deref().unwrap_or_default()).or_default().push(commit);
     }
-    let mut out: Vec<(u64, RecordBatch)> = vec![];
+    let mut parts: Vec<Part> = vec![];
+    let mut names: Vec<String> = vec![];
     for (uuid, commits) in by_table {
         let table =
             consumer.tables.iter().find(|t| t.uuid == uuid).ok_or_else(|| Error::internal("a foreign commit"))?;
         let last = commits.last().ok_or_else(|| Error::internal("no commit"))?;
         let location = last.metadata_location.as_deref().ok_or_else(|| Error::internal("a commit without metadata"))?;
         let metadata = catalog.metadata_at(location)?;
+        // What expiry left is in the table's newest metadata, not in the pending commit's (which
+        // still lists every snapshot it had): a snapshot gone from the newest is a gap, even
+        // where the older metadata could still be read.
+        let newest = table_metadata(catalog, table)?;
+        let present = |id: i64| metadata.snapshot_by_id(id).is_some() && newest.snapshot_by_id(id).is_some();
         let name = table.qualified_name();
         // The window: from the parent of the first snapshot to the last one.
         let first = commits[0];
         let first_id = first.snapshot_id.unwrap_or_default();
-        let first_snapshot =
-            metadata.snapshot_by_id(first_id).ok_or_else(|| expired(consumer, &name, first, first_id))?;
+        let first_snapshot = metadata
+            .snapshot_by_id(first_id)
+            .filter(|_| present(first_id))
+            .ok_or_else(|| expired(consumer, &name, first, first_id))?;
         let from = match first_snapshot.parent_snapshot_id() {
-            Some(parent) if metadata.snapshot_by_id(parent).is_none() => {
+            Some(parent) if !present(parent) => {
                 return Err(expired(consumer, &name, first, parent));
             }
             parent => parent,
         };
         for c in &commits {
             let id = c.snapshot_id.unwrap_or_default();
-            if metadata.snapshot_by_id(id).is_none() {
+            if !present(id) {
                 return Err(expired(consumer, &name, c, id));
             }
         }
+        let table_used = table_columns(&metadata, schema, used);
         let request = Request {
             from: from.map(Bound::Snapshot),
             to: Some(Bound::Snapshot(last.snapshot_id.unwrap_or_default())),
+            used: &table_used,
             ..Request::default()
         };
         let batches = window::rows(&metadata, &catalog.read_caches(), &name, request)?;
@@ -117,30 +128,96 @@ pub fn rows(catalog: &Catalog, pending: &Pending, schema: &SchemaRef) -> Result<
                 let seq = *seq_of.get(&snapshot).ok_or_else(|| {
                     Error::internal(format!("changelog row of snapshot {snapshot}, not among the consumer's commits"))
                 })?;
-                out.push((seq, reshape(schema, &part, &name, seq)?));
+                parts.push(Part { seq, table: names.len(), rows: part });
             }
         }
+        names.push(name);
     }
-    // Commits in order, each one's rows in changelog order (a stable sort); ordinals count rows
-    // within a commit.
-    out.sort_by_key(|(seq, _)| *seq);
+    // Commits in order, each one's rows in changelog order (a stable sort).
+    parts.sort_by_key(|p| p.seq);
+    let constants = Constants::for_parts(&parts, &names);
     let mut ordinal = 0u64;
     let mut current = None;
-    let ordinal_column = schema.index_of(COMMIT_ORDINAL)?;
-    out.into_iter()
-        .map(|(seq, batch)| {
-            if current != Some(seq) {
-                current = Some(seq);
+    parts
+        .iter()
+        .map(|part| {
+            if current != Some(part.seq) {
+                current = Some(part.seq);
                 ordinal = 0;
             }
-            let n = batch.num_rows() as u64;
-            let ordinals: ArrayRef = Arc::new(UInt64Array::from_iter_values(ordinal + 1..=ordinal + n));
-            ordinal += n;
-            let mut columns = batch.columns().to_vec();
-            columns[ordinal_column] = ordinals;
-            Ok(RecordBatch::try_new(schema.clone(), columns)?)
+            let batch = reshape(schema, part, &constants, ordinal)?;
+            ordinal += part.rows.num_rows() as u64;
+            Ok(batch)
         })
         .collect()
+}
+
+/// The table's columns (positions in its schema, as the changelog takes them) that the used
+/// columns of the consumer's `schema` name; empty (every column) when nothing is narrowed. A
+/// query of the consumer's own columns only (`count(*)`, `_commit_seq`) still reads one of the
+/// table's: the changelog's rows are counted on its columns.
+fn table_columns(metadata: &TableMetadata, schema: &SchemaRef, used: &[usize]) -> Vec<usize> {
+    if used.is_empty() {
+        return vec![];
+    }
+    let fields = metadata.current_schema().as_struct().fields();
+    let mut columns: Vec<usize> = used
+        .iter()
+        .filter_map(|&i| schema.fields().get(i))
+        .filter_map(|f| fields.iter().position(|t| t.name == *f.name()))
+        .collect();
+    columns.sort_unstable();
+    columns.dedup();
+    if columns.is_empty() {
+        columns.push(0);
+    }
+    columns
+}
+
+/// Rows of one commit of one table (of `names[table]`).
+struct Part {
+    seq: u64,
+    table: usize,
+    rows: RecordBatch,
+}
+
+/// The columns a consumer adds, built once at the size the largest part needs and sliced for
+/// each part: a slice costs nothing, a column of each part's own would cost a copy per row (a
+/// table's name over half a million rows is most of what a read adds to the changelog's).
+struct Constants {
+    /// Per table, its name repeated.
+    names: Vec<ArrayRef>,
+    /// Per commit_seq, the commit_seq repeated.
+    seqs: HashMap<u64, ArrayRef>,
+    /// 1, 2, ... as far as the largest commit's rows go: a part's ordinals are a slice of it.
+    ordinals: ArrayRef,
+}
+
+impl Constants {
+    fn for_parts(parts: &[Part], names: &[String]) -> Constants {
+        let mut table_rows = vec![0; names.len()];
+        let mut seq_rows: HashMap<u64, (usize, u64)> = HashMap::new(); // (largest part, all rows)
+        for p in parts {
+            let n = p.rows.num_rows();
+            table_rows[p.table] = table_rows[p.table].max(n);
+            let e = seq_rows.entry(p.seq).or_default();
+            e.0 = e.0.max(n);
+            e.1 += n as u64;
+        }
+        let most = seq_rows.values().map(|e| e.1).max().unwrap_or(0);
+        Constants {
+            names: names
+                .iter()
+                .zip(table_rows)
+                .map(|(name, n)| Arc::new(StringArray::new_repeated(name, n)) as ArrayRef)
+                .collect(),
+            seqs: seq_rows
+                .into_iter()
+                .map(|(seq, (n, _))| (seq, Arc::new(UInt64Array::from_value(seq, n)) as ArrayRef))
+                .collect(),
+            ordinals: Arc::new(UInt64Array::from_iter_values(1..=most)),
+        }
+    }
 }
 
 /// A changelog batch cut where its `_commit_snapshot_id` changes (a snapshot's rows are
@@ -161,16 +238,18 @@ fn split_by_snapshot(batch: &RecordBatch) -> Result<Vec<(i64, RecordBatch)>> {
     Ok(parts)
 }
 
-/// A table's changelog batch in the consumer's columns (ordinals filled in later).
-fn reshape(schema: &SchemaRef, batch: &RecordBatch, table: &str, seq: u64) -> Result<RecordBatch> {
+/// A part in the consumer's columns, its ordinals counting on from `ordinal`.
+fn reshape(schema: &SchemaRef, part: &Part, constants: &Constants, ordinal: u64) -> Result<RecordBatch> {
+    let batch = &part.rows;
     let n = batch.num_rows();
     let columns = schema
         .fields()
         .iter()
         .map(|f| -> Result<ArrayRef> {
             Ok(match f.name().as_str() {
-                TABLE => Arc::new(StringArray::from(vec![table; n])),
-                COMMIT_SEQ | COMMIT_ORDINAL => Arc::new(UInt64Array::from(vec![seq; n])),
+                TABLE => constants.names[part.table].slice(0, n),
+                COMMIT_SEQ => constants.seqs[&part.seq].slice(0, n),
+                COMMIT_ORDINAL => constants.ordinals.slice(ordinal as usize, n),
                 name => match batch.column_by_name(name) {
                     Some(c) if c.data_type() == f.data_type() => c.clone(),
                     Some(c) => arrow::compute::cast(c, f.data_type())?,

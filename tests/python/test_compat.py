@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 
+import duckdb
 import pytest
 
 from conftest import ROOT, connect
@@ -14,13 +15,19 @@ from conftest import ROOT, connect
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "format-1")
 
 
-@pytest.fixture
-def lake():
+def placed():
+    """The fixture copied back where it was written (Iceberg metadata names files by absolute
+    path): its expected values, and where it is."""
     expected = json.load(open(os.path.join(FIXTURE, "expected.json")))
-    # Iceberg metadata names files by absolute path: the lake goes back where it was written.
     fixed = expected["fixed_path"]
     shutil.rmtree(fixed, ignore_errors=True)
     shutil.copytree(FIXTURE, fixed)
+    return expected, fixed
+
+
+@pytest.fixture
+def lake():
+    expected, fixed = placed()
     con = connect()
     con.execute(f"ATTACH '{fixed}/lake.skade' AS lake (TYPE skade)")
     yield con, expected
@@ -65,3 +72,39 @@ def test_lookups_deletes_and_new_commits_on_old_files(lake):
     assert rows(con, "SELECT * FROM lake.t") == [["4", "1"]]
     con.execute("INSERT INTO lake.sales.log (x) VALUES (-1)")
     assert con.execute("SELECT count(*) FROM lake.sales.log").fetchone()[0] == 501
+
+
+def test_consumers_on_a_format_1_catalog():
+    """Format 1 has no consumers table: read-only it lists none and cannot make one; the first
+    writable attach migrates it (in one transaction with the stamp), and a consumer then follows
+    the old tables from the beginning of their history."""
+    expected, fixed = placed()
+    try:
+        con = connect()
+        con.execute(f"ATTACH '{fixed}/lake.skade' AS old (TYPE skade, READ_ONLY)")
+        assert con.execute("SELECT count(*) FROM skade_consumers('old')").fetchone()[0] == 0
+        with pytest.raises(duckdb.Error, match="read-only|READ_ONLY|read only"):
+            con.execute("CALL skade_create_consumer('old', 'c', 't', start := 'beginning')")
+        con.execute("DETACH old")
+        con.execute(f"ATTACH '{fixed}/lake.skade' AS lake (TYPE skade)")
+        con.execute("CALL skade_create_consumer('lake', 'c', 't', start := 'beginning')")
+        # replaying every change from the beginning gives the table's rows
+        changes = con.execute("SELECT id, _change_type FROM skade_peek('lake', 'c') ORDER BY _commit_seq, _commit_ordinal").fetchall()
+        alive = {}
+        for id_, change in changes:
+            if change in ("INSERT", "UPDATE_AFTER"):
+                alive[id_] = alive.get(id_, 0) + 1
+            else:
+                alive[id_] -= 1
+        now = sorted(i for (i,) in con.execute("SELECT id FROM lake.t").fetchall())
+        assert sorted(i for i, n in alive.items() for _ in range(n)) == now
+        assert len(con.execute("FROM skade_consume('lake', 'c')").fetchall()) == len(changes)
+        assert con.execute("SELECT commits_behind FROM skade_consumers('lake')").fetchone()[0] == 0
+        con.close()
+        # the migrated file stays at the new format: a read-only attach now lists the consumer
+        con = connect()
+        con.execute(f"ATTACH '{fixed}/lake.skade' AS again (TYPE skade, READ_ONLY)")
+        assert con.execute("SELECT consumer_name FROM skade_consumers('again')").fetchall() == [("c",)]
+        con.close()
+    finally:
+        shutil.rmtree(fixed, ignore_errors=True)

@@ -277,3 +277,22 @@ def test_expiry_keeps_what_a_consumer_needs_until_it_is_dropped(tmp_path):
     assert con.execute("SELECT kept_for_consumers FROM skade_expire_snapshots('lake.t', retain_last := 1)").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM skade_snapshots('lake.t')").fetchone()[0] == 1
     con.close()
+
+
+def test_rows_come_in_commit_order_when_many_threads_convert_them(tmp_path):
+    """A peek converts batches on every thread: DuckDB must still return them in commit order
+    (batch indexes), as the consuming read (one thread) does."""
+    con = lake_with_consumer(tmp_path)
+    con.execute("SET threads = 4")
+    for k in range(6):
+        con.execute(f"INSERT INTO lake.t SELECT i, 'v' || i FROM range({k * 40000}, {(k + 1) * 40000}) r(i)")
+    con.execute("UPDATE lake.t SET v = 'u' WHERE id % 7 = 0")
+    con.execute("DELETE FROM lake.t WHERE id % 11 = 0")
+    peeked = con.execute("SELECT _commit_seq, _commit_ordinal, id, _change_type FROM skade_peek('lake', 'c')").fetchall()
+    assert [r[:2] for r in peeked] == sorted(r[:2] for r in peeked)
+    consumed = con.execute("SELECT _commit_seq, _commit_ordinal, id, _change_type FROM skade_consume('lake', 'c')").fetchall()
+    assert [r[:2] for r in consumed] == [r[:2] for r in peeked]
+    # (the order of the rows within an UPDATE's or DELETE's commit may differ between reads)
+    assert sorted((r[0], r[2], r[3]) for r in consumed) == sorted((r[0], r[2], r[3]) for r in peeked)
+    assert len(consumed) == 240000 + 2 * len(range(0, 240000, 7)) + len(range(0, 240000, 11))
+    con.close()

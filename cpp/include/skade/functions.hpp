@@ -28,7 +28,8 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 	    open_columns;
 	ArrowTableSchema arrow_table;
 	vector<LogicalType> types;
-	//! Whether the rows have no order to keep, so that several threads may convert them.
+	//! Whether several threads convert the rows (each batch on one; DuckDB keeps the stream's
+	//! order by batch index where the query needs it).
 	bool parallel = false;
 	//! Whether the function has projection pushdown: DuckDB then asks for some columns only, and
 	//! only those are converted (set together with TableFunction::projection_pushdown).
