@@ -3,7 +3,7 @@
 //! remove; rows a rewrite removed and added back unchanged are none; on a table with a primary
 //! key, a key deleted and inserted by the snapshot is an update.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch};
@@ -235,11 +235,14 @@ fn deleted_rows(d: &Decoding<'_>, files: &SnapshotFiles, parent: &Snapshot) -> R
             return Ok(None);
         }
     }
-    // Removed data files: all their rows live at the parent.
+    // Removed data files: all their rows live at the parent. (In the parent's file order, and
+    // below in path order: a commit's rows come in the same order on every read, so a consumer's
+    // ordinals name the same rows when a window is delivered again.)
     let mut tasks = vec![];
-    for path in &removed {
-        if let Some((file_seq, file)) = live.get(path).filter(|(_, f)| d.filters.may_match(f)) {
-            tasks.push((path.to_string(), file.record_count(), parent_deletes.for_file(path, *file_seq)));
+    for e in &at_parent.data {
+        let (path, file) = (e.file().file_path(), e.file());
+        if removed.contains(path) && d.filters.may_match(file) {
+            tasks.push((path.to_string(), file.record_count(), parent_deletes.for_file(path, e.sequence_number)));
         }
     }
     tasks.extend(position_deleted(d, files, &live, &removed, &parent_deletes)?);
@@ -257,7 +260,7 @@ fn position_deleted(
     removed: &HashSet<&str>,
     parent_deletes: &DeleteIndex,
 ) -> Result<Vec<(String, u64, FileDeletes)>> {
-    let mut by_file: HashMap<&str, Vec<u64>> = HashMap::new();
+    let mut by_file: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let mut position_files = vec![];
     for f in files.of_kind(DataContentType::PositionDeletes) {
         position_files.push(d.caches.deletes.positions(f)?);
