@@ -254,6 +254,11 @@ void SkadeRequireArguments(TableFunctionBindInput &input, const string &function
 		if (input.inputs[i].IsNull()) {
 			throw BinderException("%s: argument %d must not be NULL", function_name, i + 1);
 		}
+		// The core takes names as C strings: one with a NUL in it would name a shorter one.
+		if (input.inputs[i].type().id() == LogicalTypeId::VARCHAR &&
+		    StringValue::Get(input.inputs[i]).find('\0') != string::npos) {
+			throw BinderException("%s: argument %d contains a NUL character", function_name, i + 1);
+		}
 	}
 }
 

@@ -95,6 +95,9 @@ pub fn list(txn: &Transaction) -> Result<RecordBatch> {
 pub fn create(txn: &Transaction, name: &str, tables: &[String], start: Start) -> Result<RecordBatch> {
     let tables = tables.iter().map(|t| table_name(txn, t)).collect::<Result<Vec<_>>>()?;
     let record = txn.create_consumer(name, &tables, start)?;
+    // Tables whose columns a consumer cannot carry (a reserved name, one name with two types) are
+    // refused now, not at every read.
+    crate::stream::rows::schema(txn.catalog(), &record)?;
     listing(txn, &[record])
 }
 

@@ -13,7 +13,7 @@ use iceberg::spec::TableMetadata;
 use super::pending::{expired, Pending};
 use crate::catalog::consumers::{ConsumedTable, ConsumerRecord};
 use crate::catalog::Catalog;
-use crate::changelog::types::{changelog_schema, COMMIT_SNAPSHOT_ID, FULL_RELOAD};
+use crate::changelog::types::{changelog_schema, CHANGE_TYPE, COMMIT_SNAPSHOT_ID, FULL_RELOAD};
 use crate::changelog::window::{self, Bound, Request};
 use crate::error::{Error, Result};
 use crate::format::schema::arrow_schema;
@@ -21,6 +21,9 @@ use crate::format::schema::arrow_schema;
 pub const TABLE: &str = "_table";
 pub const COMMIT_SEQ: &str = "_commit_seq";
 pub const COMMIT_ORDINAL: &str = "_commit_ordinal";
+/// The columns a consumer adds to its tables' own (a table column of one of these names would be
+/// mistaken for it).
+const RESERVED: [&str; 6] = [CHANGE_TYPE, COMMIT_SNAPSHOT_ID, TABLE, COMMIT_SEQ, COMMIT_ORDINAL, FULL_RELOAD];
 
 /// The metadata a consumer reads a table with: the table's current one, or, for a table dropped
 /// since, the one of its last commit.
@@ -42,7 +45,17 @@ pub fn schema(catalog: &Catalog, consumer: &ConsumerRecord) -> Result<SchemaRef>
     let mut tags: Vec<Field> = vec![];
     for table in &consumer.tables {
         let metadata = table_metadata(catalog, table)?;
-        let changelog = changelog_schema(arrow_schema(metadata.current_schema())?.as_ref());
+        let own = arrow_schema(metadata.current_schema())?;
+        if let Some(f) = own.fields().iter().find(|f| RESERVED.contains(&f.name().as_str())) {
+            return Err(Error::invalid(format!(
+                "consumer \"{}\": table {} has a column named {}, which a consumer's rows use for their own \
+                 value; a consumer cannot follow it (its changes are still in skade_changelog)",
+                consumer.name,
+                table.qualified_name(),
+                f.name()
+            )));
+        }
+        let changelog = changelog_schema(own.as_ref());
         let n = changelog.fields().len();
         for (i, field) in changelog.fields().iter().enumerate() {
             let target = if i + 3 >= n { &mut tags } else { &mut columns };
