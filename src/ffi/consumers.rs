@@ -9,7 +9,7 @@ use arrow::ffi::FFI_ArrowSchema;
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 
 use super::transaction::SkadeTxn;
-use super::{arg, arg_list, export_stream, guard, guard_value, handle, out, SkadeStatus};
+use super::{arg, arg_list, column_list, export_stream, guard, guard_value, handle, out, SkadeStatus};
 use crate::error::Result;
 use crate::functions::{commits_since, consumers};
 use crate::stream::consume::{self, ReadOptions};
@@ -133,11 +133,7 @@ pub unsafe extern "C" fn skade_fn_consume(
     guard(|| {
         let txn = &handle(txn, "transaction")?.0;
         let name = arg(name, "consumer name")?;
-        let used: Vec<usize> = if columns.is_null() || n_columns == 0 {
-            vec![]
-        } else {
-            unsafe { std::slice::from_raw_parts(columns, n_columns) }.iter().map(|&c| c as usize).collect()
-        };
+        let used = column_list(columns, n_columns);
         let options = ReadOptions {
             max_commits: u64::try_from(max_commits).ok(),
             advance,

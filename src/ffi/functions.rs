@@ -10,7 +10,7 @@ use arrow::ffi_stream::FFI_ArrowArrayStream;
 
 use super::catalog::SkadeCatalog;
 use super::transaction::SkadeTxn;
-use super::{arg, guard, handle, out, SkadeStatus};
+use super::{arg, column_list, guard, handle, out, SkadeStatus};
 use crate::changelog::filters::Filters;
 use crate::error::Error;
 use crate::functions::{
@@ -163,11 +163,7 @@ pub unsafe extern "C" fn skade_fn_changelog(
         let table = txn.table_by_uuid(arg(uuid, "table id")?)?;
         let (json, constants) = unsafe { super::filters(filter_json, constants, constants_schema) }?;
         let bound = |b: i64| if times { changelog::Bound::Time(b) } else { changelog::Bound::Snapshot(b) };
-        let used: Vec<usize> = if columns.is_null() || n_columns == 0 {
-            vec![]
-        } else {
-            unsafe { std::slice::from_raw_parts(columns, n_columns) }.iter().map(|&c| c as usize).collect()
-        };
+        let used = column_list(columns, n_columns);
         let (from, to) = (has_from.then(|| bound(from)), has_to.then(|| bound(to)));
         let filters = Filters::parse(json, constants.as_ref(), table.metadata.current_schema(), collapse)?;
         let request = changelog::Request { from, to, collapse, used: &used, filters };

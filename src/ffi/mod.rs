@@ -199,6 +199,14 @@ pub(crate) fn arg_list(p: *const *const c_char, n: usize, what: &str) -> Result<
     ptrs.iter().map(|&s| arg(s, what).map(str::to_string)).collect()
 }
 
+/// Borrows the `n` column positions a query uses (none: all of them).
+pub(crate) fn column_list(p: *const u64, n: usize) -> Vec<usize> {
+    if p.is_null() || n == 0 {
+        return vec![];
+    }
+    unsafe { std::slice::from_raw_parts(p, n) }.iter().map(|&c| c as usize).collect()
+}
+
 /// Writes `value` to an out-pointer the shim supplied.
 pub(crate) fn out<T>(p: *mut T, value: T) -> Result<()> {
     if p.is_null() {

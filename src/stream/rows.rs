@@ -111,22 +111,20 @@ pub fn rows(catalog: &Catalog, pending: &Pending, schema: &SchemaRef, used: &[us
         // The window: from the parent of the first snapshot to the last one.
         let first = commits[0];
         let first_id = first.snapshot_id.unwrap_or_default();
-        let first_snapshot = metadata
-            .snapshot_by_id(first_id)
-            .filter(|_| present(first_id))
-            .ok_or_else(|| expired(consumer, &name, first, first_id))?;
-        let from = match first_snapshot.parent_snapshot_id() {
-            Some(parent) if !present(parent) => {
-                return Err(expired(consumer, &name, first, parent));
-            }
-            parent => parent,
-        };
         for c in &commits {
             let id = c.snapshot_id.unwrap_or_default();
             if !present(id) {
                 return Err(expired(consumer, &name, c, id));
             }
         }
+        let first_snapshot =
+            metadata.snapshot_by_id(first_id).ok_or_else(|| expired(consumer, &name, first, first_id))?;
+        let from = match first_snapshot.parent_snapshot_id() {
+            Some(parent) if !present(parent) => {
+                return Err(expired(consumer, &name, first, parent));
+            }
+            parent => parent,
+        };
         let table_used = table_columns(&metadata, schema, used);
         let request = Request {
             from: from.map(Bound::Snapshot),
