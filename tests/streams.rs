@@ -129,13 +129,13 @@ fn a_wait_returns_at_once_when_a_commit_is_there_and_when_one_lands() {
     let head = catalog.head_seq();
     let never = || false;
     // nothing after the head: the timeout
-    let wait = WaitFor { after: head, tables: None, timeout: Duration::from_millis(30) };
+    let wait = WaitFor { after: head, tables: None, timeout: Duration::from_millis(30), consumer: None };
     let start = Instant::now();
     assert!(wait_for_commit(&catalog, &wait, &never).unwrap().is_empty());
     assert!(start.elapsed() >= Duration::from_millis(30));
     // a commit already there
     commit_append(&catalog, &uuid, 0..1);
-    let wait = WaitFor { after: head, tables: None, timeout: Duration::from_secs(30) };
+    let wait = WaitFor { after: head, tables: None, timeout: Duration::from_secs(30), consumer: None };
     assert_eq!(wait_for_commit(&catalog, &wait, &never).unwrap().len(), 1);
     // one landing from another thread wakes it
     let after = catalog.head_seq();
@@ -146,12 +146,12 @@ fn a_wait_returns_at_once_when_a_commit_is_there_and_when_one_lands() {
             commit_append(&catalog, &uuid, 1..2);
         })
     };
-    let wait = WaitFor { after, tables: None, timeout: Duration::from_secs(30) };
+    let wait = WaitFor { after, tables: None, timeout: Duration::from_secs(30), consumer: None };
     let found = wait_for_commit(&catalog, &wait, &never).unwrap();
     assert_eq!(found.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![after + 1]);
     producer.join().unwrap();
     // an interruption ends it
-    let wait = WaitFor { after: catalog.head_seq(), tables: None, timeout: Duration::from_secs(30) };
+    let wait = WaitFor { after: catalog.head_seq(), tables: None, timeout: Duration::from_secs(30), consumer: None };
     let e = wait_for_commit(&catalog, &wait, &|| true).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Interrupted);
 }

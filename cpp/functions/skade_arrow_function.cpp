@@ -11,8 +11,10 @@
 #include "duckdb/function/table/arrow.hpp"
 #include "duckdb/main/attached_database.hpp"
 #include "duckdb/main/database_manager.hpp"
+#include "duckdb/optimizer/optimizer_extension.hpp"
 #include "duckdb/parallel/task_scheduler.hpp"
 #include "duckdb/parser/qualified_name.hpp"
+#include "duckdb/planner/operator/logical_get.hpp"
 #include "duckdb/transaction/meta_transaction.hpp"
 
 namespace duckdb {
@@ -31,6 +33,23 @@ struct ArrowFunctionGlobal : public GlobalTableFunctionState {
 	//! The next batch's index (under `lock`): DuckDB keeps the rows' order by it across threads.
 	idx_t next_batch = 0;
 	idx_t max_threads = 1;
+	//! See SkadeStreamOpened.
+	std::function<void()> delivered;
+	optional_idx batches;
+	//! Under `lock`: batches handed to threads, those whose thread came back for more after
+	//! converting them, and whether the stream's end was taken.
+	idx_t batches_taken = 0;
+	idx_t batches_finished = 0;
+	bool ended = false;
+
+	//! Under `lock`: calls `delivered` once the end was taken and every batch finished.
+	void CheckDelivered() {
+		if (ended && batches_finished == batches_taken && delivered) {
+			auto call = std::move(delivered);
+			delivered = nullptr;
+			call();
+		}
+	}
 
 	idx_t MaxThreads() const override {
 		return max_threads;
@@ -51,6 +70,8 @@ struct ArrowFunctionLocal : public LocalTableFunctionState {
 	SelectionVector selection;
 	//! The index of the batch this thread converts.
 	idx_t batch_index = 0;
+	//! Whether this thread took a batch it has not come back from.
+	bool holds_batch = false;
 };
 
 //! The stream must have the columns the statement was bound with.
@@ -96,7 +117,10 @@ unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFun
 			}
 			result->filter = SkadeFilterExpression(*input.filters, types);
 		}
-		data.open_columns(context, input.column_ids, filters, result->stream->arrow_array_stream);
+		SkadeStreamOpened opened;
+		data.open_columns(context, input.column_ids, filters, result->stream->arrow_array_stream, opened);
+		result->delivered = std::move(opened.delivered);
+		result->batches = opened.batches;
 	} else {
 		data.open(context, result->stream->arrow_array_stream);
 	}
@@ -116,6 +140,10 @@ unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFun
 	}
 	if (data.parallel) {
 		result->max_threads = TaskScheduler::GetScheduler(context).NumberOfThreads();
+		if (result->batches.IsValid()) {
+			// A thread with no batch to convert only costs its start (a one-row read's latency).
+			result->max_threads = MaxValue<idx_t>(1, MinValue(result->max_threads, result->batches.GetIndex()));
+		}
 	}
 	return std::move(result);
 }
@@ -137,10 +165,21 @@ void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) 
 			shared_ptr<ArrowArrayWrapper> next;
 			{
 				lock_guard<mutex> guard(global.lock);
-				next = SkadeNextChunk(*global.stream);
+				// Coming back for more: the query took every row of the batch this thread had.
+				if (local.holds_batch) {
+					local.holds_batch = false;
+					global.batches_finished++;
+				}
+				if (!global.ended) {
+					next = SkadeNextChunk(*global.stream);
+					global.ended = !next->arrow_array.release;
+					local.holds_batch = !global.ended;
+					global.batches_taken += local.holds_batch;
+				}
 				local.batch_index = global.next_batch++;
+				global.CheckDelivered();
 			}
-			if (!next->arrow_array.release) {
+			if (!next || !next->arrow_array.release) {
 				output.Reset();
 				SkadeSetChunkSize(output, 0); // the end (a chunk filtered out entirely may precede it)
 				return;
@@ -179,7 +218,44 @@ OperatorPartitionData PartitionData(ClientContext &context, TableFunctionGetPart
 	return OperatorPartitionData(input.local_state->Cast<ArrowFunctionLocal>().batch_index);
 }
 
+//! Whether the plan has a LIMIT anywhere; collects the skade Arrow functions that would be
+//! parallel without one.
+bool FindLimits(LogicalOperator &op, vector<SkadeArrowFunctionData *> &functions) {
+	bool limit = op.type == LogicalOperatorType::LOGICAL_LIMIT;
+	if (op.type == LogicalOperatorType::LOGICAL_GET) {
+		auto &get = op.Cast<LogicalGet>();
+		if (get.function.init_global == InitGlobal && get.bind_data) {
+			auto &data = get.bind_data->Cast<SkadeArrowFunctionData>();
+			if (data.parallel_unless_limit) {
+				functions.push_back(&data);
+			}
+		}
+	}
+	for (auto &child : op.children) {
+		limit = FindLimits(*child, functions) || limit;
+	}
+	return limit;
+}
+
+void ParallelUnlessLimit(OptimizerExtensionInput &, unique_ptr<LogicalOperator> &plan) {
+	vector<SkadeArrowFunctionData *> functions;
+	// Any LIMIT (not only one above the function): a conservative rule that needs no reasoning
+	// about which operators pass rows through.
+	if (!plan || FindLimits(*plan, functions)) {
+		return;
+	}
+	for (auto data : functions) {
+		data->parallel = true;
+	}
+}
+
 } // namespace
+
+OptimizerExtension SkadeArrowFunctionOptimizer() {
+	OptimizerExtension extension;
+	extension.optimize_function = ParallelUnlessLimit;
+	return extension;
+}
 
 unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, const string &function_name,
                                                 unique_ptr<SkadeArrowFunctionData> data,

@@ -42,7 +42,8 @@ static unique_ptr<FunctionData> Bind(ClientContext &context, TableFunctionBindIn
 	data->projection = true;
 	data->virtual_columns = 1; // _full_reload: true on the rows of a full reload (an undecodable window)
 	data->open_columns = [=](ClientContext &context, const vector<column_t> &column_ids,
-	                         SkadeFilterDescription &filters, ArrowArrayStream &out) {
+	                         SkadeFilterDescription &filters, ArrowArrayStream &out,
+	                         SkadeStreamOpened &) {
 		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		vector<uint64_t> columns(column_ids.begin(), column_ids.end());
 		SkadeCheck(skade_fn_changelog(SkadeTransaction::Get(context, catalog).Handle(), uuid.c_str(), from, has_from,

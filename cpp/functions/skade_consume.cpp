@@ -1,6 +1,6 @@
 // skade_consume(catalog, consumer [, max_commits := n] [, wait := INTERVAL]): the changelog rows
 // of every commit after the consumer's cursor, commits in order and each whole; the cursor moves
-// past them when the rows were all read and the transaction commits. skade_peek: the same rows,
+// past them when every row reached the query and the transaction commits. skade_peek: the same rows,
 // nothing moves. skade_wait(catalog, since_seq | consumer := name [, timeout := INTERVAL]): the
 // next commits, once there is one.
 #include "skade/functions.hpp"
@@ -58,20 +58,29 @@ unique_ptr<FunctionData> BindRead(ClientContext &context, TableFunctionBindInput
 	                                   &schema.arrow_schema));
 	auto data = make_uniq<SkadeArrowFunctionData>();
 	data->virtual_columns = 1; // _full_reload, as in skade_changelog
-	// A peek converts on every thread (commit order kept by batch index). A consuming read stays
-	// on one: it stages its advance when the stream's end is taken, and threads racing ahead of a
-	// LIMIT would take it although the query stopped early.
+	// Every thread converts rows (commit order kept by batch index). A consuming read's advance is
+	// staged once every row reached the query; under a LIMIT it stays on one thread (see
+	// parallel_unless_limit), where a LIMIT that stops it early means nothing was delivered.
 	data->parallel = !ADVANCE;
-	data->projection = true;   // columns a query does not use are not converted
+	data->parallel_unless_limit = ADVANCE;
+	data->projection = true; // columns a query does not use are not converted
 	data->open_columns = [=](ClientContext &context, const vector<column_t> &column_ids, SkadeFilterDescription &,
-	                         ArrowArrayStream &out) {
+	                         ArrowArrayStream &out, SkadeStreamOpened &opened) {
 		auto &catalog = SkadeCatalogByName(context, catalog_name);
 		if (ADVANCE) {
 			SkadeModifiesCatalog(context, catalog);
 		}
 		vector<uint64_t> columns(column_ids.begin(), column_ids.end());
+		skade_advance *advance = nullptr;
+		size_t batches = 0;
 		SkadeCheck(skade_fn_consume(SkadeTransaction::Get(context, catalog).Handle(), name.c_str(), max_commits,
-		                            ADVANCE, wait_ms, columns.data(), columns.size(), Interrupted, &context, &out));
+		                            wait_ms, columns.data(), columns.size(), Interrupted, &context, &out, &batches,
+		                            ADVANCE ? &advance : nullptr));
+		opened.batches = batches;
+		if (advance) {
+			shared_ptr<skade_advance> owned(advance, skade_advance_free);
+			opened.delivered = [owned]() { SkadeCheck(skade_advance_stage(owned.get())); };
+		}
 	};
 	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
 }

@@ -136,9 +136,10 @@ pub fn apply_group(
                 Err(e) => results.push(Err(e)),
                 Ok(()) => {
                     let mut records = Vec::with_capacity(request.changes.len());
+                    let transaction = (request.changes.len() > 1).then_some(seq + 1);
                     for change in &request.changes {
                         seq += 1;
-                        let record = write_change(tx, request, change, seq, committed_at_us)?;
+                        let record = write_change(tx, request, change, seq, transaction, committed_at_us)?;
                         records.push(record);
                     }
                     for change in &request.consumers {
@@ -283,6 +284,7 @@ fn write_change(
     request: &CommitRequest,
     change: &Change,
     seq: u64,
+    transaction: Option<u64>,
     committed_at_us: i64,
 ) -> Result<CommitRecord> {
     let mut record = CommitRecord {
@@ -295,6 +297,7 @@ fn write_change(
         operation: change.operation.clone(),
         actor: request.actor.clone(),
         metadata_location: None,
+        transaction,
     };
     match &change.effect {
         StateChange::PutSchema(s) => {

@@ -15,23 +15,39 @@ pub fn key(name: &str) -> String {
 
 /// Refuses names that could not be a single directory name inside the warehouse.
 pub fn validate(what: &str, name: &str) -> Result<()> {
-    let bad = |why: &str| Err(Error::invalid(format!("invalid {what} name \"{name}\": {why}")));
+    let bad = |why: &str| Err(Error::invalid(format!("invalid {what} name {}: {why}", shown(name))));
+    // Schemas and tables are folders of the warehouse; other names follow the same rules.
+    let folder = matches!(what, "schema" | "table");
     if name.is_empty() {
         return bad("it is empty");
     }
     if name.len() > 255 {
-        return bad("it is longer than 255 bytes");
+        return bad(&format!("it is {} bytes long, longer than 255", name.len()));
     }
     if name == "." || name == ".." {
-        return bad("it would escape the data folder");
+        return bad(if folder { "it would escape the data folder" } else { "it is reserved (as for table names)" });
     }
     if name.contains('/') || name.contains('\\') {
-        return bad("it contains a path separator and would escape the data folder");
+        return bad(if folder {
+            "it contains a path separator and would escape the data folder"
+        } else {
+            "it contains a path separator (not allowed, as in table names)"
+        });
     }
     if name.chars().any(|c| c.is_control()) {
         return bad("it contains a control character");
     }
     Ok(())
+}
+
+/// A name as an error shows it: quoted, control characters escaped, a long one cut short.
+pub fn shown(name: &str) -> String {
+    const MOST: usize = 64;
+    let escaped: String = name.chars().take(MOST).flat_map(char::escape_debug).collect();
+    match name.chars().count() > MOST {
+        true => format!("\"{escaped}...\""),
+        false => format!("\"{escaped}\""),
+    }
 }
 
 /// `<data_path>/<schema>/<table>`, after checking both names and that the result stays inside.

@@ -52,6 +52,11 @@ pub struct CommitRecord {
     pub operation: String,
     pub actor: String,
     pub metadata_location: Option<String>,
+    /// The commit_seq of the first record of the transaction that wrote this one, when it wrote
+    /// more than one (a transaction over two tables): a consumer delivers such a transaction whole.
+    /// Absent in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction: Option<u64>,
 }
 
 enum Db {

@@ -17,7 +17,7 @@ fn now_us() -> i64 {
 }
 
 fn unknown(name: &str) -> Error {
-    Error::catalog(format!("Consumer with name \"{name}\" does not exist! (skade_consumers lists them)"))
+    Error::catalog(format!("Consumer with name {} does not exist! (skade_consumers lists them)", names::shown(name)))
 }
 
 impl Transaction {
@@ -148,6 +148,12 @@ impl Transaction {
         let mut st = self.lock()?;
         let current = self.consumer_now(&st, name).ok_or_else(|| unknown(name))?;
         let names: Vec<(String, String)> = current.tables.iter().map(|t| (t.schema.clone(), t.name.clone())).collect();
+        if let Some((schema, table)) = names.iter().find(|(s, n)| st.view.table(s, n).is_none()) {
+            return Err(Error::catalog(format!(
+                "cannot reset consumer \"{name}\": its table {schema}.{table} no longer exists; create a table of \
+                 that name again, or drop the consumer (and create one for the tables that remain)"
+            )));
+        }
         let tables = self.consumed_tables(&st, &names)?;
         let record = ConsumerRecord {
             generation: Uuid::new_v4().to_string(),
@@ -166,6 +172,15 @@ impl Transaction {
         self.check_writable()?;
         let mut st = self.lock()?;
         let now = self.consumer_now(&st, &consumer.name).ok_or_else(|| unknown(&consumer.name))?;
+        if (now.generation != consumer.generation || now.cursor != consumer.cursor)
+            && st.consumers.contains_key(&key(&consumer.name))
+        {
+            return Err(Error::conflict(format!(
+                "consumer \"{}\" was moved by this transaction after this read started (one statement reads a \
+                 consumer once: read it in two statements); nothing was committed",
+                consumer.name
+            )));
+        }
         if now.generation != consumer.generation || now.cursor != consumer.cursor {
             return Err(Error::conflict(format!(
                 "transaction conflict on consumer \"{}\": a concurrent transaction consumed, acknowledged or reset \

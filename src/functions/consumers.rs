@@ -43,15 +43,17 @@ pub fn schema() -> SchemaRef {
         Field::new("consumer_name", DataType::Utf8, false),
         Field::new("tables", tables, false),
         Field::new("cursor_seq", DataType::UInt64, false),
-        Field::new("commits_behind", DataType::UInt64, false),
-        Field::new("rows_behind", DataType::UInt64, false),
+        Field::new("commits_behind", DataType::UInt64, true),
+        Field::new("rows_behind", DataType::UInt64, true),
         Field::new("created_at", timestamptz(), false),
         Field::new("last_consumed_at", timestamptz(), true),
+        Field::new("blocked_by", DataType::Utf8, true),
     ]))
 }
 
 /// One row per consumer, with what it has not consumed yet (commits of its tables after its
-/// cursor, and their rows by the snapshots' summaries).
+/// cursor, and their rows by the snapshots' summaries), or, for one that cannot read on (a table
+/// of it dropped, history it needs expired), NULL and why.
 fn listing(txn: &Transaction, consumers: &[ConsumerRecord]) -> Result<RecordBatch> {
     let mut name = StringBuilder::new();
     let mut tables = ListBuilder::new(StringBuilder::new());
@@ -60,6 +62,7 @@ fn listing(txn: &Transaction, consumers: &[ConsumerRecord]) -> Result<RecordBatc
     let mut rows = UInt64Builder::new();
     let mut created = TimestampMicrosecondBuilder::new().with_timezone("UTC");
     let mut consumed = TimestampMicrosecondBuilder::new().with_timezone("UTC");
+    let mut blocked = StringBuilder::new();
     for c in consumers {
         name.append_value(&c.name);
         for t in &c.tables {
@@ -67,10 +70,18 @@ fn listing(txn: &Transaction, consumers: &[ConsumerRecord]) -> Result<RecordBatc
         }
         tables.append(true);
         cursor.append_value(c.cursor);
-        // (a consumer whose history has a gap lists what it can; its read names the gap)
-        let pending = Pending::of(txn.catalog(), c, None).ok();
-        commits.append_value(pending.as_ref().map_or(0, |p| p.commits.len() as u64));
-        rows.append_value(pending.map(|p| p.rows(txn.catalog())).transpose()?.unwrap_or(0));
+        match readable(txn, c) {
+            Ok(pending) => {
+                commits.append_value(pending.commits.len() as u64);
+                rows.append_value(pending.rows(txn.catalog())?);
+                blocked.append_null();
+            }
+            Err(e) => {
+                commits.append_null();
+                rows.append_null();
+                blocked.append_value(e.message);
+            }
+        }
         created.append_value(c.created_at_us);
         consumed.append_option(c.consumed_at_us);
     }
@@ -82,8 +93,16 @@ fn listing(txn: &Transaction, consumers: &[ConsumerRecord]) -> Result<RecordBatc
         Arc::new(rows.finish()),
         Arc::new(created.finish()),
         Arc::new(consumed.finish()),
+        Arc::new(blocked.finish()),
     ];
     Ok(RecordBatch::try_new(schema(), columns)?)
+}
+
+/// What the consumer's next read delivers, or the error it would get for a gap in its history.
+fn readable(txn: &Transaction, consumer: &ConsumerRecord) -> Result<Pending> {
+    let pending = Pending::of(txn.catalog(), consumer, None)?;
+    crate::stream::rows::check(txn.catalog(), &pending)?;
+    Ok(pending)
 }
 
 /// `skade_consumers(catalog)`.
@@ -95,15 +114,17 @@ pub fn list(txn: &Transaction) -> Result<RecordBatch> {
 pub fn create(txn: &Transaction, name: &str, tables: &[String], start: Start) -> Result<RecordBatch> {
     let tables = tables.iter().map(|t| table_name(txn, t)).collect::<Result<Vec<_>>>()?;
     let record = txn.create_consumer(name, &tables, start)?;
-    // Tables whose columns a consumer cannot carry (a reserved name, one name with two types) are
-    // refused now, not at every read.
+    // Tables whose columns a consumer cannot carry (a reserved name, one name with two types),
+    // and a start whose history was expired, are refused now, not at every read.
     crate::stream::rows::schema(txn.catalog(), &record)?;
+    readable(txn, &record)?;
     listing(txn, &[record])
 }
 
 /// `skade_reset_consumer(catalog, name, start...)`: the consumer's row after.
 pub fn reset(txn: &Transaction, name: &str, start: Start) -> Result<RecordBatch> {
     let record = txn.reset_consumer(name, start)?;
+    readable(txn, &record)?;
     listing(txn, &[record])
 }
 

@@ -1,12 +1,13 @@
 //! A consumer's read: the rows of its pending commits, and (a consuming read) the advance of
-//! its cursor past them, staged in the reading transaction once every row was read. A read that
-//! stops early (a LIMIT) moves nothing: its rows are delivered again.
+//! its cursor past them. The caller stages the advance once every row was delivered (it alone
+//! knows, e.g. a query that stops early at a LIMIT did not deliver them all): a read that is not
+//! staged moves nothing, its rows are delivered again.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{RecordBatch, RecordBatchReader};
+use arrow::array::{RecordBatch, RecordBatchIterator};
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 
@@ -34,7 +35,11 @@ pub fn schema(txn: &Transaction, name: &str) -> Result<SchemaRef> {
     rows::schema(txn.catalog(), &txn.consumer(name)?)
 }
 
-/// The rows of the consumer `name`'s pending commits, in `schema` (bound earlier). A wait polls
+/// The rows of a read, in the schema it was bound with.
+pub type Rows = RecordBatchIterator<std::vec::IntoIter<std::result::Result<RecordBatch, ArrowError>>>;
+
+/// The rows of the consumer `name`'s pending commits, in `schema` (bound earlier), and for a
+/// consuming read the advance past them (None: there is nothing to pass). A wait polls
 /// `interrupted` while it sleeps.
 pub fn read(
     txn: &Arc<Transaction>,
@@ -42,7 +47,7 @@ pub fn read(
     options: ReadOptions,
     schema: SchemaRef,
     interrupted: &dyn Fn() -> bool,
-) -> Result<ConsumeRead> {
+) -> Result<(Rows, Option<Advance>)> {
     if options.advance {
         txn.check_writable()?;
     }
@@ -50,40 +55,26 @@ pub fn read(
     let mut pending = Pending::of(txn.catalog(), &consumer, options.max_commits)?;
     if let Some(timeout) = options.wait.filter(|_| pending.commits.is_empty() && options.max_commits != Some(0)) {
         let tables: HashSet<String> = consumer.tables.iter().map(|t| t.uuid.clone()).collect();
-        let wait = WaitFor { after: pending.to, tables: Some(&tables), timeout };
+        let wait = WaitFor { after: pending.to, tables: Some(&tables), timeout, consumer: Some(&consumer) };
         if !wait_for_commit(txn.catalog(), &wait, interrupted)?.is_empty() {
             pending = Pending::of(txn.catalog(), &consumer, options.max_commits)?;
         }
     }
     let batches = rows::rows(txn.catalog(), &pending, &schema, &options.used)?;
-    let advance = (options.advance && pending.to > consumer.cursor).then(|| (txn.clone(), pending));
-    Ok(ConsumeRead { schema, batches: batches.into_iter(), advance })
+    let advance = (options.advance && pending.to > consumer.cursor).then(|| Advance { txn: txn.clone(), pending });
+    Ok((RecordBatchIterator::new(batches.into_iter().map(Ok).collect::<Vec<_>>().into_iter(), schema), advance))
 }
 
-/// The rows of a read; staging the advance when the last was taken.
-pub struct ConsumeRead {
-    schema: SchemaRef,
-    batches: std::vec::IntoIter<RecordBatch>,
-    advance: Option<(Arc<Transaction>, Pending)>,
+/// A consuming read's advance of its consumer's cursor past the commits it read.
+pub struct Advance {
+    txn: Arc<Transaction>,
+    pending: Pending,
 }
 
-impl Iterator for ConsumeRead {
-    type Item = std::result::Result<RecordBatch, ArrowError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if let Some(batch) = self.batches.next() {
-            return Some(Ok(batch));
-        }
-        let (txn, pending) = self.advance.take()?;
-        match txn.stage_consumed(&pending.consumer, pending.to) {
-            Ok(()) => None,
-            Err(e) => Some(Err(ArrowError::ExternalError(Box::new(e)))),
-        }
-    }
-}
-
-impl RecordBatchReader for ConsumeRead {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
+impl Advance {
+    /// Stages the advance in the reading transaction: the cursor moves when it commits (an
+    /// error if something else moved the cursor since the read).
+    pub fn stage(&self) -> Result<()> {
+        self.txn.stage_consumed(&self.pending.consumer, self.pending.to)
     }
 }

@@ -27,19 +27,25 @@ pub struct Pending {
 
 impl Pending {
     /// The commits after `consumer`'s cursor, at most `max_commits` of its tables' (None: all
-    /// there are).
+    /// there are), but never part of a transaction: one that wrote several of its tables is
+    /// delivered whole, even past `max_commits`.
     pub fn of(catalog: &Catalog, consumer: &ConsumerRecord, max_commits: Option<u64>) -> Result<Pending> {
         let uuids: HashSet<&str> = consumer.tables.iter().map(|t| t.uuid.as_str()).collect();
         let mut pending = Pending { consumer: consumer.clone(), to: consumer.cursor, commits: vec![] };
         if max_commits == Some(0) {
             return Ok(pending);
         }
+        // max_commits was reached inside this transaction: the rest of it comes too (whole).
+        let mut finishing: Option<u64> = None;
         loop {
             let page = catalog.commits_since(pending.to, CATCH_UP_PAGE)?;
             let Some(last) = page.last().map(|r| r.seq) else {
                 return Ok(pending);
             };
             for record in page {
+                if finishing.is_some() && record.transaction != finishing {
+                    return Ok(pending);
+                }
                 let ours = record.table_uuid.as_deref().is_some_and(|u| uuids.contains(u));
                 if ours && record.operation == "drop_table" {
                     if pending.commits.is_empty() {
@@ -50,9 +56,13 @@ impl Pending {
                 pending.to = record.seq;
                 // A commit of its table without a snapshot (a CREATE TABLE) has no rows to deliver.
                 if ours && record.snapshot_id.is_some() {
+                    let transaction = record.transaction;
                     pending.commits.push(record);
-                    if max_commits.is_some_and(|n| pending.commits.len() as u64 >= n) {
-                        return Ok(pending);
+                    if finishing.is_none() && max_commits.is_some_and(|n| pending.commits.len() as u64 >= n) {
+                        if transaction.is_none() {
+                            return Ok(pending);
+                        }
+                        finishing = transaction;
                     }
                 }
             }
@@ -60,8 +70,10 @@ impl Pending {
         }
     }
 
-    /// How many changelog rows the pending commits hold, from their snapshots' summaries
-    /// (added rows plus deleted rows; a compaction changes no row). Each table's newest pending
+    /// How many changelog rows the pending commits hold, estimated from their snapshots'
+    /// summaries (added rows plus deleted rows; a compaction changes no row): exact for appends
+    /// and for deletes by position and whole files, while an equality delete counts one row
+    /// whether it matched none or several (only decoding the window could tell). Each table's newest pending
     /// metadata holds its earlier snapshots too: one metadata file per table is read, not one
     /// per commit (an older one only where expiry removed a snapshot from the newest).
     pub fn rows(&self, catalog: &Catalog) -> Result<u64> {
@@ -86,7 +98,11 @@ impl Pending {
                 continue;
             }
             let count = |k: &str| summary.additional_properties.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-            rows += count("added-records") + count("added-position-deletes") + count("added-equality-deletes");
+            // A removed data file's rows come as deletes, less those a removed position delete
+            // file had deleted before (they are not delivered again).
+            let removed = count("deleted-records").saturating_sub(count("removed-position-deletes"));
+            rows +=
+                count("added-records") + removed + count("added-position-deletes") + count("added-equality-deletes");
         }
         Ok(rows)
     }
@@ -105,11 +121,26 @@ fn dropped(consumer: &ConsumerRecord, record: &CommitRecord) -> Error {
 }
 
 /// The error for a pending commit whose snapshot (or its parent, which its deletes are read at)
-/// is no longer in the table's history.
-pub fn expired(consumer: &ConsumerRecord, table: &str, record: &CommitRecord, snapshot: i64) -> Error {
+/// is no longer in the table's history; `earliest`: where a consumer can start now, (snapshot,
+/// commit_seq).
+pub fn expired(
+    consumer: &ConsumerRecord,
+    table: &str,
+    record: &CommitRecord,
+    snapshot: i64,
+    earliest: Option<(i64, u64)>,
+) -> Error {
+    let start = match earliest {
+        Some((id, seq)) => format!(
+            " (the earliest it can start at now: at_snapshot := {id}, or at_commit := {seq}, which skips the changes \
+             before that snapshot)"
+        ),
+        None => String::new(),
+    };
     Error::catalog(format!(
         "consumer \"{}\" cannot read commit_seq {} of table {table}: snapshot {snapshot} was expired, so the \
-         changes between its cursor {} and there are gone; reset the consumer (skade_reset_consumer) to skip the gap",
+         changes between its cursor {} and there are gone; reset the consumer (skade_reset_consumer) to skip the \
+         gap{start}",
         consumer.name, record.seq, consumer.cursor
     ))
 }

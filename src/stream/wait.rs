@@ -6,7 +6,9 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use crate::catalog::consumers::ConsumerRecord;
 use crate::catalog::events::{CommitFeed, CATCH_UP_PAGE};
+use crate::catalog::names;
 use crate::catalog::store::CommitRecord;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
@@ -23,6 +25,10 @@ pub struct WaitFor<'a> {
     /// or stopped by (a drop); None: any commit.
     pub tables: Option<&'a HashSet<String>>,
     pub timeout: Duration,
+    /// The consumer waited for, if any: a drop of it (by another transaction) ends the wait with
+    /// an error naming it; a reset, consuming read or acknowledgement of it ends the wait too
+    /// (with the wanted commits after `after` the log has, maybe none).
+    pub consumer: Option<&'a ConsumerRecord>,
 }
 
 impl WaitFor<'_> {
@@ -48,28 +54,54 @@ pub fn wait_for_commit(
     // Subscribed before the log is read (the feed does both): no commit falls between.
     let mut feed = CommitFeed::new(catalog, wait.after);
     let deadline = Instant::now() + wait.timeout;
+    // As committed now (one this transaction created is not: nobody else can drop it).
+    let committed = wait.consumer.and_then(|c| catalog.state().consumer(&c.name).cloned());
     let first = block_on(async {
         loop {
             if interrupted() {
                 return Err(Error::interrupted());
             }
+            if let Some(c) = &committed {
+                match catalog.state().consumer(&c.name) {
+                    None => {
+                        return Err(Error::catalog(format!(
+                            "consumer {} was dropped while this statement waited for its next commit",
+                            names::shown(&c.name)
+                        )))
+                    }
+                    Some(now) if now.generation != c.generation || now.cursor != c.cursor => return Ok(Moved),
+                    Some(_) => {}
+                }
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Ok(None);
+                return Ok(TimedOut);
             }
             match tokio::time::timeout(left.min(INTERRUPT_POLL), feed.next()).await {
-                Ok(Ok(commit)) if wait.wanted(&commit) => return Ok(Some(commit)),
+                Ok(Ok(commit)) if wait.wanted(&commit) => return Ok(Landed(commit)),
                 Ok(Ok(_)) => {} // another table's
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {} // (the feed's next is cancel-safe: nothing is lost)
             }
         }
     })?;
-    let Some(first) = first else {
-        return Ok(vec![]);
+    let (mut found, seq) = match first {
+        TimedOut => return Ok(vec![]),
+        Landed(first) => {
+            let seq = first.seq;
+            (vec![first], seq)
+        }
+        Moved => (vec![], wait.after),
     };
-    let seq = first.seq;
-    let mut found = vec![first];
     found.extend(catalog.commits_since(seq, CATCH_UP_PAGE)?.into_iter().filter(|c| wait.wanted(c)));
     Ok(found)
 }
+
+/// How a wait ended.
+enum Woken {
+    TimedOut,
+    Landed(CommitRecord),
+    /// Another transaction moved the consumer (a reset, a consuming read, an acknowledgement).
+    Moved,
+}
+use Woken::*;

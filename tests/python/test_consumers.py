@@ -296,3 +296,75 @@ def test_rows_come_in_commit_order_when_many_threads_convert_them(tmp_path):
     assert consumed == peeked
     assert len(consumed) == 240000 + 2 * len(range(0, 240000, 7)) + len(range(0, 240000, 11))
     con.close()
+
+
+def test_a_consuming_read_moves_only_when_every_row_reached_the_query_on_many_threads(tmp_path):
+    """Several threads convert a consuming read's rows; its cursor moves only once every batch
+    reached the query. A LIMIT (which over several threads drops rows they read) keeps it on
+    one thread, stopped early it moves nothing; one past the window's end moves it. (Results are
+    fetched whole: a result left open is rolled back by the connection's next query.)"""
+    con = lake_with_consumer(tmp_path)
+    con.execute("SET threads = 4")
+    for k in range(4):
+        con.execute(f"INSERT INTO lake.t SELECT i, 'v' || i FROM range({k * 50000}, {(k + 1) * 50000}) r(i)")
+
+    def behind():
+        return con.execute("SELECT commits_behind FROM skade_consumers('lake') WHERE consumer_name = 'c'").fetchone()[0]
+
+    assert con.execute("SELECT count(*) FROM (FROM skade_consume('lake', 'c') LIMIT 120000)").fetchall() == [(120000,)]
+    assert behind() == 4
+    assert con.execute("SELECT count(*) FROM (FROM skade_consume('lake', 'c') WHERE id >= 0 LIMIT 1000000)").fetchall() == [(200000,)]
+    assert behind() == 0
+    con.execute("INSERT INTO lake.t SELECT i, 'w' FROM range(200000, 400000) r(i)")
+    con.execute("PRAGMA disable_optimizer")  # the rule needs the optimizer: without it, one thread
+    assert con.execute("SELECT count(*) FROM (FROM skade_consume('lake', 'c') LIMIT 10)").fetchall() == [(10,)]
+    assert behind() == 1
+    con.execute("PRAGMA enable_optimizer")
+    ids = [r[0] for r in con.execute("SELECT id FROM skade_consume('lake', 'c')").fetchall()]
+    assert ids == list(range(200000, 400000)) and behind() == 0
+    con.close()
+
+
+def test_a_wait_for_a_consumer_ends_when_another_connection_drops_or_moves_it(tmp_path):
+    """A consumer's wait (skade_wait and a consuming read's wait :=) does not sleep on through a
+    drop of its consumer by another connection (an error naming it) or a reset (it returns)."""
+    con = lake_with_consumer(tmp_path, start="now")
+    waiter = con.cursor()
+
+    def in_thread(sql):
+        out = []
+
+        def run():
+            try:
+                out.append(waiter.execute(sql).fetchall())
+            except duckdb.Error as e:
+                out.append(e)
+        thread = threading.Thread(target=run)
+        thread.start()
+        time.sleep(0.3)
+        return thread, out
+
+    thread, out = in_thread("FROM skade_wait('lake', consumer := 'c', timeout := INTERVAL '60 seconds')")
+    con.execute("CALL skade_reset_consumer('lake', 'c', start := 'now')")
+    thread.join(timeout=10)
+    assert not thread.is_alive() and out == [[]], out
+
+    thread, out = in_thread("FROM skade_consume('lake', 'c', wait := INTERVAL '60 seconds')")
+    con.execute("CALL skade_drop_consumer('lake', 'c')")
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the wait slept through the drop"
+    assert isinstance(out[0], duckdb.Error) and 'consumer "c" was dropped while' in str(out[0]), out
+    con.close()
+
+
+def test_rows_behind_counts_the_rows_a_read_delivers(tmp_path):
+    con = lake_with_consumer(tmp_path)
+    con.execute("INSERT INTO lake.t SELECT i, 'v' FROM range(1000) r(i)")
+    con.execute("INSERT INTO lake.t SELECT i, 'w' FROM range(1000, 1100) r(i)")
+    con.execute("UPDATE lake.t SET v = 'u' WHERE id % 10 = 0")
+    con.execute("DELETE FROM lake.t WHERE id >= 1000")  # every row of the second file
+    con.execute("DELETE FROM lake.t WHERE id % 7 = 1")
+    behind = con.execute("SELECT rows_behind FROM skade_consumers('lake') WHERE consumer_name = 'c'").fetchone()[0]
+    delivered = con.execute("SELECT count(*) FROM skade_peek('lake', 'c')").fetchall()[0][0]
+    assert behind == delivered
+    con.close()

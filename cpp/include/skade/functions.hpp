@@ -10,9 +10,19 @@
 
 namespace duckdb {
 
+class OptimizerExtension;
 class SkadeCatalog;
 class SkadeTableEntry;
 struct SkadeTableShape;
+
+//! What opening a stream (SkadeArrowFunctionData::open_columns) tells the scan besides the rows.
+struct SkadeStreamOpened {
+	//! Called once, on the thread that sees it, when every row of the stream reached the query
+	//! (each thread came back for more after its last batch); never when the query stopped early.
+	std::function<void()> delivered;
+	//! How many batches the stream has, when known: no more threads convert it than that.
+	optional_idx batches;
+};
 
 //! Bind data of a table function whose rows the core produces as an Arrow stream. It holds
 //! names, never pointers to catalogs: a prepared statement may outlive a DETACH.
@@ -24,13 +34,18 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 	//! columns the query uses (indexes into its columns, virtual ones from VIRTUAL_COLUMN_START)
 	//! and its filters described for pruning, so the core may read only what they need. The
 	//! filters are applied exactly to the rows afterwards.
-	std::function<void(ClientContext &, const vector<column_t> &, SkadeFilterDescription &, ArrowArrayStream &)>
+	std::function<void(ClientContext &, const vector<column_t> &, SkadeFilterDescription &, ArrowArrayStream &,
+	                   SkadeStreamOpened &)>
 	    open_columns;
 	ArrowTableSchema arrow_table;
 	vector<LogicalType> types;
 	//! Whether several threads convert the rows (each batch on one; DuckDB keeps the stream's
 	//! order by batch index where the query needs it).
 	bool parallel = false;
+	//! Whether `parallel` is set when the query has no LIMIT (by SkadeArrowFunctionOptimizer): a
+	//! LIMIT over several threads drops rows they read (those past the limit in stream order), so
+	//! `delivered` would say rows reached the query that it threw away.
+	bool parallel_unless_limit = false;
 	//! Whether the function has projection pushdown: DuckDB then asks for some columns only, and
 	//! only those are converted (set together with TableFunction::projection_pushdown).
 	bool projection = false;
@@ -72,6 +87,10 @@ unique_ptr<FunctionData> SkadeArrowFunctionBind(const SkadeTableShape &shape, un
 //! `get_virtual_columns = SkadeArrowVirtualColumns`.
 TableFunction SkadeArrowFunction(const string &name, vector<LogicalType> arguments, table_function_bind_t bind);
 virtual_column_map_t SkadeArrowVirtualColumns(ClientContext &context, optional_ptr<FunctionData> bind_data);
+
+//! Makes functions with `parallel_unless_limit` parallel in queries without a LIMIT (the
+//! optimizer may be off: they stay on one thread then).
+OptimizerExtension SkadeArrowFunctionOptimizer();
 
 //! Refuses NULL arguments with a message naming the function.
 void SkadeRequireArguments(TableFunctionBindInput &input, const string &function_name);
