@@ -3,9 +3,7 @@
 #include "skade/functions.hpp"
 #include "skade/storage.hpp"
 
-#include "duckdb/main/config.hpp"
 #include "duckdb/main/extension/extension_loader.hpp"
-#include "duckdb/optimizer/optimizer_extension.hpp"
 
 namespace duckdb {
 
@@ -15,6 +13,7 @@ static void LoadInternal(ExtensionLoader &loader) {
 	loader.RegisterFunction(SkadeTablesFunction());
 	loader.RegisterFunction(SkadeSnapshotsFunction());
 	loader.RegisterFunction(SkadeCommitsSinceFunction());
+	loader.RegisterFunction(SkadeLineageFunctions());
 	loader.RegisterFunction(SkadeCheckFunction());
 	loader.RegisterFunction(SkadeExpireSnapshotsFunction());
 	loader.RegisterFunction(SkadeCompactFunction());
@@ -27,7 +26,6 @@ static void LoadInternal(ExtensionLoader &loader) {
 	for (auto &set : SkadeConsumeFunctions()) {
 		loader.RegisterFunction(set);
 	}
-	OptimizerExtension::Register(DBConfig::GetConfig(loader.GetDatabaseInstance()), SkadeArrowFunctionOptimizer());
 }
 
 } // namespace duckdb

@@ -168,8 +168,8 @@ fn a_consumer_cursor_commits_once_against_concurrent_readers() {
     let (a, b) = (catalog.begin(), catalog.begin());
     let (ca, cb) = (a.consumer("c").unwrap(), b.consumer("c").unwrap());
     assert_eq!(ca.cursor, 0);
-    a.stage_consumed(&ca, 2).unwrap();
-    b.stage_consumed(&cb, 2).unwrap();
+    a.stage_consumed(&ca, 2, 1).unwrap();
+    b.stage_consumed(&cb, 2, 1).unwrap();
     a.commit().unwrap();
     let e = b.commit().unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict);

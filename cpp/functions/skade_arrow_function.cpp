@@ -11,10 +11,8 @@
 #include "duckdb/function/table/arrow.hpp"
 #include "duckdb/main/attached_database.hpp"
 #include "duckdb/main/database_manager.hpp"
-#include "duckdb/optimizer/optimizer_extension.hpp"
 #include "duckdb/parallel/task_scheduler.hpp"
 #include "duckdb/parser/qualified_name.hpp"
-#include "duckdb/planner/operator/logical_get.hpp"
 #include "duckdb/transaction/meta_transaction.hpp"
 
 namespace duckdb {
@@ -33,23 +31,10 @@ struct ArrowFunctionGlobal : public GlobalTableFunctionState {
 	//! The next batch's index (under `lock`): DuckDB keeps the rows' order by it across threads.
 	idx_t next_batch = 0;
 	idx_t max_threads = 1;
-	//! See SkadeStreamOpened.
-	std::function<void()> delivered;
+	//! How many batches the stream has, when known (SkadeStreamOpened).
 	optional_idx batches;
-	//! Under `lock`: batches handed to threads, those whose thread came back for more after
-	//! converting them, and whether the stream's end was taken.
-	idx_t batches_taken = 0;
-	idx_t batches_finished = 0;
+	//! Whether the stream's end was taken (under `lock`): it is not asked again.
 	bool ended = false;
-
-	//! Under `lock`: calls `delivered` once the end was taken and every batch finished.
-	void CheckDelivered() {
-		if (ended && batches_finished == batches_taken && delivered) {
-			auto call = std::move(delivered);
-			delivered = nullptr;
-			call();
-		}
-	}
 
 	idx_t MaxThreads() const override {
 		return max_threads;
@@ -70,8 +55,6 @@ struct ArrowFunctionLocal : public LocalTableFunctionState {
 	SelectionVector selection;
 	//! The index of the batch this thread converts.
 	idx_t batch_index = 0;
-	//! Whether this thread took a batch it has not come back from.
-	bool holds_batch = false;
 };
 
 //! The stream must have the columns the statement was bound with.
@@ -119,7 +102,6 @@ unique_ptr<GlobalTableFunctionState> InitGlobal(ClientContext &context, TableFun
 		}
 		SkadeStreamOpened opened;
 		data.open_columns(context, input.column_ids, filters, result->stream->arrow_array_stream, opened);
-		result->delivered = std::move(opened.delivered);
 		result->batches = opened.batches;
 	} else {
 		data.open(context, result->stream->arrow_array_stream);
@@ -165,19 +147,11 @@ void Scan(ClientContext &context, TableFunctionInput &input, DataChunk &output) 
 			shared_ptr<ArrowArrayWrapper> next;
 			{
 				lock_guard<mutex> guard(global.lock);
-				// Coming back for more: the query took every row of the batch this thread had.
-				if (local.holds_batch) {
-					local.holds_batch = false;
-					global.batches_finished++;
-				}
 				if (!global.ended) {
 					next = SkadeNextChunk(*global.stream);
 					global.ended = !next->arrow_array.release;
-					local.holds_batch = !global.ended;
-					global.batches_taken += local.holds_batch;
 				}
 				local.batch_index = global.next_batch++;
-				global.CheckDelivered();
 			}
 			if (!next || !next->arrow_array.release) {
 				output.Reset();
@@ -218,44 +192,7 @@ OperatorPartitionData PartitionData(ClientContext &context, TableFunctionGetPart
 	return OperatorPartitionData(input.local_state->Cast<ArrowFunctionLocal>().batch_index);
 }
 
-//! Whether the plan has a LIMIT anywhere; collects the skade Arrow functions that would be
-//! parallel without one.
-bool FindLimits(LogicalOperator &op, vector<SkadeArrowFunctionData *> &functions) {
-	bool limit = op.type == LogicalOperatorType::LOGICAL_LIMIT;
-	if (op.type == LogicalOperatorType::LOGICAL_GET) {
-		auto &get = op.Cast<LogicalGet>();
-		if (get.function.init_global == InitGlobal && get.bind_data) {
-			auto &data = get.bind_data->Cast<SkadeArrowFunctionData>();
-			if (data.parallel_unless_limit) {
-				functions.push_back(&data);
-			}
-		}
-	}
-	for (auto &child : op.children) {
-		limit = FindLimits(*child, functions) || limit;
-	}
-	return limit;
-}
-
-void ParallelUnlessLimit(OptimizerExtensionInput &, unique_ptr<LogicalOperator> &plan) {
-	vector<SkadeArrowFunctionData *> functions;
-	// Any LIMIT (not only one above the function): a conservative rule that needs no reasoning
-	// about which operators pass rows through.
-	if (!plan || FindLimits(*plan, functions)) {
-		return;
-	}
-	for (auto data : functions) {
-		data->parallel = true;
-	}
-}
-
 } // namespace
-
-OptimizerExtension SkadeArrowFunctionOptimizer() {
-	OptimizerExtension extension;
-	extension.optimize_function = ParallelUnlessLimit;
-	return extension;
-}
 
 unique_ptr<FunctionData> SkadeArrowFunctionBind(ClientContext &context, const string &function_name,
                                                 unique_ptr<SkadeArrowFunctionData> data,

@@ -1,6 +1,6 @@
 // skade_consume(catalog, consumer [, max_commits := n] [, wait := INTERVAL]): the changelog rows
 // of every commit after the consumer's cursor, commits in order and each whole; the cursor moves
-// past them when every row reached the query and the transaction commits. skade_peek: the same rows,
+// past them when the transaction that read them commits (as with Snowflake's streams). skade_peek: the same rows,
 // nothing moves. skade_wait(catalog, since_seq | consumer := name [, timeout := INTERVAL]): the
 // next commits, once there is one.
 #include "skade/functions.hpp"
@@ -58,11 +58,9 @@ unique_ptr<FunctionData> BindRead(ClientContext &context, TableFunctionBindInput
 	                                   &schema.arrow_schema));
 	auto data = make_uniq<SkadeArrowFunctionData>();
 	data->virtual_columns = 1; // _full_reload, as in skade_changelog
-	// Every thread converts rows (commit order kept by batch index). A consuming read's advance is
-	// staged once every row reached the query; under a LIMIT it stays on one thread (see
-	// parallel_unless_limit), where a LIMIT that stops it early means nothing was delivered.
-	data->parallel = !ADVANCE;
-	data->parallel_unless_limit = ADVANCE;
+	// Every thread converts rows (commit order kept by batch index). A consuming read stages its
+	// advance when it opens: the window is consumed when the transaction commits.
+	data->parallel = true;
 	data->projection = true; // columns a query does not use are not converted
 	data->open_columns = [=](ClientContext &context, const vector<column_t> &column_ids, SkadeFilterDescription &,
 	                         ArrowArrayStream &out, SkadeStreamOpened &opened) {
@@ -71,16 +69,11 @@ unique_ptr<FunctionData> BindRead(ClientContext &context, TableFunctionBindInput
 			SkadeModifiesCatalog(context, catalog);
 		}
 		vector<uint64_t> columns(column_ids.begin(), column_ids.end());
-		skade_advance *advance = nullptr;
 		size_t batches = 0;
 		SkadeCheck(skade_fn_consume(SkadeTransaction::Get(context, catalog).Handle(), name.c_str(), max_commits,
-		                            wait_ms, columns.data(), columns.size(), Interrupted, &context, &out, &batches,
-		                            ADVANCE ? &advance : nullptr));
+		                            ADVANCE, context.transaction.GetActiveQuery(), wait_ms, columns.data(),
+		                            columns.size(), Interrupted, &context, &out, &batches));
 		opened.batches = batches;
-		if (advance) {
-			shared_ptr<skade_advance> owned(advance, skade_advance_free);
-			opened.delivered = [owned]() { SkadeCheck(skade_advance_stage(owned.get())); };
-		}
 	};
 	return SkadeArrowFunctionBind(context, schema, std::move(data), return_types, names);
 }

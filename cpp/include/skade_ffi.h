@@ -41,7 +41,6 @@ typedef struct SkadeTxn skade_txn;
 typedef struct SkadeTable skade_table;
 typedef struct SkadeScan skade_scan;
 typedef struct SkadeWriter skade_writer;
-typedef struct SkadeAdvance skade_advance;
 
 int32_t skade_status_code(const skade_status *status);
 const char *skade_status_message(const skade_status *status);
@@ -160,6 +159,8 @@ skade_status *skade_fn_expire_snapshots(const skade_txn *txn, const char *uuid, 
 // one row: removed_data_files, removed_delete_files, added_data_files, rows.
 skade_status *skade_fn_compact(const skade_txn *txn, const char *uuid, struct ArrowArrayStream *result);
 skade_status *skade_fn_commits_since(const skade_catalog *catalog, uint64_t since, struct ArrowArrayStream *result);
+// The lineage events of the transactions committed after `since` (src/functions/lineage.rs).
+skade_status *skade_fn_lineage(const skade_catalog *catalog, uint64_t since, struct ArrowArrayStream *result);
 
 // Named consumers (src/ffi/consumers.rs). Changes are staged in `txn`: they commit with it.
 // Whether the query was interrupted; polled by a waiting call, must not throw.
@@ -175,18 +176,15 @@ skade_status *skade_fn_drop_consumer(const skade_txn *txn, const char *name, boo
 skade_status *skade_fn_acknowledge(const skade_txn *txn, const char *name, int64_t seq,
                                    struct ArrowArrayStream *result);
 skade_status *skade_fn_consume_schema(const skade_txn *txn, const char *name, struct ArrowSchema *result);
-// The consumer's pending rows (at most max_commits commits if >= 0). With nothing pending, waits
-// up to wait_ms if >= 0. `columns` (n_columns of them) are the output columns the query uses: the
-// others may be NULL. `advance` non-NULL (a consuming read) receives the cursor's advance past the
-// rows (NULL: nothing to pass): stage it with skade_advance_stage once every row was delivered.
-// `n_batches` receives how many batches the stream has.
-skade_status *skade_fn_consume(const skade_txn *txn, const char *name, int64_t max_commits, int64_t wait_ms,
-                               const uint64_t *columns, size_t n_columns, skade_interrupted_fn interrupted,
-                               void *context, struct ArrowArrayStream *result, size_t *n_batches,
-                               skade_advance **advance);
-// Stages the advance in the reading transaction (an error if the cursor moved since the read).
-skade_status *skade_advance_stage(const skade_advance *advance);
-void skade_advance_free(skade_advance *advance);
+// The consumer's pending rows (at most max_commits commits if >= 0); `advance`: the cursor's
+// advance past them is staged in `txn` (it commits with it), a second such read of the consumer in
+// the statement `statement` (DuckDB's query id) is an error. With nothing pending, waits up to
+// wait_ms if >= 0. `columns` (n_columns of them) are the output columns the query uses: the others
+// may be NULL. `n_batches` receives how many batches the stream has.
+skade_status *skade_fn_consume(const skade_txn *txn, const char *name, int64_t max_commits, bool advance,
+                               uint64_t statement, int64_t wait_ms, const uint64_t *columns, size_t n_columns,
+                               skade_interrupted_fn interrupted, void *context, struct ArrowArrayStream *result,
+                               size_t *n_batches);
 // Waits up to timeout_ms for a commit after `since` (consumer non-NULL: of its tables, after its
 // cursor): the rows of skade_commits_since, none after the timeout.
 skade_status *skade_fn_wait(const skade_txn *txn, int64_t since, const char *consumer, int64_t timeout_ms,

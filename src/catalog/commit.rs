@@ -16,7 +16,7 @@ use redb::{ReadableTable, WriteTransaction};
 use super::consumers::{ConsumerChange, ConsumerRecord};
 use super::names::key;
 use super::state::{SchemaRecord, StateChange, TableRecord};
-use super::store::{CommitRecord, Store};
+use super::store::{CommitRecord, InputRecord, Store};
 use super::tables::{COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES};
 use crate::error::{Error, Result};
 
@@ -62,6 +62,8 @@ pub struct CommitRequest {
     pub files: Vec<String>,
     /// Changes to named consumers (they take no commit_seq).
     pub consumers: Vec<ConsumerChange>,
+    /// What the transaction read (kept on each of its records).
+    pub inputs: Vec<InputRecord>,
 }
 
 struct Pending {
@@ -298,6 +300,7 @@ fn write_change(
         actor: request.actor.clone(),
         metadata_location: None,
         transaction,
+        inputs: request.inputs.clone(),
     };
     match &change.effect {
         StateChange::PutSchema(s) => {
@@ -353,7 +356,14 @@ mod tests {
             .into_iter()
             .map(|(effect, expect)| Change { effect, expect, operation: "test".into(), snapshot_id: None })
             .collect();
-        CommitRequest { changes, actor: "t".into(), dropped_uuids: HashMap::new(), files: vec![], consumers: vec![] }
+        CommitRequest {
+            changes,
+            actor: "t".into(),
+            dropped_uuids: HashMap::new(),
+            files: vec![],
+            consumers: vec![],
+            inputs: vec![],
+        }
     }
 
     fn apply(store: &Store, requests: &[CommitRequest]) -> Vec<Result<Vec<CommitRecord>>> {

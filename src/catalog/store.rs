@@ -57,6 +57,22 @@ pub struct CommitRecord {
     /// Absent in records written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction: Option<u64>,
+    /// What the transaction read (its lineage inputs; a table it wrote too, when it read it), on
+    /// each of its records. Absent in records written before they were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputRecord>,
+}
+
+/// A dataset a committing transaction read: a table of this catalog (its uuid set, `name` its
+/// `schema.table`) at a snapshot, or something outside it (named as OpenLineage names datasets).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct InputRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_uuid: Option<String>,
+    pub namespace: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<i64>,
 }
 
 enum Db {

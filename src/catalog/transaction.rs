@@ -18,7 +18,7 @@ use super::open::{Catalog, Inner};
 use super::pinned::{lookup_rows, pinned_keys};
 use super::rebase::deletes_rebase;
 use super::state::{CatalogState, SchemaRecord, StateChange, TableRecord};
-use super::store::CommitRecord;
+use super::store::{CommitRecord, InputRecord};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
 use crate::format::{metadata, schema};
@@ -74,6 +74,8 @@ pub(super) struct TxnState {
     ddl: Vec<Ddl>,
     /// Staged changes to named consumers, by name key (see `transaction_consumers`).
     pub(super) consumers: BTreeMap<String, StagedConsumer>,
+    /// The statement (query id) that last read each consumer, by name key.
+    pub(super) consumed_in: BTreeMap<String, u64>,
     /// Uncommitted data and delete files per table uuid.
     changes: BTreeMap<String, TableChanges>,
     /// Those of tables this transaction dropped (or replaced): never committed, but a statement
@@ -84,10 +86,28 @@ pub(super) struct TxnState {
     file_ids: FileIds,
     /// Files this transaction created; removed if it does not commit.
     written: Vec<String>,
+    /// What its statements read (lineage inputs), by table uuid or (namespace, name).
+    reads: BTreeMap<(String, String), InputRecord>,
     finished: bool,
 }
 
 impl TxnState {
+    /// Notes a read of `table` (a lineage input of the commit).
+    fn read(&mut self, table: &TableInfo) {
+        let snapshot_id = match table.version {
+            Version::Current => table.metadata.current_snapshot_id(),
+            Version::Snapshot(id) => Some(id),
+            Version::Empty => None,
+        };
+        let record = &table.record;
+        self.reads.entry((record.uuid.clone(), String::new())).or_insert_with(|| InputRecord {
+            table_uuid: Some(record.uuid.clone()),
+            namespace: String::new(),
+            name: record.qualified_name(),
+            snapshot_id,
+        });
+    }
+
     /// This transaction's uncommitted files of table `uuid`, dropped tables' included.
     fn staged(&self, uuid: &str) -> Option<&TableChanges> {
         self.changes.get(uuid).or_else(|| self.dropped.get(uuid))
@@ -158,10 +178,12 @@ impl Transaction {
                 view,
                 ddl: vec![],
                 consumers: BTreeMap::new(),
+                consumed_in: BTreeMap::new(),
                 changes: BTreeMap::new(),
                 dropped: BTreeMap::new(),
                 file_ids: FileIds::default(),
                 written: vec![],
+                reads: BTreeMap::new(),
                 finished: false,
             }),
             memory_limit: AtomicU64::new(u64::MAX),
@@ -242,6 +264,7 @@ impl Transaction {
         row_ids: bool,
     ) -> Result<ScanPlan> {
         let mut st = self.lock()?;
+        st.read(table);
         let (staged, staged_deletes) = match (table.version, st.staged(&table.record.uuid)) {
             (Version::Current, Some(c)) => (c.appends.clone(), c.deletes.clone()),
             _ => (vec![], vec![]),
@@ -271,11 +294,19 @@ impl Transaction {
         planned.map_err(|e| e.context(format!("table {}", table.record.qualified_name())))
     }
 
+    /// Notes that a statement read `table` (skade_changelog, skade_lookup): a lineage input of
+    /// this transaction's commit.
+    pub fn note_read(&self, table: &TableInfo) -> Result<()> {
+        self.lock()?.read(table);
+        Ok(())
+    }
+
     /// The live rows of table `uuid` whose primary key is one of `keys` (arrays in key-column
     /// order), at snapshot `as_of` or as this transaction sees the table now; in the table's
     /// current columns.
     pub fn lookup(&self, uuid: &str, as_of: Option<i64>, keys: &StructArray) -> Result<Found> {
         let table = self.table_by_uuid(uuid)?;
+        self.note_read(&table)?;
         let name = table.record.qualified_name();
         let current = table.metadata.current_schema();
         let shape = self.catalog.inner.read_caches.shape(&table.metadata, current)?;
@@ -767,6 +798,7 @@ impl Transaction {
                 dropped_uuids,
                 files,
                 consumers: consumers.clone(),
+                inputs: st.reads.values().cloned().collect(),
             };
             match self.catalog.commit(request) {
                 Ok(records) => {

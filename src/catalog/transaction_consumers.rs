@@ -115,7 +115,7 @@ impl Transaction {
         names::validate("consumer", name)?;
         let mut st = self.lock()?;
         if let Some(existing) = self.consumer_now(&st, name) {
-            return Err(Error::catalog(format!("Consumer with name \"{}\" already exists!", existing.name)));
+            return Err(Error::catalog(format!("Consumer with name {} already exists!", names::shown(&existing.name))));
         }
         let tables = self.consumed_tables(&st, tables)?;
         let record = ConsumerRecord {
@@ -150,8 +150,9 @@ impl Transaction {
         let names: Vec<(String, String)> = current.tables.iter().map(|t| (t.schema.clone(), t.name.clone())).collect();
         if let Some((schema, table)) = names.iter().find(|(s, n)| st.view.table(s, n).is_none()) {
             return Err(Error::catalog(format!(
-                "cannot reset consumer \"{name}\": its table {schema}.{table} no longer exists; create a table of \
-                 that name again, or drop the consumer (and create one for the tables that remain)"
+                "cannot reset consumer {}: its table {schema}.{table} no longer exists; create a table of \
+                 that name again, or drop the consumer (and create one for the tables that remain)",
+                names::shown(name)
             )));
         }
         let tables = self.consumed_tables(&st, &names)?;
@@ -165,27 +166,32 @@ impl Transaction {
         Ok(record)
     }
 
-    /// A consuming read of `consumer` (as it was read: generation and cursor) delivered every
-    /// commit up to `to`: the cursor moves there when this transaction commits, provided nothing
-    /// else moved it meanwhile.
-    pub fn stage_consumed(&self, consumer: &ConsumerRecord, to: u64) -> Result<()> {
+    /// A consuming read of `consumer` (as it was read: generation and cursor) in `statement`
+    /// (the caller's query id) delivers every commit up to `to`: the cursor moves there when this
+    /// transaction commits, provided nothing else moved it meanwhile. A second consuming read
+    /// of the consumer in the same statement is refused (it would read the first one's window as
+    /// consumed already).
+    pub fn stage_consumed(&self, consumer: &ConsumerRecord, to: u64, statement: u64) -> Result<()> {
         self.check_writable()?;
         let mut st = self.lock()?;
-        let now = self.consumer_now(&st, &consumer.name).ok_or_else(|| unknown(&consumer.name))?;
-        if (now.generation != consumer.generation || now.cursor != consumer.cursor)
-            && st.consumers.contains_key(&key(&consumer.name))
-        {
+        let k = key(&consumer.name);
+        if st.consumed_in.get(&k) == Some(&statement) {
             return Err(Error::conflict(format!(
-                "consumer \"{}\" was moved by this transaction after this read started (one statement reads a \
-                 consumer once: read it in two statements); nothing was committed",
-                consumer.name
+                "consumer {} is read twice by one statement: a statement consumes a consumer's window once (read it once \
+                 in a MATERIALIZED CTE and use that twice, or read it in two statements); nothing was committed",
+                names::shown(&consumer.name)
             )));
         }
+        st.consumed_in.insert(k, statement);
+        if to <= consumer.cursor {
+            return Ok(()); // nothing to pass
+        }
+        let now = self.consumer_now(&st, &consumer.name).ok_or_else(|| unknown(&consumer.name))?;
         if now.generation != consumer.generation || now.cursor != consumer.cursor {
             return Err(Error::conflict(format!(
-                "transaction conflict on consumer \"{}\": a concurrent transaction consumed, acknowledged or reset \
-                 it first; nothing was committed, retry the transaction",
-                consumer.name
+                "transaction conflict on consumer {}: a concurrent transaction consumed, acknowledged or reset it \
+                 first; nothing was committed, retry the transaction",
+                names::shown(&consumer.name)
             )));
         }
         let record = ConsumerRecord { cursor: to, consumed_at_us: Some(now_us()), ..now.clone() };
@@ -202,8 +208,8 @@ impl Transaction {
         let head = self.catalog().head_seq();
         if seq > head {
             return Err(Error::invalid(format!(
-                "cannot acknowledge commit_seq {seq} for consumer \"{}\": the last commit is {head}",
-                now.name
+                "cannot acknowledge commit_seq {seq} for consumer {}: the last commit is {head}",
+                names::shown(&now.name)
             )));
         }
         if seq <= now.cursor {

@@ -9,10 +9,10 @@ use arrow::ffi::FFI_ArrowSchema;
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 
 use super::transaction::SkadeTxn;
-use super::{arg, arg_list, column_list, export_stream, free, guard, guard_value, handle, out, SkadeStatus};
+use super::{arg, arg_list, column_list, export_stream, guard, guard_value, handle, out, SkadeStatus};
 use crate::error::{Error, Result};
 use crate::functions::{commits_since, consumers};
-use crate::stream::consume::{self, Advance, ReadOptions};
+use crate::stream::consume::{self, ReadOptions};
 use crate::stream::wait::{wait_for_commit, WaitFor};
 
 /// Asks the shim whether the query was interrupted (must not unwind).
@@ -113,17 +113,19 @@ pub unsafe extern "C" fn skade_fn_consume_schema(
     })
 }
 
-/// The rows of the consumer `name`'s pending commits (at most `max_commits` if >= 0). With
-/// `advance` non-null (a consuming read) it receives the advance past them (null: nothing to
-/// pass), to stage with `skade_advance_stage` once every row was delivered. With nothing pending
-/// it waits up to `wait_ms` (if >= 0) for a commit. `n_batches` receives how many batches the
-/// stream has (the shim converts a small read on one thread).
+/// The rows of the consumer `name`'s pending commits (at most `max_commits` if >= 0); with
+/// `advance`, the advance past them is staged in the transaction (a read in the statement
+/// `statement`, DuckDB's query id). With nothing pending it waits up to `wait_ms` (if >= 0) for
+/// a commit. `n_batches` receives how many batches the stream has (the shim converts a small
+/// read on one thread).
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn skade_fn_consume(
     txn: *const SkadeTxn,
     name: *const c_char,
     max_commits: i64,
+    advance: bool,
+    statement: u64,
     wait_ms: i64,
     columns: *const u64,
     n_columns: usize,
@@ -131,7 +133,6 @@ pub unsafe extern "C" fn skade_fn_consume(
     context: *mut c_void,
     result: *mut FFI_ArrowArrayStream,
     n_batches: *mut usize,
-    advance: *mut *mut SkadeAdvance,
 ) -> *mut SkadeStatus {
     guard(|| {
         let txn = &handle(txn, "transaction")?.0;
@@ -139,32 +140,16 @@ pub unsafe extern "C" fn skade_fn_consume(
         let used = column_list(columns, n_columns);
         let options = ReadOptions {
             max_commits: u64::try_from(max_commits).ok(),
-            advance: !advance.is_null(),
+            advance,
             wait: u64::try_from(wait_ms).ok().map(Duration::from_millis),
             used,
+            statement,
         };
         let schema = consume::schema(txn, name)?;
-        let (rows, staged) = consume::read(txn, name, options, schema, &interruption(interrupted, context))?;
-        out(n_batches, rows.size_hint().0)?;
-        if !advance.is_null() {
-            out(advance, staged.map_or(std::ptr::null_mut(), |a| Box::into_raw(Box::new(SkadeAdvance(a)))))?;
-        }
+        let rows = consume::read(txn, name, options, schema, &interruption(interrupted, context))?;
+        out(n_batches, rows.size_hint().0)?; // exact: the batches are in a vector
         out(result, export_stream(rows))
     })
-}
-
-/// A consuming read's advance (`skade_fn_consume`).
-pub struct SkadeAdvance(Advance);
-
-/// Stages `advance` in the reading transaction: the cursor moves when it commits.
-#[no_mangle]
-pub unsafe extern "C" fn skade_advance_stage(advance: *const SkadeAdvance) -> *mut SkadeStatus {
-    guard(|| handle(advance, "advance")?.0.stage())
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn skade_advance_free(advance: *mut SkadeAdvance) {
-    free(advance)
 }
 
 /// Waits up to `timeout_ms` for a commit after `since` (with `consumer` non-NULL: after that

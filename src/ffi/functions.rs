@@ -14,7 +14,7 @@ use super::{arg, column_list, guard, handle, out, SkadeStatus};
 use crate::changelog::filters::Filters;
 use crate::error::Error;
 use crate::functions::{
-    changelog, check, commits_since, compact, consumers, expire_snapshots, lookup_stats, snapshots, tables,
+    changelog, check, commits_since, compact, consumers, expire_snapshots, lineage, lookup_stats, snapshots, tables,
 };
 
 #[no_mangle]
@@ -24,6 +24,7 @@ pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut
             "skade_tables" => tables::schema(),
             "skade_snapshots" => snapshots::schema(),
             "skade_commits_since" => commits_since::schema(),
+            "skade_lineage" => lineage::schema(),
             "skade_check" => check::schema(),
             "skade_expire_snapshots" => expire_snapshots::schema(),
             "skade_compact" => compact::schema(),
@@ -70,6 +71,19 @@ pub unsafe extern "C" fn skade_fn_commits_since(
         let catalog = handle(catalog, "catalog")?.0.clone();
         let reader = commits_since::CommitsSince::new(catalog, since);
         out(result, super::export_stream(reader))
+    })
+}
+
+/// The lineage events of the transactions committed after `since`.
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_lineage(
+    catalog: *const SkadeCatalog,
+    since: u64,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let catalog = handle(catalog, "catalog")?.0.clone();
+        out(result, super::export_stream(lineage::Lineage::new(catalog, since)))
     })
 }
 

@@ -20,6 +20,7 @@ pub fn rows(
     table: &TableInfo,
     request: Request<'_>,
 ) -> Result<RecordBatchIterator<std::vec::IntoIter<std::result::Result<RecordBatch, arrow::error::ArrowError>>>> {
+    txn.note_read(table)?;
     let caches = txn.catalog().read_caches();
     let batches = crate::changelog::window::rows(&table.metadata, &caches, &table.record.qualified_name(), request)?;
     let batches: Vec<_> = batches.into_iter().map(Ok).collect();

@@ -100,6 +100,7 @@ fn listing(txn: &Transaction, consumers: &[ConsumerRecord]) -> Result<RecordBatc
 
 /// What the consumer's next read delivers, or the error it would get for a gap in its history.
 fn readable(txn: &Transaction, consumer: &ConsumerRecord) -> Result<Pending> {
+    crate::stream::rows::schema(txn.catalog(), consumer)?;
     let pending = Pending::of(txn.catalog(), consumer, None)?;
     crate::stream::rows::check(txn.catalog(), &pending)?;
     Ok(pending)
@@ -116,7 +117,6 @@ pub fn create(txn: &Transaction, name: &str, tables: &[String], start: Start) ->
     let record = txn.create_consumer(name, &tables, start)?;
     // Tables whose columns a consumer cannot carry (a reserved name, one name with two types),
     // and a start whose history was expired, are refused now, not at every read.
-    crate::stream::rows::schema(txn.catalog(), &record)?;
     readable(txn, &record)?;
     listing(txn, &[record])
 }

@@ -6,6 +6,7 @@ pub(crate) mod commits_since;
 pub(crate) mod compact;
 pub(crate) mod consumers;
 pub(crate) mod expire_snapshots;
+pub(crate) mod lineage;
 pub(crate) mod lookup_stats;
 pub(crate) mod snapshots;
 pub(crate) mod tables;

@@ -1,7 +1,8 @@
 //! A consumer's read: the rows of its pending commits, and (a consuming read) the advance of
-//! its cursor past them. The caller stages the advance once every row was delivered (it alone
-//! knows, e.g. a query that stops early at a LIMIT did not deliver them all): a read that is not
-//! staged moves nothing, its rows are delivered again.
+//! its cursor past them, staged in the reading transaction when the read opens. As with
+//! Snowflake's streams, the window is consumed when that transaction commits, whatever the
+//! statement did with its rows (a WHERE, a LIMIT, a result not read to its end); a ROLLBACK or a
+//! failed statement moves nothing. A statement reads a consumer once.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -28,6 +29,9 @@ pub struct ReadOptions {
     pub wait: Option<Duration>,
     /// The columns (of the read's schema) the caller uses; the others may be NULL (empty: all).
     pub used: Vec<usize>,
+    /// The caller's statement (DuckDB's query id): a second consuming read of the consumer in
+    /// the same statement is an error.
+    pub statement: u64,
 }
 
 /// The columns of the consumer `name`'s rows.
@@ -38,43 +42,31 @@ pub fn schema(txn: &Transaction, name: &str) -> Result<SchemaRef> {
 /// The rows of a read, in the schema it was bound with.
 pub type Rows = RecordBatchIterator<std::vec::IntoIter<std::result::Result<RecordBatch, ArrowError>>>;
 
-/// The rows of the consumer `name`'s pending commits, in `schema` (bound earlier), and for a
-/// consuming read the advance past them (None: there is nothing to pass). A wait polls
-/// `interrupted` while it sleeps.
+/// The rows of the consumer `name`'s pending commits, in `schema` (bound earlier); a consuming
+/// read stages the advance past them. A wait polls `interrupted` while it sleeps.
 pub fn read(
     txn: &Arc<Transaction>,
     name: &str,
     options: ReadOptions,
     schema: SchemaRef,
     interrupted: &dyn Fn() -> bool,
-) -> Result<(Rows, Option<Advance>)> {
+) -> Result<Rows> {
     if options.advance {
         txn.check_writable()?;
     }
-    let consumer = txn.consumer(name)?;
+    let mut consumer = txn.consumer(name)?;
     let mut pending = Pending::of(txn.catalog(), &consumer, options.max_commits)?;
     if let Some(timeout) = options.wait.filter(|_| pending.commits.is_empty() && options.max_commits != Some(0)) {
         let tables: HashSet<String> = consumer.tables.iter().map(|t| t.uuid.clone()).collect();
         let wait = WaitFor { after: pending.to, tables: Some(&tables), timeout, consumer: Some(&consumer) };
-        if !wait_for_commit(txn.catalog(), &wait, interrupted)?.is_empty() {
-            pending = Pending::of(txn.catalog(), &consumer, options.max_commits)?;
-        }
+        wait_for_commit(txn.catalog(), &wait, interrupted)?;
+        // read afresh: another transaction may have moved (reset) the consumer meanwhile
+        consumer = txn.consumer(name)?;
+        pending = Pending::of(txn.catalog(), &consumer, options.max_commits)?;
     }
     let batches = rows::rows(txn.catalog(), &pending, &schema, &options.used)?;
-    let advance = (options.advance && pending.to > consumer.cursor).then(|| Advance { txn: txn.clone(), pending });
-    Ok((RecordBatchIterator::new(batches.into_iter().map(Ok).collect::<Vec<_>>().into_iter(), schema), advance))
-}
-
-/// A consuming read's advance of its consumer's cursor past the commits it read.
-pub struct Advance {
-    txn: Arc<Transaction>,
-    pending: Pending,
-}
-
-impl Advance {
-    /// Stages the advance in the reading transaction: the cursor moves when it commits (an
-    /// error if something else moved the cursor since the read).
-    pub fn stage(&self) -> Result<()> {
-        self.txn.stage_consumed(&self.pending.consumer, self.pending.to)
+    if options.advance {
+        txn.stage_consumed(&pending.consumer, pending.to, options.statement)?;
     }
+    Ok(RecordBatchIterator::new(batches.into_iter().map(Ok).collect::<Vec<_>>().into_iter(), schema))
 }

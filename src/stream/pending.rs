@@ -10,6 +10,7 @@ use iceberg::spec::{Operation, TableMetadata};
 
 use crate::catalog::consumers::ConsumerRecord;
 use crate::catalog::events::CATCH_UP_PAGE;
+use crate::catalog::names;
 use crate::catalog::store::CommitRecord;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
@@ -110,10 +111,10 @@ impl Pending {
 
 fn dropped(consumer: &ConsumerRecord, record: &CommitRecord) -> Error {
     Error::catalog(format!(
-        "consumer \"{}\" cannot go on: its table {}.{} was dropped at commit_seq {} (a table created again under \
+        "consumer {} cannot go on: its table {}.{} was dropped at commit_seq {} (a table created again under \
          that name is another table); reset the consumer (skade_reset_consumer) to follow the tables named so now, \
          or drop it",
-        consumer.name,
+        names::shown(&consumer.name),
         record.schema,
         record.table.as_deref().unwrap_or("?"),
         record.seq
@@ -138,9 +139,11 @@ pub fn expired(
         None => String::new(),
     };
     Error::catalog(format!(
-        "consumer \"{}\" cannot read commit_seq {} of table {table}: snapshot {snapshot} was expired, so the \
-         changes between its cursor {} and there are gone; reset the consumer (skade_reset_consumer) to skip the \
-         gap{start}",
-        consumer.name, record.seq, consumer.cursor
+        "consumer {} cannot read commit_seq {} of table {table}: snapshot {snapshot}, which reading it needs, \
+         was expired, so the changes after its cursor {} cannot all be delivered; reset the consumer \
+         (skade_reset_consumer) to skip the gap{start}",
+        names::shown(&consumer.name),
+        record.seq,
+        consumer.cursor
     ))
 }

@@ -49,9 +49,9 @@ pub fn schema(catalog: &Catalog, consumer: &ConsumerRecord) -> Result<SchemaRef>
         let own = arrow_schema(metadata.current_schema())?;
         if let Some(f) = own.fields().iter().find(|f| RESERVED.contains(&f.name().as_str())) {
             return Err(Error::invalid(format!(
-                "consumer \"{}\": table {} has a column named {}, which a consumer's rows use for their own \
+                "consumer {}: table {} has a column named {}, which a consumer's rows use for their own \
                  value; a consumer cannot follow it (its changes are still in skade_changelog)",
-                consumer.name,
+                crate::catalog::names::shown(&consumer.name),
                 table.qualified_name(),
                 f.name()
             )));
@@ -63,9 +63,9 @@ pub fn schema(catalog: &Catalog, consumer: &ConsumerRecord) -> Result<SchemaRef>
             match target.iter().find(|f| f.name() == field.name()) {
                 Some(f) if f.data_type() != field.data_type() => {
                     return Err(Error::invalid(format!(
-                        "consumer \"{}\": column {} of table {} is {}, but {} in another of its tables; a consumer \
+                        "consumer {}: column {} of table {} is {}, but {} in another of its tables; a consumer \
                          of several tables needs the columns they share to have one type",
-                        consumer.name,
+                        crate::catalog::names::shown(&consumer.name),
                         field.name(),
                         table.qualified_name(),
                         field.data_type(),

@@ -78,7 +78,7 @@ pub fn wait_for_commit(
                 return Ok(TimedOut);
             }
             match tokio::time::timeout(left.min(INTERRUPT_POLL), feed.next()).await {
-                Ok(Ok(commit)) if wait.wanted(&commit) => return Ok(Landed(commit)),
+                Ok(Ok(commit)) if wait.wanted(&commit) => return Ok(Landed(Box::new(commit))),
                 Ok(Ok(_)) => {} // another table's
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {} // (the feed's next is cancel-safe: nothing is lost)
@@ -89,7 +89,7 @@ pub fn wait_for_commit(
         TimedOut => return Ok(vec![]),
         Landed(first) => {
             let seq = first.seq;
-            (vec![first], seq)
+            (vec![*first], seq)
         }
         Moved => (vec![], wait.after),
     };
@@ -100,7 +100,7 @@ pub fn wait_for_commit(
 /// How a wait ended.
 enum Woken {
     TimedOut,
-    Landed(CommitRecord),
+    Landed(Box<CommitRecord>),
     /// Another transaction moved the consumer (a reset, a consuming read, an acknowledgement).
     Moved,
 }

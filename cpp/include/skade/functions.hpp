@@ -10,16 +10,12 @@
 
 namespace duckdb {
 
-class OptimizerExtension;
 class SkadeCatalog;
 class SkadeTableEntry;
 struct SkadeTableShape;
 
 //! What opening a stream (SkadeArrowFunctionData::open_columns) tells the scan besides the rows.
 struct SkadeStreamOpened {
-	//! Called once, on the thread that sees it, when every row of the stream reached the query
-	//! (each thread came back for more after its last batch); never when the query stopped early.
-	std::function<void()> delivered;
 	//! How many batches the stream has, when known: no more threads convert it than that.
 	optional_idx batches;
 };
@@ -42,10 +38,6 @@ struct SkadeArrowFunctionData : public TableFunctionData {
 	//! Whether several threads convert the rows (each batch on one; DuckDB keeps the stream's
 	//! order by batch index where the query needs it).
 	bool parallel = false;
-	//! Whether `parallel` is set when the query has no LIMIT (by SkadeArrowFunctionOptimizer): a
-	//! LIMIT over several threads drops rows they read (those past the limit in stream order), so
-	//! `delivered` would say rows reached the query that it threw away.
-	bool parallel_unless_limit = false;
 	//! Whether the function has projection pushdown: DuckDB then asks for some columns only, and
 	//! only those are converted (set together with TableFunction::projection_pushdown).
 	bool projection = false;
@@ -88,10 +80,6 @@ unique_ptr<FunctionData> SkadeArrowFunctionBind(const SkadeTableShape &shape, un
 TableFunction SkadeArrowFunction(const string &name, vector<LogicalType> arguments, table_function_bind_t bind);
 virtual_column_map_t SkadeArrowVirtualColumns(ClientContext &context, optional_ptr<FunctionData> bind_data);
 
-//! Makes functions with `parallel_unless_limit` parallel in queries without a LIMIT (the
-//! optimizer may be off: they stay on one thread then).
-OptimizerExtension SkadeArrowFunctionOptimizer();
-
 //! Refuses NULL arguments with a message naming the function.
 void SkadeRequireArguments(TableFunctionBindInput &input, const string &function_name);
 
@@ -109,6 +97,8 @@ SkadeTableEntry &SkadeTableByName(ClientContext &context, const string &qualifie
 TableFunction SkadeTablesFunction();
 TableFunction SkadeSnapshotsFunction();
 TableFunction SkadeCommitsSinceFunction();
+//! skade_lineage(catalog [, since_seq]).
+TableFunctionSet SkadeLineageFunctions();
 TableFunction SkadeCheckFunction();
 TableFunction SkadeExpireSnapshotsFunction();
 TableFunction SkadeCompactFunction();

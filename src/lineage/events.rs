@@ -1,0 +1,171 @@
+//! The event model: one event per committed transaction that changed a table, built from its
+//! commit-log records (a transaction's records share `transaction`, or it has one record).
+
+use std::collections::BTreeMap;
+
+use crate::catalog::names::table_location;
+use crate::catalog::store::{CommitRecord, InputRecord};
+use crate::catalog::Catalog;
+use crate::error::Result;
+
+/// What a transaction did to its outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Append,
+    Delete,
+    Overwrite,
+    Create,
+    Drop,
+    /// A transaction that changed several tables at once.
+    Release,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Append => "APPEND",
+            Operation::Delete => "DELETE",
+            Operation::Overwrite => "OVERWRITE",
+            Operation::Create => "CREATE",
+            Operation::Drop => "DROP",
+            Operation::Release => "RELEASE",
+        }
+    }
+}
+
+/// A dataset, named as OpenLineage names it (a table of this catalog as Spark's Iceberg
+/// integration does: namespace `file`, name its location), with the table name for a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatasetRef {
+    pub namespace: String,
+    pub name: String,
+    /// `schema.table` for a table of this catalog.
+    pub table: Option<String>,
+    pub snapshot_id: Option<i64>,
+}
+
+/// One committed transaction's lineage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineageEvent {
+    /// The commit_seq range of its records (first == last for a one-table transaction).
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub committed_at_us: i64,
+    pub actor: String,
+    pub operation: Operation,
+    pub inputs: Vec<DatasetRef>,
+    pub outputs: Vec<DatasetRef>,
+}
+
+/// The events of the commits after `since`, at most `limit` commit records' worth (a
+/// transaction cut by the limit comes whole), and the last commit_seq read (None: none after
+/// `since`). Schema DDL and maintenance (compaction, expiry) change no dataset's rows or shape:
+/// they make no event.
+pub fn since(catalog: &Catalog, since: u64, limit: usize) -> Result<(Vec<LineageEvent>, Option<u64>)> {
+    let mut records = catalog.commits_since(since, limit)?;
+    // complete a transaction the page cut
+    while let Some(last) = records.last() {
+        let Some(t) = last.transaction else { break };
+        let more = catalog.commits_since(last.seq, 1)?;
+        match more.into_iter().next() {
+            Some(r) if r.transaction == Some(t) => records.push(r),
+            _ => break,
+        }
+    }
+    let read = records.last().map(|r| r.seq);
+    let mut events = vec![];
+    let mut group: Vec<CommitRecord> = vec![];
+    for r in records {
+        if group.last().is_some_and(|g| g.transaction.is_none() || g.transaction != r.transaction) {
+            events.extend(event(catalog, &std::mem::take(&mut group)));
+        }
+        group.push(r);
+    }
+    events.extend(event(catalog, &group));
+    Ok((events, read))
+}
+
+/// The event of one transaction's records, if it changed a table.
+fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
+    let (first, last) = (records.first()?, records.last()?);
+    // per table, in the order first written: what happened to it
+    let mut tables: BTreeMap<(u64, String), (DatasetRef, Operation)> = BTreeMap::new();
+    let mut order: BTreeMap<String, u64> = BTreeMap::new();
+    for r in records {
+        let (Some(table), Some(uuid)) = (r.table.as_deref(), r.table_uuid.as_deref()) else {
+            continue; // a schema's DDL
+        };
+        let op = match r.operation.as_str() {
+            "create_table" => Operation::Create,
+            "drop_table" => Operation::Drop,
+            "append" => Operation::Append,
+            "delete" => Operation::Delete,
+            "overwrite" => Operation::Overwrite,
+            _ => continue, // compaction (replace), expiry
+        };
+        let at = *order.entry(uuid.to_string()).or_insert(r.seq);
+        let dataset = own_dataset(catalog, &r.schema, table, r.snapshot_id);
+        tables
+            .entry((at, uuid.to_string()))
+            .and_modify(|(d, o)| {
+                // CREATE TABLE ... AS: created with rows; a later snapshot names the version
+                if dataset.snapshot_id.is_some() {
+                    d.snapshot_id = dataset.snapshot_id;
+                }
+                if !matches!(*o, Operation::Create | Operation::Drop) || op == Operation::Drop {
+                    *o = op;
+                }
+            })
+            .or_insert((dataset, op));
+    }
+    if tables.is_empty() {
+        return None;
+    }
+    let operation = match tables.values().map(|(_, o)| *o).collect::<Vec<_>>().as_slice() {
+        [one] => *one,
+        _ => Operation::Release,
+    };
+    // A table read to change only itself (an UPDATE, a DELETE) is not its own input; in a
+    // transaction over several tables, one read to write another is.
+    let sole = match tables.keys().collect::<Vec<_>>().as_slice() {
+        [(_, uuid)] => Some(uuid.clone()),
+        _ => None,
+    };
+    let inputs = first
+        .inputs
+        .iter()
+        .filter(|i| sole.is_none() || i.table_uuid != sole)
+        .map(|i| input_dataset(catalog, i))
+        .collect();
+    // (a transaction's records come in no meaningful order: its outputs are named by name)
+    let mut outputs: Vec<DatasetRef> = tables.into_values().map(|(d, _)| d).collect();
+    outputs.sort_by(|a, b| (&a.table, &a.name).cmp(&(&b.table, &b.name)));
+    Some(LineageEvent {
+        first_seq: first.seq,
+        last_seq: last.seq,
+        committed_at_us: last.committed_at_us,
+        actor: last.actor.clone(),
+        operation,
+        inputs,
+        outputs,
+    })
+}
+
+fn own_dataset(catalog: &Catalog, schema: &str, table: &str, snapshot_id: Option<i64>) -> DatasetRef {
+    let location = table_location(catalog.data_path(), schema, table)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| format!("{}/{schema}/{table}", catalog.data_path().display()));
+    DatasetRef { namespace: "file".into(), name: location, table: Some(format!("{schema}.{table}")), snapshot_id }
+}
+
+fn input_dataset(catalog: &Catalog, input: &InputRecord) -> DatasetRef {
+    match (&input.table_uuid, input.name.split_once('.')) {
+        (Some(_), Some((schema, table))) => own_dataset(catalog, schema, table, input.snapshot_id),
+        _ => DatasetRef {
+            namespace: input.namespace.clone(),
+            name: input.name.clone(),
+            table: None,
+            snapshot_id: input.snapshot_id,
+        },
+    }
+}
