@@ -3,7 +3,9 @@
 #include "skade/functions.hpp"
 #include "skade/storage.hpp"
 
+#include "duckdb/main/config.hpp"
 #include "duckdb/main/extension/extension_loader.hpp"
+#include "duckdb/optimizer/optimizer_extension.hpp"
 
 namespace duckdb {
 
@@ -26,6 +28,7 @@ static void LoadInternal(ExtensionLoader &loader) {
 	for (auto &set : SkadeConsumeFunctions()) {
 		loader.RegisterFunction(set);
 	}
+	OptimizerExtension::Register(DBConfig::GetConfig(loader.GetDatabaseInstance()), SkadeLineageInputs());
 }
 
 } // namespace duckdb

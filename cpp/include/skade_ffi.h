@@ -162,6 +162,14 @@ skade_status *skade_fn_commits_since(const skade_catalog *catalog, uint64_t sinc
 // The lineage events of the transactions committed after `since` (src/functions/lineage.rs).
 skade_status *skade_fn_lineage(const skade_catalog *catalog, uint64_t since, struct ArrowArrayStream *result);
 
+// Lineage inputs outside the catalog that the transaction read (src/ffi/transaction.rs): a file
+// (a path as the query named it, or a URL), a table of another DuckDB database (`database_path`
+// empty for one in memory), a table of another skade catalog. Recorded with its commit.
+skade_status *skade_txn_read_file(const skade_txn *txn, const char *path);
+skade_status *skade_txn_read_table(const skade_txn *txn, const char *database_path, const char *database,
+                                   const char *qualified_name);
+skade_status *skade_txn_read_skade_table(const skade_txn *txn, const skade_table *table);
+
 // Named consumers (src/ffi/consumers.rs). Changes are staged in `txn`: they commit with it.
 // Whether the query was interrupted; polled by a waiting call, must not throw.
 typedef bool (*skade_interrupted_fn)(void *context);

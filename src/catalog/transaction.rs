@@ -86,8 +86,8 @@ pub(super) struct TxnState {
     file_ids: FileIds,
     /// Files this transaction created; removed if it does not commit.
     written: Vec<String>,
-    /// What its statements read (lineage inputs), by table uuid or (namespace, name).
-    reads: BTreeMap<(String, String), InputRecord>,
+    /// What its statements read (lineage inputs), by table uuid or "namespace\0name".
+    reads: BTreeMap<String, InputRecord>,
     finished: bool,
 }
 
@@ -100,7 +100,10 @@ impl TxnState {
             Version::Empty => None,
         };
         let record = &table.record;
-        self.reads.entry((record.uuid.clone(), String::new())).or_insert_with(|| InputRecord {
+        if self.reads.contains_key(&record.uuid) {
+            return; // (a lookup's hot path: no allocation once noted)
+        }
+        self.reads.entry(record.uuid.clone()).or_insert_with(|| InputRecord {
             table_uuid: Some(record.uuid.clone()),
             namespace: String::new(),
             name: record.qualified_name(),
@@ -292,6 +295,14 @@ impl Transaction {
             plan.plan_files(&table.metadata, snapshot.as_deref(), request)
         })();
         planned.map_err(|e| e.context(format!("table {}", table.record.qualified_name())))
+    }
+
+    /// Notes that a statement read something outside this catalog (a file, another database's
+    /// table): a lineage input of this transaction's commit.
+    pub fn note_input(&self, input: InputRecord) -> Result<()> {
+        let key = format!("{}\0{}", input.namespace, input.name);
+        self.lock()?.reads.entry(key).or_insert(input);
+        Ok(())
     }
 
     /// Notes that a statement read `table` (skade_changelog, skade_lookup): a lineage input of

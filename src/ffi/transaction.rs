@@ -179,3 +179,41 @@ pub unsafe extern "C" fn skade_txn_drop_table(
 ) -> *mut SkadeStatus {
     guard(|| handle(txn, "transaction")?.0.drop_table(arg(schema, "schema name")?, arg(name, "table name")?, if_exists))
 }
+
+/// Notes that the transaction read a file (`path` as the query named it, or a URL): a lineage
+/// input of its commit.
+#[no_mangle]
+pub unsafe extern "C" fn skade_txn_read_file(txn: *const SkadeTxn, path: *const c_char) -> *mut SkadeStatus {
+    guard(|| handle(txn, "transaction")?.0.note_input(crate::lineage::inputs::file(arg(path, "path")?)))
+}
+
+/// Notes that the transaction read the table `qualified_name` of another attached DuckDB
+/// database (`database_path` its file, empty for one in memory named `database`).
+#[no_mangle]
+pub unsafe extern "C" fn skade_txn_read_table(
+    txn: *const SkadeTxn,
+    database_path: *const c_char,
+    database: *const c_char,
+    qualified_name: *const c_char,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let input = crate::lineage::inputs::duckdb_table(
+            arg(database_path, "database path")?,
+            arg(database, "database name")?,
+            arg(qualified_name, "table name")?,
+        );
+        handle(txn, "transaction")?.0.note_input(input)
+    })
+}
+
+/// Notes that the transaction read `table` of another skade catalog.
+#[no_mangle]
+pub unsafe extern "C" fn skade_txn_read_skade_table(
+    txn: *const SkadeTxn,
+    table: *const SkadeTable,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let input = crate::lineage::inputs::skade_table(&handle(table, "table")?.info);
+        handle(txn, "transaction")?.0.note_input(input)
+    })
+}

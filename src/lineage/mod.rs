@@ -3,3 +3,4 @@
 //! delivered again after any outage (see docs/design/lineage.md).
 
 pub mod events;
+pub mod inputs;

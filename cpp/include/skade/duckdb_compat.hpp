@@ -164,9 +164,18 @@ inline void SkadeMarkDictionary(Vector &vector, idx_t, const string &id) {
 	vector.BufferMutable().Cast<DictionaryBuffer>().SetDictionaryId(id);
 }
 
+//! The name of the table function a LogicalGet calls.
+inline const string &SkadeFunctionName(const BoundTableFunction &function) {
+	return function.GetName().GetIdentifierName();
+}
+
 #else
 
 using SkadeName = string;
+
+inline const string &SkadeFunctionName(const TableFunction &function) {
+	return function.name;
+}
 
 inline const string &SkadeNameString(const string &name) {
 	return name;

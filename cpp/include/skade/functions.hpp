@@ -10,6 +10,7 @@
 
 namespace duckdb {
 
+class OptimizerExtension;
 class SkadeCatalog;
 class SkadeTableEntry;
 struct SkadeTableShape;
@@ -79,6 +80,10 @@ unique_ptr<FunctionData> SkadeArrowFunctionBind(const SkadeTableShape &shape, un
 //! `get_virtual_columns = SkadeArrowVirtualColumns`.
 TableFunction SkadeArrowFunction(const string &name, vector<LogicalType> arguments, table_function_bind_t bind);
 virtual_column_map_t SkadeArrowVirtualColumns(ClientContext &context, optional_ptr<FunctionData> bind_data);
+
+//! Notes what a statement's plan reads outside skade (files, other databases' tables) in the skade
+//! transactions it has open: lineage inputs (cpp/skade_lineage_inputs.cpp).
+OptimizerExtension SkadeLineageInputs();
 
 //! Refuses NULL arguments with a message naming the function.
 void SkadeRequireArguments(TableFunctionBindInput &input, const string &function_name);

@@ -1,0 +1,112 @@
+// Lineage inputs from outside a skade catalog: the files a statement's plan reads (read_parquet,
+// read_csv, read_json ...) and the tables of other attached databases are noted in every skade
+// transaction the DuckDB transaction has open, for the core to record with its commit (the core
+// notes reads of its own tables itself). An optimizer extension: it sees the final plan, so a
+// statement planned with the optimizer off notes nothing.
+#include "skade/catalog.hpp"
+#include "skade/common.hpp"
+#include "skade/functions.hpp"
+#include "skade/table_entry.hpp"
+#include "skade/transaction.hpp"
+
+#include "duckdb/catalog/catalog_entry/table_catalog_entry.hpp"
+#include "duckdb/common/file_system.hpp"
+#include "duckdb/main/attached_database.hpp"
+#include "duckdb/optimizer/optimizer_extension.hpp"
+#include "duckdb/planner/operator/logical_get.hpp"
+#include "duckdb/transaction/meta_transaction.hpp"
+
+namespace duckdb {
+
+namespace {
+
+//! DuckDB's file readers whose first argument names the files.
+bool ReadsFiles(const string &function) {
+	static const unordered_set<string> readers {
+	    "read_parquet", "parquet_scan",   "read_csv",  "read_csv_auto",     "read_json",
+	    "read_json_auto", "read_ndjson",  "read_ndjson_auto", "read_json_objects", "read_text",
+	    "read_blob",    "read_xlsx",      "read_avro"};
+	return readers.count(function) > 0;
+}
+
+struct PlanInputs {
+	vector<string> files;
+	vector<reference<TableCatalogEntry>> tables;
+};
+
+void AddFiles(ClientContext &context, const string &pattern, PlanInputs &inputs) {
+	if (!FileSystem::HasGlob(pattern)) {
+		inputs.files.push_back(pattern);
+		return;
+	}
+	for (auto &file : FileSystem::GetFileSystem(context).Glob(pattern)) {
+		inputs.files.push_back(file.path);
+	}
+}
+
+void Collect(ClientContext &context, LogicalOperator &op, PlanInputs &inputs) {
+	if (op.type == LogicalOperatorType::LOGICAL_GET) {
+		auto &get = op.Cast<LogicalGet>();
+		auto table = get.GetTable();
+		if (table) {
+			inputs.tables.push_back(*table);
+		} else if (ReadsFiles(SkadeFunctionName(get.function)) && !get.parameters.empty()) {
+			auto &files = get.parameters[0];
+			if (files.type().id() == LogicalTypeId::LIST) {
+				for (auto &file : ListValue::GetChildren(files)) {
+					AddFiles(context, file.ToString(), inputs);
+				}
+			} else if (files.type().id() == LogicalTypeId::VARCHAR) {
+				AddFiles(context, StringValue::Get(files), inputs);
+			}
+		}
+	}
+	for (auto &child : op.children) {
+		Collect(context, *child, inputs);
+	}
+}
+
+void NoteInputs(OptimizerExtensionInput &input, unique_ptr<LogicalOperator> &plan) {
+	auto &context = input.context;
+	vector<reference<Catalog>> lakes;
+	for (auto &db : MetaTransaction::Get(context).OpenedTransactions()) {
+		if (db.get().GetCatalog().GetCatalogType() == "skade") {
+			lakes.push_back(db.get().GetCatalog());
+		}
+	}
+	if (lakes.empty() || !plan) {
+		return;
+	}
+	PlanInputs inputs;
+	Collect(context, *plan, inputs);
+	for (auto &lake : lakes) {
+		auto txn = SkadeTransaction::Get(context, lake.get()).Handle();
+		for (auto &file : inputs.files) {
+			SkadeCheck(skade_txn_read_file(txn, file.c_str()));
+		}
+		for (auto &table_ref : inputs.tables) {
+			auto &table = table_ref.get();
+			auto &catalog = table.ParentCatalog();
+			if (&catalog == &lake.get()) {
+				continue; // the core notes reads of its own tables, with their snapshots
+			}
+			if (catalog.GetCatalogType() == "skade") {
+				SkadeCheck(skade_txn_read_skade_table(txn, table.Cast<SkadeTableEntry>().Handle()));
+				continue;
+			}
+			auto path = catalog.InMemory() ? string() : catalog.GetDBPath();
+			auto name = SkadeNameString(table.ParentSchema().name) + "." + SkadeNameString(table.name);
+			SkadeCheck(skade_txn_read_table(txn, path.c_str(), SkadeNameString(catalog.GetName()).c_str(), name.c_str()));
+		}
+	}
+}
+
+} // namespace
+
+OptimizerExtension SkadeLineageInputs() {
+	OptimizerExtension extension;
+	extension.optimize_function = NoteInputs;
+	return extension;
+}
+
+} // namespace duckdb
