@@ -1,7 +1,7 @@
 // Lineage inputs from outside a skade catalog: the files a statement's plan reads (read_parquet,
-// read_csv, read_json ...) and the tables of other attached databases are noted in every skade
-// transaction the DuckDB transaction has open, for the core to record with its commit (the core
-// notes reads of its own tables itself). An optimizer extension: it sees the final plan, so a
+// read_csv, read_json ...) and the tables of other attached databases are noted in the skade
+// transaction of every attached lake, for the core to record with its commit (the core notes
+// reads of its own tables itself). An optimizer extension: it sees the final plan, so a
 // statement planned with the optimizer off notes nothing.
 #include "skade/catalog.hpp"
 #include "skade/common.hpp"
@@ -12,6 +12,7 @@
 #include "duckdb/catalog/catalog_entry/table_catalog_entry.hpp"
 #include "duckdb/common/file_system.hpp"
 #include "duckdb/main/attached_database.hpp"
+#include "duckdb/main/database_manager.hpp"
 #include "duckdb/optimizer/optimizer_extension.hpp"
 #include "duckdb/planner/operator/logical_get.hpp"
 #include "duckdb/transaction/meta_transaction.hpp"
@@ -34,12 +35,14 @@ struct PlanInputs {
 	vector<reference<TableCatalogEntry>> tables;
 };
 
-void AddFiles(ClientContext &context, const string &pattern, PlanInputs &inputs) {
+void AddFiles(ClientContext &context, const string &named, PlanInputs &inputs) {
+	auto &fs = FileSystem::GetFileSystem(context);
+	auto pattern = fs.ExpandPath(named); // `~`, as the reader does
 	if (!FileSystem::HasGlob(pattern)) {
 		inputs.files.push_back(pattern);
 		return;
 	}
-	for (auto &file : FileSystem::GetFileSystem(context).Glob(pattern)) {
+	for (auto &file : fs.Glob(pattern)) {
 		inputs.files.push_back(file.path);
 	}
 }
@@ -69,9 +72,9 @@ void Collect(ClientContext &context, LogicalOperator &op, PlanInputs &inputs) {
 void NoteInputs(OptimizerExtensionInput &input, unique_ptr<LogicalOperator> &plan) {
 	auto &context = input.context;
 	vector<reference<Catalog>> lakes;
-	for (auto &db : MetaTransaction::Get(context).OpenedTransactions()) {
-		if (db.get().GetCatalog().GetCatalogType() == "skade") {
-			lakes.push_back(db.get().GetCatalog());
+	for (auto &db : DatabaseManager::Get(context).GetDatabases(context)) {
+		if (db->GetCatalog().GetCatalogType() == "skade") {
+			lakes.push_back(db->GetCatalog());
 		}
 	}
 	if (lakes.empty() || !plan) {
@@ -80,6 +83,15 @@ void NoteInputs(OptimizerExtensionInput &input, unique_ptr<LogicalOperator> &pla
 	PlanInputs inputs;
 	Collect(context, *plan, inputs);
 	for (auto &lake : lakes) {
+		bool outside = !inputs.files.empty();
+		for (auto &table : inputs.tables) {
+			outside = outside || &table.get().ParentCatalog() != &lake.get();
+		}
+		if (!outside) {
+			continue; // the core notes reads of its own tables, with their snapshots
+		}
+		// Opens the lake's transaction if this is its first statement: a read made before the
+		// transaction first touches the lake is its input as much as one made after.
 		auto txn = SkadeTransaction::Get(context, lake.get()).Handle();
 		for (auto &file : inputs.files) {
 			SkadeCheck(skade_txn_read_file(txn, file.c_str()));
@@ -88,7 +100,7 @@ void NoteInputs(OptimizerExtensionInput &input, unique_ptr<LogicalOperator> &pla
 			auto &table = table_ref.get();
 			auto &catalog = table.ParentCatalog();
 			if (&catalog == &lake.get()) {
-				continue; // the core notes reads of its own tables, with their snapshots
+				continue;
 			}
 			if (catalog.GetCatalogType() == "skade") {
 				SkadeCheck(skade_txn_read_skade_table(txn, table.Cast<SkadeTableEntry>().Handle()));

@@ -63,8 +63,9 @@ pub struct CommitRecord {
     pub inputs: Vec<InputRecord>,
 }
 
-/// A dataset a committing transaction read: a table of this catalog (its uuid set, `name` its
-/// `schema.table`) at a snapshot, or something outside it (named as OpenLineage names datasets).
+/// A dataset a committing transaction read: a table of this catalog (its uuid set, `namespace`
+/// its schema, `name` the table's) at a snapshot, or something outside it (named as OpenLineage
+/// names datasets; `table` the `schema.table` of another skade catalog's table).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct InputRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,6 +74,8 @@ pub struct InputRecord {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
 }
 
 enum Db {

@@ -86,8 +86,9 @@ pub(super) struct TxnState {
     file_ids: FileIds,
     /// Files this transaction created; removed if it does not commit.
     written: Vec<String>,
-    /// What its statements read (lineage inputs), by table uuid or "namespace\0name".
-    reads: BTreeMap<String, InputRecord>,
+    /// What its statements read (lineage inputs), each once (a few: found by a scan, no key to
+    /// allocate on a lookup's hot path).
+    reads: Vec<InputRecord>,
     finished: bool,
 }
 
@@ -100,15 +101,31 @@ impl TxnState {
             Version::Empty => None,
         };
         let record = &table.record;
-        if self.reads.contains_key(&record.uuid) {
-            return; // (a lookup's hot path: no allocation once noted)
+        let noted =
+            |r: &InputRecord| r.table_uuid.as_deref() == Some(record.uuid.as_str()) && r.snapshot_id == snapshot_id;
+        if !self.reads.iter().any(noted) {
+            // a table of this catalog: `namespace` is its schema, `name` the table's
+            self.reads.push(InputRecord {
+                table_uuid: Some(record.uuid.clone()),
+                namespace: record.schema.clone(),
+                name: record.name.clone(),
+                snapshot_id,
+                table: None,
+            });
         }
-        self.reads.entry(record.uuid.clone()).or_insert_with(|| InputRecord {
-            table_uuid: Some(record.uuid.clone()),
-            namespace: String::new(),
-            name: record.qualified_name(),
-            snapshot_id,
-        });
+    }
+
+    /// Notes an input (another catalog's, or a table of this one read through a consumer).
+    fn read_input(&mut self, input: InputRecord) {
+        let same = |r: &InputRecord| {
+            r.table_uuid == input.table_uuid
+                && r.namespace == input.namespace
+                && r.name == input.name
+                && r.snapshot_id == input.snapshot_id
+        };
+        if !self.reads.iter().any(same) {
+            self.reads.push(input);
+        }
     }
 
     /// This transaction's uncommitted files of table `uuid`, dropped tables' included.
@@ -186,7 +203,7 @@ impl Transaction {
                 dropped: BTreeMap::new(),
                 file_ids: FileIds::default(),
                 written: vec![],
-                reads: BTreeMap::new(),
+                reads: vec![],
                 finished: false,
             }),
             memory_limit: AtomicU64::new(u64::MAX),
@@ -300,8 +317,7 @@ impl Transaction {
     /// Notes that a statement read something outside this catalog (a file, another database's
     /// table): a lineage input of this transaction's commit.
     pub fn note_input(&self, input: InputRecord) -> Result<()> {
-        let key = format!("{}\0{}", input.namespace, input.name);
-        self.lock()?.reads.entry(key).or_insert(input);
+        self.lock()?.read_input(input);
         Ok(())
     }
 
@@ -317,7 +333,6 @@ impl Transaction {
     /// current columns.
     pub fn lookup(&self, uuid: &str, as_of: Option<i64>, keys: &StructArray) -> Result<Found> {
         let table = self.table_by_uuid(uuid)?;
-        self.note_read(&table)?;
         let name = table.record.qualified_name();
         let current = table.metadata.current_schema();
         let shape = self.catalog.inner.read_caches.shape(&table.metadata, current)?;
@@ -342,6 +357,7 @@ impl Transaction {
             Some(id) => Version::Snapshot(id),
             None => Version::Current,
         };
+        self.note_read(&TableInfo { version, ..table.clone() })?;
         let (staged, staged_deletes) = match (version, self.lock()?.staged(uuid)) {
             (Version::Current, Some(c)) => (c.appends.clone(), c.deletes.clone()),
             _ => (vec![], vec![]),
@@ -809,7 +825,7 @@ impl Transaction {
                 dropped_uuids,
                 files,
                 consumers: consumers.clone(),
-                inputs: st.reads.values().cloned().collect(),
+                inputs: st.reads.clone(),
             };
             match self.catalog.commit(request) {
                 Ok(records) => {

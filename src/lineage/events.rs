@@ -73,6 +73,8 @@ pub fn since(catalog: &Catalog, since: u64, limit: usize) -> Result<(Vec<Lineage
         }
     }
     let read = records.last().map(|r| r.seq);
+    // records of a transaction that began at or before `since` belong to an event before it
+    records.retain(|r| r.transaction.is_none_or(|t| t > since));
     let mut events = vec![];
     let mut group: Vec<CommitRecord> = vec![];
     for r in records {
@@ -159,12 +161,12 @@ fn own_dataset(catalog: &Catalog, schema: &str, table: &str, snapshot_id: Option
 }
 
 fn input_dataset(catalog: &Catalog, input: &InputRecord) -> DatasetRef {
-    match (&input.table_uuid, input.name.split_once('.')) {
-        (Some(_), Some((schema, table))) => own_dataset(catalog, schema, table, input.snapshot_id),
-        _ => DatasetRef {
+    match &input.table_uuid {
+        Some(_) => own_dataset(catalog, &input.namespace, &input.name, input.snapshot_id),
+        None => DatasetRef {
             namespace: input.namespace.clone(),
             name: input.name.clone(),
-            table: None,
+            table: input.table.clone(),
             snapshot_id: input.snapshot_id,
         },
     }

@@ -10,7 +10,25 @@ use crate::catalog::store::InputRecord;
 use crate::catalog::TableInfo;
 
 fn input(namespace: String, name: String) -> InputRecord {
-    InputRecord { table_uuid: None, namespace, name, snapshot_id: None }
+    InputRecord { table_uuid: None, namespace, name, snapshot_id: None, table: None }
+}
+
+/// `path` made absolute, `.` and `..` resolved by their text (the file may be gone since).
+fn absolute(path: &str) -> String {
+    let absolute = std::path::absolute(Path::new(path)).unwrap_or_else(|_| Path::new(path).to_path_buf());
+    let mut parts: Vec<std::path::Component> = vec![];
+    for c in absolute.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                if matches!(parts.last(), Some(std::path::Component::Normal(_))) {
+                    parts.pop();
+                }
+            }
+            c => parts.push(c),
+        }
+    }
+    parts.iter().collect::<std::path::PathBuf>().display().to_string()
 }
 
 /// A file a query read, as it named it (a path, relative or absolute, or a URL).
@@ -27,8 +45,7 @@ pub fn file(path: &str) -> InputRecord {
         };
         return input(format!("{scheme}://{authority}"), key);
     }
-    let absolute = std::path::absolute(Path::new(path)).unwrap_or_else(|_| Path::new(path).to_path_buf());
-    input("file".into(), absolute.display().to_string())
+    input("file".into(), absolute(path))
 }
 
 /// A table of another attached DuckDB database: its file (empty: in memory, named `database`).
@@ -47,7 +64,11 @@ pub fn skade_table(table: &TableInfo) -> InputRecord {
         crate::read::time_travel::Version::Current => table.metadata.current_snapshot_id(),
         crate::read::time_travel::Version::Empty => None,
     };
-    InputRecord { snapshot_id, ..input("file".into(), table.metadata.location().trim_end_matches('/').to_string()) }
+    InputRecord {
+        snapshot_id,
+        table: Some(table.record.qualified_name()),
+        ..input("file".into(), table.metadata.location().trim_end_matches('/').to_string())
+    }
 }
 
 #[cfg(test)]
@@ -59,8 +80,7 @@ mod tests {
         let s3 = file("s3://bucket/dir/x.parquet");
         assert_eq!((s3.namespace.as_str(), s3.name.as_str()), ("s3://bucket", "dir/x.parquet"));
         let local = file("/tmp/a/../x.csv");
-        assert_eq!(local.namespace, "file");
-        assert!(local.name.starts_with('/'));
+        assert_eq!((local.namespace.as_str(), local.name.as_str()), ("file", "/tmp/x.csv"));
         assert!(file("rel.csv").name.ends_with("/rel.csv"));
         assert_eq!(file("file:///tmp/y.csv").name, "/tmp/y.csv");
         assert_eq!(duckdb_table("", "mem", "main.t").namespace, "duckdb://memory/mem");

@@ -15,6 +15,7 @@ use arrow::error::ArrowError;
 use super::pending::Pending;
 use super::rows;
 use super::wait::{wait_for_commit, WaitFor};
+use crate::catalog::store::InputRecord;
 use crate::catalog::Transaction;
 use crate::error::Result;
 
@@ -65,6 +66,19 @@ pub fn read(
         pending = Pending::of(txn.catalog(), &consumer, options.max_commits)?;
     }
     let batches = rows::rows(txn.catalog(), &pending, &schema, &options.used)?;
+    // lineage: the read's tables, at the last snapshot it delivers of each
+    for table in &consumer.tables {
+        let last = pending.commits.iter().rev().find(|c| c.table_uuid.as_deref() == Some(table.uuid.as_str()));
+        if let Some(snapshot_id) = last.and_then(|c| c.snapshot_id) {
+            txn.note_input(InputRecord {
+                table_uuid: Some(table.uuid.clone()),
+                namespace: table.schema.clone(),
+                name: table.name.clone(),
+                snapshot_id: Some(snapshot_id),
+                table: None,
+            })?;
+        }
+    }
     if options.advance {
         txn.stage_consumed(&pending.consumer, pending.to, options.statement)?;
     }
