@@ -88,11 +88,18 @@ pub fn since(catalog: &Catalog, since: u64, limit: usize) -> Result<(Vec<Lineage
 }
 
 /// The event of one transaction's records, if it changed a table.
+/// What one transaction did to one table (one uuid).
+struct Touched {
+    dataset: DatasetRef,
+    operation: Operation,
+    created: bool,
+    dropped: bool,
+    uuids: Vec<String>,
+}
+
 fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
     let (first, last) = (records.first()?, records.last()?);
-    // per table, in the order first written: what happened to it
-    let mut tables: BTreeMap<(u64, String), (DatasetRef, Operation)> = BTreeMap::new();
-    let mut order: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_uuid: BTreeMap<String, Touched> = BTreeMap::new();
     for r in records {
         let (Some(table), Some(uuid)) = (r.table.as_deref(), r.table_uuid.as_deref()) else {
             continue; // a schema's DDL
@@ -105,43 +112,63 @@ fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
             "overwrite" => Operation::Overwrite,
             _ => continue, // compaction (replace), expiry
         };
-        let at = *order.entry(uuid.to_string()).or_insert(r.seq);
         let dataset = own_dataset(catalog, &r.schema, table, r.snapshot_id);
-        tables
-            .entry((at, uuid.to_string()))
-            .and_modify(|(d, o)| {
-                // CREATE TABLE ... AS: created with rows; a later snapshot names the version
-                if dataset.snapshot_id.is_some() {
-                    d.snapshot_id = dataset.snapshot_id;
-                }
-                if !matches!(*o, Operation::Create | Operation::Drop) || op == Operation::Drop {
-                    *o = op;
-                }
-            })
-            .or_insert((dataset, op));
+        let t = by_uuid.entry(uuid.to_string()).or_insert_with(|| Touched {
+            dataset: dataset.clone(),
+            operation: op,
+            created: false,
+            dropped: false,
+            uuids: vec![uuid.to_string()],
+        });
+        // CREATE TABLE ... AS: created with rows; a later snapshot names the version
+        if dataset.snapshot_id.is_some() {
+            t.dataset.snapshot_id = dataset.snapshot_id;
+        }
+        t.created |= op == Operation::Create;
+        t.dropped |= op == Operation::Drop;
+        if !matches!(t.operation, Operation::Create | Operation::Drop) || op == Operation::Drop {
+            t.operation = op;
+        }
     }
-    if tables.is_empty() {
+    // A table created and dropped within the transaction never existed outside it; one dropped
+    // and created again under its name (CREATE OR REPLACE) is that name overwritten.
+    let mut by_name: BTreeMap<(Option<String>, String), Touched> = BTreeMap::new();
+    for (_, t) in by_uuid.into_iter().filter(|(_, t)| !(t.created && t.dropped)) {
+        let key = (t.dataset.table.clone(), t.dataset.name.clone());
+        match by_name.remove(&key) {
+            None => {
+                by_name.insert(key, t);
+            }
+            Some(other) => {
+                let (new, old) = if t.created { (t, other) } else { (other, t) };
+                let mut uuids = new.uuids.clone();
+                uuids.extend(old.uuids);
+                by_name.insert(key, Touched { operation: Operation::Overwrite, uuids, ..new });
+            }
+        }
+    }
+    if by_name.is_empty() {
         return None;
     }
-    let operation = match tables.values().map(|(_, o)| *o).collect::<Vec<_>>().as_slice() {
+    let operation = match by_name.values().map(|t| t.operation).collect::<Vec<_>>().as_slice() {
         [one] => *one,
         _ => Operation::Release,
     };
-    // A table read to change only itself (an UPDATE, a DELETE) is not its own input; in a
-    // transaction over several tables, one read to write another is.
-    let sole = match tables.keys().collect::<Vec<_>>().as_slice() {
-        [(_, uuid)] => Some(uuid.clone()),
-        _ => None,
+    // A table read to change only itself (an UPDATE, a DELETE, CREATE OR REPLACE ... AS SELECT
+    // from it) is not its own input; in a transaction over several tables, one read to write
+    // another is.
+    let sole: Vec<String> = match by_name.values().collect::<Vec<_>>().as_slice() {
+        [one] => one.uuids.clone(),
+        _ => vec![],
     };
     let inputs = first
         .inputs
         .iter()
-        .filter(|i| sole.is_none() || i.table_uuid != sole)
+        .filter(|i| !i.table_uuid.as_ref().is_some_and(|u| sole.contains(u)))
         .map(|i| input_dataset(catalog, i))
         .collect();
-    // (a transaction's records come in no meaningful order: its outputs are named by name)
-    let mut outputs: Vec<DatasetRef> = tables.into_values().map(|(d, _)| d).collect();
-    outputs.sort_by(|a, b| (&a.table, &a.name).cmp(&(&b.table, &b.name)));
+    // (outputs by name: a transaction's records come in no meaningful order)
+    let outputs = by_name.into_values().map(|t| t.dataset).collect();
     Some(LineageEvent {
         first_seq: first.seq,
         last_seq: last.seq,
