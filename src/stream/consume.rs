@@ -5,7 +5,6 @@
 //! failed statement moves nothing. A statement reads a consumer once.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::array::{RecordBatch, RecordBatchIterator};
@@ -46,7 +45,7 @@ pub type Rows = RecordBatchIterator<std::vec::IntoIter<std::result::Result<Recor
 /// The rows of the consumer `name`'s pending commits, in `schema` (bound earlier); a consuming
 /// read stages the advance past them. A wait polls `interrupted` while it sleeps.
 pub fn read(
-    txn: &Arc<Transaction>,
+    txn: &Transaction,
     name: &str,
     options: ReadOptions,
     schema: SchemaRef,
