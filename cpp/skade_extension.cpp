@@ -16,6 +16,9 @@ static void LoadInternal(ExtensionLoader &loader) {
 	loader.RegisterFunction(SkadeSnapshotsFunction());
 	loader.RegisterFunction(SkadeCommitsSinceFunction());
 	loader.RegisterFunction(SkadeLineageFunctions());
+	for (auto &set : SkadeLineageDeliveryFunctions()) {
+		loader.RegisterFunction(set);
+	}
 	loader.RegisterFunction(SkadeCheckFunction());
 	loader.RegisterFunction(SkadeExpireSnapshotsFunction());
 	loader.RegisterFunction(SkadeCompactFunction());

@@ -161,6 +161,10 @@ skade_status *skade_fn_compact(const skade_txn *txn, const char *uuid, struct Ar
 skade_status *skade_fn_commits_since(const skade_catalog *catalog, uint64_t since, struct ArrowArrayStream *result);
 // The lineage events of the transactions committed after `since` (src/functions/lineage.rs).
 skade_status *skade_fn_lineage(const skade_catalog *catalog, uint64_t since, struct ArrowArrayStream *result);
+// Where each lineage sink stands; with flush, after historizing and waiting up to timeout_ms for
+// every collector to acknowledge every event committed so far (src/functions/lineage_delivery.rs).
+skade_status *skade_fn_lineage_delivery(const skade_catalog *catalog, bool flush, uint64_t timeout_ms,
+                                        struct ArrowArrayStream *result);
 
 // Lineage inputs outside the catalog that the transaction read (src/ffi/transaction.rs): a file
 // (a path as the query named it, or a URL), a table of another DuckDB database (`database_path`

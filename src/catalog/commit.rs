@@ -15,9 +15,12 @@ use redb::{ReadableTable, WriteTransaction};
 
 use super::consumers::{ConsumerChange, ConsumerRecord};
 use super::names::key;
+use super::sinks::{SinkChange, SinkRecord};
 use super::state::{SchemaRecord, StateChange, TableRecord};
 use super::store::{CommitRecord, InputRecord, Store};
-use super::tables::{COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES};
+use super::tables::{
+    COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES,
+};
 use crate::error::{Error, Result};
 
 /// What must still hold when a change is applied.
@@ -62,6 +65,8 @@ pub struct CommitRequest {
     pub files: Vec<String>,
     /// Changes to named consumers (they take no commit_seq).
     pub consumers: Vec<ConsumerChange>,
+    /// Changes to lineage sinks' cursors (they take no commit_seq either).
+    pub sinks: Vec<SinkChange>,
     /// What the transaction read (kept on each of its records).
     pub inputs: Vec<InputRecord>,
 }
@@ -147,6 +152,10 @@ pub fn apply_group(
                     for change in &request.consumers {
                         write_consumer(tx, change)?;
                     }
+                    for change in &request.sinks {
+                        tx.open_table(LINEAGE_SINKS)?
+                            .insert(change.name.as_str(), serde_json::to_vec(&change.record)?.as_slice())?;
+                    }
                     results.push(Ok(records));
                 }
             }
@@ -228,7 +237,16 @@ fn check(tx: &WriteTransaction, request: &CommitRequest) -> Result<()> {
     for change in &request.consumers {
         change.check(stored_consumer(tx, &change.key)?.as_ref())?;
     }
+    for change in &request.sinks {
+        change.check(stored_sink(tx, &change.name)?.as_ref())?;
+    }
     Ok(())
+}
+
+fn stored_sink(tx: &WriteTransaction, name: &str) -> Result<Option<SinkRecord>> {
+    let sinks = tx.open_table(LINEAGE_SINKS)?;
+    let stored = sinks.get(name)?;
+    Ok(stored.map(|v| serde_json::from_slice(v.value())).transpose()?)
 }
 
 fn stored_consumer(tx: &WriteTransaction, key: &str) -> Result<Option<ConsumerRecord>> {
@@ -362,6 +380,7 @@ mod tests {
             dropped_uuids: HashMap::new(),
             files: vec![],
             consumers: vec![],
+            sinks: vec![],
             inputs: vec![],
         }
     }

@@ -83,6 +83,7 @@ impl Catalog {
                 dropped_uuids: Default::default(),
                 files: vec![location.clone()],
                 consumers: vec![],
+                sinks: vec![],
                 inputs: vec![],
             };
             match self.commit(request) {

@@ -12,11 +12,12 @@ pub(crate) mod open;
 pub mod options;
 pub(crate) mod pinned;
 pub(crate) mod rebase;
+pub mod sinks;
 pub(crate) mod state;
 pub(crate) mod store;
 pub mod tables;
 pub mod transaction;
 mod transaction_consumers;
 
-pub use self::open::{Catalog, CommitEvent, COMMIT_EVENT_BUFFER, EVENTUAL_FLUSH_INTERVAL};
+pub use self::open::{Catalog, CommitEvent, WeakCatalog, COMMIT_EVENT_BUFFER, EVENTUAL_FLUSH_INTERVAL};
 pub use self::transaction::{TableInfo, Transaction};

@@ -8,6 +8,14 @@ use crate::error::{Error, Result};
 
 pub const DEFAULT_SCHEMA: &str = "main";
 
+/// The schema of skade's lineage history (`skade_lineage.events`): written by skade only.
+pub const LINEAGE_SCHEMA: &str = "skade_lineage";
+
+/// Whether `schema` is skade's own (its tables are written by skade only).
+pub fn is_reserved(schema: &str) -> bool {
+    key(schema) == LINEAGE_SCHEMA
+}
+
 /// Names are matched case-insensitively, as in DuckDB, and stored as the user wrote them.
 pub fn key(name: &str) -> String {
     name.to_lowercase()

@@ -302,6 +302,9 @@ impl Catalog {
                         for change in &request.consumers {
                             state.apply_consumer(change);
                         }
+                        for change in &request.sinks {
+                            state.apply_sink(change);
+                        }
                     }
                 }
                 *guard = Arc::new(state);
@@ -316,7 +319,7 @@ impl Catalog {
                 for (request, result) in group.iter().zip(&results) {
                     if result.is_ok() {
                         pending.files.extend(request.files.iter().cloned());
-                        consumers |= !request.consumers.is_empty();
+                        consumers |= !request.consumers.is_empty() || !request.sinks.is_empty();
                     }
                 }
                 pending.consumers |= consumers;
@@ -335,7 +338,8 @@ impl Catalog {
 struct Pending {
     files: Vec<String>,
     commits: Vec<CommitRecord>,
-    /// Whether a consumer changed since the last flush (its changes take no commit_seq).
+    /// Whether a consumer or a lineage sink changed since the last flush (their changes take no
+    /// commit_seq).
     consumers: bool,
     /// When the oldest of them was acknowledged.
     since: Option<Instant>,
@@ -489,6 +493,47 @@ impl Inner {
         let committed: u64 = staged.results.iter().flatten().map(|r| r.len() as u64).sum();
         let seq = self.store.commit_seq().ok()?;
         (committed > 0 && seq == staged.seq_before + committed).then_some(staged.results)
+    }
+}
+
+/// A handle that does not keep the catalog open: a background worker's (lineage delivery), which
+/// must end when the last ATTACH goes away.
+#[derive(Clone)]
+pub struct WeakCatalog {
+    inner: Weak<Inner>,
+    actor: String,
+    target_file_size: Option<u64>,
+}
+
+impl Catalog {
+    pub fn downgrade(&self) -> WeakCatalog {
+        WeakCatalog {
+            inner: Arc::downgrade(&self.inner),
+            actor: self.actor.clone(),
+            target_file_size: self.target_file_size,
+        }
+    }
+}
+
+impl WeakCatalog {
+    /// The catalog, while some ATTACH still holds it.
+    pub fn upgrade(&self) -> Option<Catalog> {
+        let inner = self.inner.upgrade()?;
+        if inner.handles.load(Ordering::SeqCst) == 0 {
+            return None; // closing
+        }
+        inner.handles.fetch_add(1, Ordering::SeqCst);
+        let read_only = inner.store.read_only();
+        Some(Catalog { inner, actor: self.actor.clone(), read_only, target_file_size: self.target_file_size })
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.inner.upgrade().is_some_and(|i| i.handles.load(Ordering::SeqCst) > 0)
+    }
+
+    /// Whether both are handles on the same open catalog.
+    pub fn same(&self, other: &Catalog) -> bool {
+        std::ptr::eq(self.inner.as_ptr(), Arc::as_ptr(&other.inner))
     }
 }
 

@@ -46,6 +46,79 @@ pub struct AttachOptions {
     /// Data files roll over at about this many bytes (None: the table's
     /// `write.target-file-size-bytes` property, else 512 MB, as in DuckLake and Iceberg).
     pub target_file_size: Option<u64>,
+    pub lineage: LineageOptions,
+}
+
+/// Lineage (docs/design/lineage.md): the history table and an OpenLineage collector. ATTACH
+/// options win over the environment variables openlineage-python reads, so a process started
+/// with `OPENLINEAGE_URL` sends the events of every lake it attaches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LineageOptions {
+    /// Keep the history table `skade_lineage.events` (LINEAGE; default: on when a collector is set).
+    pub enabled: bool,
+    /// The collector's base URL (OPENLINEAGE_URL): events are POSTed to `<url>/<endpoint>`.
+    pub url: Option<String>,
+    /// OPENLINEAGE_ENDPOINT: `api/v1/lineage`, Marquez's, unless set.
+    pub endpoint: String,
+    /// The jobs' namespace (OPENLINEAGE_NAMESPACE, else `default`, as openlineage-python's).
+    pub namespace: String,
+    /// Sent as `Authorization: Bearer <key>` (OPENLINEAGE_API_KEY).
+    pub api_key: Option<String>,
+}
+
+impl LineageOptions {
+    /// From the ATTACH options given (`None`: not given) and the environment (`env`).
+    pub fn resolve(
+        lineage: Option<bool>,
+        given: &std::collections::HashMap<String, String>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self> {
+        let pick = |key: &str| given.get(key).cloned().or_else(|| env(&key.to_uppercase())).filter(|v| !v.is_empty());
+        let disabled = env("OPENLINEAGE_DISABLED")
+            .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on"));
+        let url = match pick("openlineage_url") {
+            Some(_) if disabled => None,
+            Some(url) => Some(check_url(&url)?),
+            None => None,
+        };
+        let endpoint = pick("openlineage_endpoint").unwrap_or_else(|| "api/v1/lineage".into());
+        Ok(LineageOptions {
+            enabled: lineage.unwrap_or(url.is_some()),
+            url: if lineage == Some(false) { None } else { url },
+            endpoint: endpoint.trim_start_matches('/').to_string(),
+            namespace: pick("openlineage_namespace").unwrap_or_else(|| "default".into()),
+            api_key: pick("openlineage_api_key"),
+        })
+    }
+
+    /// The collector's lineage endpoint, when one is set.
+    pub fn endpoint_url(&self) -> Option<String> {
+        self.url.as_ref().map(|u| format!("{}/{}", u.trim_end_matches('/'), self.endpoint))
+    }
+}
+
+fn check_url(url: &str) -> Result<String> {
+    let bad = |why: &str| Err(Error::invalid(format!("OPENLINEAGE_URL '{url}' {why}")));
+    if url.starts_with("https://") {
+        return bad(
+            "needs TLS, which this build of skade does not include: use an http:// collector (or a local proxy)",
+        );
+    }
+    let Some(rest) = url.strip_prefix("http://") else {
+        return bad("is not an http:// URL");
+    };
+    if rest.trim_end_matches('/').is_empty() {
+        return bad("names no host");
+    }
+    Ok(url.to_string())
+}
+
+fn parse_bool(option: &str, value: &str) -> Result<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "on" | "yes" => Ok(true),
+        "false" | "0" | "off" | "no" => Ok(false),
+        _ => Err(Error::invalid(format!("{option} '{value}' is not a boolean: expected true or false"))),
+    }
 }
 
 impl Default for AttachOptions {
@@ -56,6 +129,7 @@ impl Default for AttachOptions {
             durability: Durability::Immediate,
             actor: default_actor(),
             target_file_size: None,
+            lineage: LineageOptions::default(),
         }
     }
 }
@@ -63,7 +137,18 @@ impl Default for AttachOptions {
 impl AttachOptions {
     /// `pairs` are the options DuckDB did not consume itself, keys in any case.
     pub fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>, read_only: bool) -> Result<Self> {
+        Self::parse_with_env(pairs, read_only, |k| std::env::var(k).ok())
+    }
+
+    /// [`Self::parse`] with `env` in place of the process environment.
+    pub fn parse_with_env<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+        read_only: bool,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self> {
         let mut o = AttachOptions { read_only, ..Default::default() };
+        let mut lineage = None;
+        let mut openlineage = std::collections::HashMap::new();
         for (key, value) in pairs {
             match key.to_ascii_lowercase().as_str() {
                 "data_path" => {
@@ -80,15 +165,21 @@ impl AttachOptions {
                     o.actor = value.to_string();
                 }
                 "target_file_size" => o.target_file_size = Some(parse_size("TARGET_FILE_SIZE", value)?),
+                "lineage" => lineage = Some(parse_bool("LINEAGE", value)?),
+                k @ ("openlineage_url" | "openlineage_endpoint" | "openlineage_namespace" | "openlineage_api_key") => {
+                    openlineage.insert(k.to_string(), value.to_string());
+                }
                 other => {
                     return Err(Error::invalid(format!(
                         "unknown ATTACH option '{}' for a skade catalog (known: DATA_PATH, \
-                         READ_ONLY, DURABILITY, ACTOR, TARGET_FILE_SIZE)",
+                         READ_ONLY, DURABILITY, ACTOR, TARGET_FILE_SIZE, LINEAGE, OPENLINEAGE_URL, \
+                         OPENLINEAGE_ENDPOINT, OPENLINEAGE_NAMESPACE, OPENLINEAGE_API_KEY)",
                         other.to_uppercase()
                     )))
                 }
             }
         }
+        o.lineage = LineageOptions::resolve(lineage, &openlineage, env)?;
         Ok(o)
     }
 }
@@ -168,6 +259,43 @@ mod tests {
         assert_eq!(o.actor, "etl");
         assert!(o.read_only);
         assert!(AttachOptions::parse([("durability", "sometimes")], false).is_err());
+    }
+
+    #[test]
+    fn lineage_options_default_from_the_environment() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        let none = AttachOptions::parse_with_env([], false, env(&[])).unwrap().lineage;
+        assert!(!none.enabled && none.url.is_none());
+        let from_env = AttachOptions::parse_with_env([], false, env(&[("OPENLINEAGE_URL", "http://c:5000")])).unwrap();
+        assert!(from_env.lineage.enabled);
+        assert_eq!(from_env.lineage.endpoint_url().unwrap(), "http://c:5000/api/v1/lineage");
+        assert_eq!(from_env.lineage.namespace, "default");
+        // an option wins over the environment; OPENLINEAGE_DISABLED stops every collector
+        let given = AttachOptions::parse_with_env(
+            [("openlineage_url", "http://mine/"), ("OPENLINEAGE_NAMESPACE", "etl"), ("openlineage_endpoint", "/x/y")],
+            false,
+            env(&[("OPENLINEAGE_URL", "http://c:5000"), ("OPENLINEAGE_API_KEY", "k")]),
+        )
+        .unwrap()
+        .lineage;
+        assert_eq!(given.endpoint_url().unwrap(), "http://mine/x/y");
+        assert_eq!((given.namespace.as_str(), given.api_key.as_deref()), ("etl", Some("k")));
+        let disabled = AttachOptions::parse_with_env(
+            [("lineage", "true")],
+            false,
+            env(&[("OPENLINEAGE_URL", "http://c"), ("OPENLINEAGE_DISABLED", "true")]),
+        )
+        .unwrap()
+        .lineage;
+        assert!(disabled.enabled && disabled.url.is_none());
+        let off = AttachOptions::parse_with_env([("lineage", "false")], false, env(&[("OPENLINEAGE_URL", "http://c")]));
+        assert!(!off.unwrap().lineage.enabled);
+        for bad in [("lineage", "maybe"), ("openlineage_url", "https://c"), ("openlineage_url", "ftp://c")] {
+            let err = AttachOptions::parse_with_env([bad], false, env(&[])).unwrap_err();
+            assert!(err.message.contains(&bad.0.to_uppercase()), "{}", err.message);
+        }
     }
 
     #[test]

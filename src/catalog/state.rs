@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::consumers::{ConsumerChange, ConsumerRecord};
 use super::names::key;
+use super::sinks::{SinkChange, SinkRecord};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SchemaRecord {
@@ -39,6 +40,8 @@ pub struct CatalogState {
     pub tables: BTreeMap<(String, String), Arc<TableRecord>>,
     /// Named consumers by their name's key.
     pub consumers: BTreeMap<String, Arc<ConsumerRecord>>,
+    /// Lineage sinks' cursors by sink name.
+    pub sinks: BTreeMap<String, Arc<SinkRecord>>,
 }
 
 impl CatalogState {
@@ -69,6 +72,11 @@ impl CatalogState {
             Some(record) => self.consumers.insert(change.key.clone(), Arc::new(record)),
             None => self.consumers.remove(&change.key),
         };
+    }
+
+    /// Applies one committed change to a lineage sink's cursor.
+    pub fn apply_sink(&mut self, change: &SinkChange) {
+        self.sinks.insert(change.name.clone(), Arc::new(change.record.clone()));
     }
 
     /// Applies one committed (or staged) change.

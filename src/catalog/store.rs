@@ -8,6 +8,8 @@
 //! - `commits`: (table uuid, snapshot id) -> commit_seq.
 //! - `commit_log`: commit_seq -> [`CommitRecord`] (JSON).
 //! - `consumers` (format 2): name key -> [`ConsumerRecord`] (JSON).
+//! - `lineage_sinks`: sink name -> [`SinkRecord`] (JSON); made by the first sink's write (a file
+//!   without it has no sink, and older versions of skade ignore it).
 //!
 //! Pointers, log rows and counters advance together in one write transaction and one fsync.
 //!
@@ -35,7 +37,10 @@ use crate::error::{Error, ErrorKind, Result};
 const CREATED_AS: &str = "created_as";
 
 use super::consumers::ConsumerRecord;
-use super::tables::{COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, META, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES};
+use super::sinks::SinkRecord;
+use super::tables::{
+    COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, META, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES,
+};
 
 /// redb's file header starts with these bytes; anything else is not ours and is left untouched.
 const REDB_MAGIC: &[u8] = b"redb";
@@ -76,6 +81,10 @@ pub struct InputRecord {
     pub snapshot_id: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table: Option<String>,
+    /// A table of this catalog: the metadata.json it was read through (its schema at the read;
+    /// absent in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_location: Option<String>,
 }
 
 enum Db {
@@ -356,6 +365,18 @@ impl Store {
                 Err(redb::TableError::TableDoesNotExist(_)) if version < 2 => {}
                 Err(e) => return Err(e.into()),
             }
+            match tx.open_table(LINEAGE_SINKS) {
+                Ok(sinks) => {
+                    for row in sinks.iter()? {
+                        let (k, v) = row?;
+                        let rec: SinkRecord =
+                            self.parse(v.value(), || format!("lineage_sinks row \"{}\"", k.value()))?;
+                        state.sinks.insert(k.value().to_string(), rec.into());
+                    }
+                }
+                Err(redb::TableError::TableDoesNotExist(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
             Ok(Loaded { state, data_path, commit_seq, next_snapshot_id })
         })
     }
@@ -435,6 +456,13 @@ impl Store {
             consumers.retain(|_, _| false)?;
             for (k, c) in &state.consumers {
                 consumers.insert(k.as_str(), serde_json::to_vec(&**c)?.as_slice())?;
+            }
+            if !state.sinks.is_empty() {
+                let mut sinks = tx.open_table(LINEAGE_SINKS)?;
+                sinks.retain(|_, _| false)?;
+                for (k, c) in &state.sinks {
+                    sinks.insert(k.as_str(), serde_json::to_vec(&**c)?.as_slice())?;
+                }
             }
             let mut log = tx.open_table(COMMIT_LOG)?;
             let mut commits = tx.open_table(COMMITS)?;

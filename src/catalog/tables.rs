@@ -11,5 +11,8 @@ pub const COMMIT_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("commit
 /// Since format 2.
 pub const CONSUMERS: TableDefinition<&str, &[u8]> = TableDefinition::new("consumers");
 
+/// Lineage sinks' cursors (see `sinks`); absent from files no lineage sink wrote to.
+pub const LINEAGE_SINKS: TableDefinition<&str, &[u8]> = TableDefinition::new("lineage_sinks");
+
 pub const COMMIT_SEQ: &str = "commit_seq";
 pub const NEXT_SNAPSHOT_ID: &str = "next_snapshot_id";

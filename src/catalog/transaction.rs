@@ -17,6 +17,7 @@ use super::names::{self, key, DEFAULT_SCHEMA};
 use super::open::{Catalog, Inner};
 use super::pinned::{lookup_rows, pinned_keys};
 use super::rebase::deletes_rebase;
+use super::sinks::SinkChange;
 use super::state::{CatalogState, SchemaRecord, StateChange, TableRecord};
 use super::store::{CommitRecord, InputRecord};
 use crate::error::{Error, ErrorKind, Result};
@@ -86,6 +87,8 @@ pub(super) struct TxnState {
     file_ids: FileIds,
     /// Files this transaction created; removed if it does not commit.
     written: Vec<String>,
+    /// Staged moves of lineage sinks' cursors, by sink name.
+    sinks: BTreeMap<String, SinkChange>,
     /// What its statements read (lineage inputs), each once (a few: found by a scan, no key to
     /// allocate on a lookup's hot path).
     reads: Vec<InputRecord>,
@@ -111,6 +114,7 @@ impl TxnState {
                 name: record.name.clone(),
                 snapshot_id,
                 table: None,
+                metadata_location: Some(record.metadata_location.clone()),
             });
         }
     }
@@ -181,11 +185,20 @@ pub struct Transaction {
     state: Mutex<TxnState>,
     /// DuckDB's memory_limit, bytes (bounds what a statement's key check holds).
     memory_limit: AtomicU64,
+    /// skade's own writer of its reserved schema (the lineage history), not a user's.
+    system: bool,
 }
 
 impl Catalog {
     pub fn begin(&self) -> Transaction {
         Transaction::new(self.clone())
+    }
+
+    /// A transaction of skade itself, the one writer of its reserved schema (the lineage history).
+    pub fn begin_system(&self) -> Transaction {
+        let mut txn = Transaction::new(self.clone());
+        txn.system = true;
+        txn
     }
 }
 
@@ -203,10 +216,12 @@ impl Transaction {
                 dropped: BTreeMap::new(),
                 file_ids: FileIds::default(),
                 written: vec![],
+                sinks: BTreeMap::new(),
                 reads: vec![],
                 finished: false,
             }),
             memory_limit: AtomicU64::new(u64::MAX),
+            system: false,
         }
     }
 
@@ -226,6 +241,31 @@ impl Transaction {
             return Err(Error::internal("the transaction has already ended"));
         }
         Ok(st)
+    }
+
+    /// Refuses a user's change to skade's reserved schema (the lineage history).
+    fn check_not_reserved(&self, schema: &str, what: &str) -> Result<()> {
+        if names::is_reserved(schema) && !self.system {
+            return Err(Error::permission(format!(
+                "cannot {what}: schema \"{}\" is skade's lineage history, written by skade only (read it, \
+                 follow it with a consumer; skade_compact and skade_expire_snapshots maintain it)",
+                names::LINEAGE_SCHEMA
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a user's write to a table of skade's reserved schema.
+    fn check_table_writable(&self, table: &TableInfo) -> Result<()> {
+        let name = table.record.qualified_name();
+        self.check_not_reserved(&table.record.schema, &format!("write to table {}", names::shown(&name)))
+    }
+
+    /// Stages a lineage sink's cursor move (see `sinks`): it commits with the transaction.
+    pub fn stage_sink(&self, change: SinkChange) -> Result<()> {
+        self.check_writable()?;
+        self.lock()?.sinks.insert(change.name.clone(), change);
+        Ok(())
     }
 
     pub fn check_writable(&self) -> Result<()> {
@@ -378,6 +418,7 @@ impl Transaction {
     pub fn create_schema(&self, name: &str, if_not_exists: bool) -> Result<()> {
         self.check_writable()?;
         names::validate("schema", name)?;
+        self.check_not_reserved(name, &format!("create schema {}", names::shown(name)))?;
         let mut st = self.lock()?;
         if st.view.schema(name).is_some() {
             return if if_not_exists {
@@ -394,6 +435,7 @@ impl Transaction {
 
     pub fn drop_schema(&self, name: &str, if_exists: bool, cascade: bool) -> Result<()> {
         self.check_writable()?;
+        self.check_not_reserved(name, &format!("drop schema {}", names::shown(name)))?;
         let mut st = self.lock()?;
         let Some(schema) = st.view.schema(name).cloned() else {
             return if if_exists {
@@ -437,6 +479,7 @@ impl Transaction {
         on_conflict: OnConflict,
     ) -> Result<Option<TableInfo>> {
         self.check_writable()?;
+        self.check_not_reserved(schema_name, &format!("create table {}", names::shown(name)))?;
         let location = names::table_location(self.catalog.data_path(), schema_name, name)?;
         let iceberg_schema = schema::iceberg_schema(arrow, duckdb_types, not_null, primary_key)?;
         let stored_schema_name = {
@@ -482,6 +525,7 @@ impl Transaction {
 
     pub fn drop_table(&self, schema: &str, name: &str, if_exists: bool) -> Result<()> {
         self.check_writable()?;
+        self.check_not_reserved(schema, &format!("drop table {}", names::shown(name)))?;
         let mut st = self.lock()?;
         match st.view.table(schema, name).cloned() {
             Some(t) => {
@@ -509,6 +553,7 @@ impl Transaction {
     pub fn writer(&self, uuid: &str) -> Result<TableWriter> {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
+        self.check_table_writable(&table)?;
         let budget = {
             let mut st = self.lock()?;
             let limit = self.memory_limit.load(Ordering::Relaxed);
@@ -598,6 +643,7 @@ impl Transaction {
     pub fn delete_rows(&self, uuid: &str, row_ids: &[i64]) -> Result<u64> {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
+        self.check_table_writable(&table)?;
         let inner = &self.catalog.inner;
         let mut st = self.lock()?;
         let mut by_path: BTreeMap<String, Vec<u64>> = BTreeMap::new();
@@ -633,6 +679,7 @@ impl Transaction {
     pub fn add_delete_files(&self, uuid: &str, files: Vec<DataFile>) -> Result<()> {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
+        self.check_table_writable(&table)?;
         if let Some(f) = files.iter().find(|f| f.content_type() == iceberg::spec::DataContentType::Data) {
             return Err(Error::invalid(format!("{} is a data file, not a delete file", f.file_path())));
         }
@@ -674,7 +721,12 @@ impl Transaction {
 
     pub fn has_changes(&self) -> bool {
         self.lock()
-            .map(|st| !st.ddl.is_empty() || !st.consumers.is_empty() || st.changes.values().any(|c| !c.is_empty()))
+            .map(|st| {
+                !st.ddl.is_empty()
+                    || !st.consumers.is_empty()
+                    || !st.sinks.is_empty()
+                    || st.changes.values().any(|c| !c.is_empty())
+            })
             .unwrap_or(false)
     }
 
@@ -685,7 +737,11 @@ impl Transaction {
     pub fn commit(&self) -> Result<Vec<CommitRecord>> {
         let mut st = self.lock()?;
         st.finished = true;
-        if st.ddl.is_empty() && st.consumers.is_empty() && st.changes.values().all(TableChanges::is_empty) {
+        if st.ddl.is_empty()
+            && st.consumers.is_empty()
+            && st.sinks.is_empty()
+            && st.changes.values().all(TableChanges::is_empty)
+        {
             return Ok(vec![]);
         }
         if st.changes.values().any(|c| !c.pending.is_empty()) {
@@ -762,6 +818,7 @@ impl Transaction {
         let _turns: Vec<_> = locks.iter().map(|l| l.lock().unwrap_or_else(|p| p.into_inner())).collect();
 
         let consumers = staged_consumer_changes(&st.consumers);
+        let sinks: Vec<SinkChange> = st.sinks.values().cloned().collect();
         let mut last_conflict = None;
         for _ in 0..MAX_REBASES {
             let head = self.catalog.state();
@@ -770,6 +827,9 @@ impl Transaction {
                 self.check_ddl_against(st, &head).map_err(|_| e)?;
                 for c in &consumers {
                     c.check(head.consumers.get(&c.key).map(|c| c.as_ref()))?;
+                }
+                for c in &sinks {
+                    c.check(head.sinks.get(&c.name).map(|c| c.as_ref()))?;
                 }
             }
             let mut changes = Vec::new();
@@ -825,6 +885,7 @@ impl Transaction {
                 dropped_uuids,
                 files,
                 consumers: consumers.clone(),
+                sinks: sinks.clone(),
                 inputs: st.reads.clone(),
             };
             match self.catalog.commit(request) {

@@ -26,7 +26,10 @@ pub unsafe extern "C" fn skade_catalog_open(
         let values = super::arg_list(values, n_options, "option value")?;
         let options =
             AttachOptions::parse(keys.iter().map(String::as_str).zip(values.iter().map(String::as_str)), read_only)?;
+        let lineage = options.lineage.clone();
         let catalog = Catalog::open(Path::new(path), options)?;
+        // (off DuckDB's threads: delivery never slows or fails a commit)
+        crate::lineage::delivery::start(&catalog, &lineage);
         out(result, Box::into_raw(Box::new(SkadeCatalog(catalog))))
     })
 }

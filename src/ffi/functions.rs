@@ -14,7 +14,8 @@ use super::{arg, column_list, guard, handle, out, SkadeStatus};
 use crate::changelog::filters::Filters;
 use crate::error::Error;
 use crate::functions::{
-    changelog, check, commits_since, compact, consumers, expire_snapshots, lineage, lookup_stats, snapshots, tables,
+    changelog, check, commits_since, compact, consumers, expire_snapshots, lineage, lineage_delivery, lookup_stats,
+    snapshots, tables,
 };
 
 #[no_mangle]
@@ -25,6 +26,7 @@ pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut
             "skade_snapshots" => snapshots::schema(),
             "skade_commits_since" => commits_since::schema(),
             "skade_lineage" => lineage::schema(),
+            "skade_lineage_delivery" | "skade_lineage_flush" => lineage_delivery::schema(),
             "skade_check" => check::schema(),
             "skade_expire_snapshots" => expire_snapshots::schema(),
             "skade_compact" => compact::schema(),
@@ -84,6 +86,26 @@ pub unsafe extern "C" fn skade_fn_lineage(
     guard(|| {
         let catalog = handle(catalog, "catalog")?.0.clone();
         out(result, super::export_stream(lineage::Lineage::new(catalog, since)))
+    })
+}
+
+/// Where each lineage sink of the catalog stands; with `flush`, after bringing the history table
+/// up to date and waiting up to `timeout_ms` for every collector to acknowledge every event.
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_lineage_delivery(
+    catalog: *const SkadeCatalog,
+    flush: bool,
+    timeout_ms: u64,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let catalog = &handle(catalog, "catalog")?.0;
+        if flush {
+            crate::lineage::delivery::flush(catalog, std::time::Duration::from_millis(timeout_ms))?;
+        }
+        let batch = lineage_delivery::rows(catalog)?;
+        let reader = RecordBatchIterator::new([Ok(batch)], lineage_delivery::schema());
+        out(result, super::export_stream(reader))
     })
 }
 

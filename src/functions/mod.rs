@@ -7,6 +7,7 @@ pub(crate) mod compact;
 pub(crate) mod consumers;
 pub(crate) mod expire_snapshots;
 pub(crate) mod lineage;
+pub(crate) mod lineage_delivery;
 pub(crate) mod lookup_stats;
 pub(crate) mod snapshots;
 pub(crate) mod tables;

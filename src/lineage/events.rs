@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::names::table_location;
+use crate::catalog::names::{is_reserved, table_location};
 use crate::catalog::store::{CommitRecord, InputRecord};
 use crate::catalog::Catalog;
 use crate::error::Result;
@@ -42,6 +42,29 @@ pub struct DatasetRef {
     /// `schema.table` for a table of this catalog.
     pub table: Option<String>,
     pub snapshot_id: Option<i64>,
+    /// An output's metadata.json after the commit (its schema and snapshot summary).
+    pub metadata_location: Option<String>,
+    /// What the commit did to the dataset's existence (OpenLineage's lifecycle states).
+    pub lifecycle: Option<Lifecycle>,
+}
+
+/// A change to a dataset's existence, as OpenLineage's `lifecycleStateChange` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    Create,
+    Drop,
+    /// Replaced by a new table of the same name (CREATE OR REPLACE).
+    Overwrite,
+}
+
+impl Lifecycle {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lifecycle::Create => "CREATE",
+            Lifecycle::Drop => "DROP",
+            Lifecycle::Overwrite => "OVERWRITE",
+        }
+    }
 }
 
 /// One committed transaction's lineage.
@@ -104,6 +127,9 @@ fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
         let (Some(table), Some(uuid)) = (r.table.as_deref(), r.table_uuid.as_deref()) else {
             continue; // a schema's DDL
         };
+        if is_reserved(&r.schema) {
+            continue; // the lineage history itself: writing it is no event
+        }
         let op = match r.operation.as_str() {
             "create_table" => Operation::Create,
             "drop_table" => Operation::Drop,
@@ -112,7 +138,8 @@ fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
             "overwrite" => Operation::Overwrite,
             _ => continue, // compaction (replace), expiry
         };
-        let dataset = own_dataset(catalog, &r.schema, table, r.snapshot_id);
+        let mut dataset = own_dataset(catalog, &r.schema, table, r.snapshot_id);
+        dataset.metadata_location = r.metadata_location.clone();
         let t = by_uuid.entry(uuid.to_string()).or_insert_with(|| Touched {
             dataset: dataset.clone(),
             operation: op,
@@ -123,6 +150,9 @@ fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
         // CREATE TABLE ... AS: created with rows; a later snapshot names the version
         if dataset.snapshot_id.is_some() {
             t.dataset.snapshot_id = dataset.snapshot_id;
+        }
+        if dataset.metadata_location.is_some() {
+            t.dataset.metadata_location = dataset.metadata_location;
         }
         t.created |= op == Operation::Create;
         t.dropped |= op == Operation::Drop;
@@ -143,8 +173,19 @@ fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
                 let (new, old) = if t.created { (t, other) } else { (other, t) };
                 let mut uuids = new.uuids.clone();
                 uuids.extend(old.uuids);
-                by_name.insert(key, Touched { operation: Operation::Overwrite, uuids, ..new });
+                let mut dataset = new.dataset.clone();
+                dataset.lifecycle = Some(Lifecycle::Overwrite);
+                by_name.insert(key, Touched { operation: Operation::Overwrite, uuids, dataset, ..new });
             }
+        }
+    }
+    for t in by_name.values_mut() {
+        if t.dataset.lifecycle.is_none() {
+            t.dataset.lifecycle = match (t.created, t.dropped) {
+                (true, _) => Some(Lifecycle::Create),
+                (_, true) => Some(Lifecycle::Drop),
+                _ => None,
+            };
         }
     }
     if by_name.is_empty() {
@@ -184,17 +225,34 @@ fn own_dataset(catalog: &Catalog, schema: &str, table: &str, snapshot_id: Option
     let location = table_location(catalog.data_path(), schema, table)
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| format!("{}/{schema}/{table}", catalog.data_path().display()));
-    DatasetRef { namespace: "file".into(), name: location, table: Some(format!("{schema}.{table}")), snapshot_id }
+    DatasetRef {
+        namespace: "file".into(),
+        name: location,
+        table: Some(format!("{schema}.{table}")),
+        snapshot_id,
+        metadata_location: None,
+        lifecycle: None,
+    }
 }
 
 fn input_dataset(catalog: &Catalog, input: &InputRecord) -> DatasetRef {
     match &input.table_uuid {
-        Some(_) => own_dataset(catalog, &input.namespace, &input.name, input.snapshot_id),
+        Some(uuid) => {
+            let mut d = own_dataset(catalog, &input.namespace, &input.name, input.snapshot_id);
+            // (older records: the table's current metadata, while it exists)
+            d.metadata_location = input
+                .metadata_location
+                .clone()
+                .or_else(|| catalog.state().table_by_uuid(uuid).map(|t| t.metadata_location.clone()));
+            d
+        }
         None => DatasetRef {
             namespace: input.namespace.clone(),
             name: input.name.clone(),
             table: input.table.clone(),
             snapshot_id: input.snapshot_id,
+            metadata_location: None,
+            lifecycle: None,
         },
     }
 }

@@ -10,7 +10,7 @@ use crate::catalog::store::InputRecord;
 use crate::catalog::TableInfo;
 
 fn input(namespace: String, name: String) -> InputRecord {
-    InputRecord { table_uuid: None, namespace, name, snapshot_id: None, table: None }
+    InputRecord { table_uuid: None, namespace, name, snapshot_id: None, table: None, metadata_location: None }
 }
 
 /// `path` made absolute, `.` and `..` resolved by their text (the file may be gone since).

@@ -68,13 +68,14 @@ pub fn read(
     // lineage: the read's tables, at the last snapshot it delivers of each
     for table in &consumer.tables {
         let last = pending.commits.iter().rev().find(|c| c.table_uuid.as_deref() == Some(table.uuid.as_str()));
-        if let Some(snapshot_id) = last.and_then(|c| c.snapshot_id) {
+        if let Some((snapshot_id, last)) = last.and_then(|c| Some((c.snapshot_id?, c))) {
             txn.note_input(InputRecord {
                 table_uuid: Some(table.uuid.clone()),
                 namespace: table.schema.clone(),
                 name: table.name.clone(),
                 snapshot_id: Some(snapshot_id),
                 table: None,
+                metadata_location: last.metadata_location.clone(),
             })?;
         }
     }

@@ -104,6 +104,8 @@ TableFunction SkadeSnapshotsFunction();
 TableFunction SkadeCommitsSinceFunction();
 //! skade_lineage(catalog [, since_seq]).
 TableFunctionSet SkadeLineageFunctions();
+//! skade_lineage_delivery(catalog), skade_lineage_flush(catalog [, timeout_ms]).
+vector<TableFunctionSet> SkadeLineageDeliveryFunctions();
 TableFunction SkadeCheckFunction();
 TableFunction SkadeExpireSnapshotsFunction();
 TableFunction SkadeCompactFunction();

@@ -1,0 +1,94 @@
+//! The lineage history: every event as a row of `skade_lineage.events`, a skade table like any
+//! other (time travel, the changelog, consumers), written by skade only. Its rows and its cursor
+//! (the sink `history`) commit in one transaction, so each event lands exactly once; the
+//! commits that write it make no event (`events` skips the reserved schema).
+
+use std::sync::Mutex;
+
+use arrow::array::StructArray;
+
+use super::events;
+use super::openlineage::{run_event, Naming};
+use super::rows::{self, SeqType};
+use crate::catalog::names::LINEAGE_SCHEMA;
+use crate::catalog::sinks::{SinkChange, SinkRecord};
+use crate::catalog::transaction::OnConflict;
+use crate::catalog::{Catalog, Transaction};
+use crate::error::Result;
+
+pub const TABLE: &str = "events";
+/// The history's cursor, among the lineage sinks.
+pub const SINK: &str = "history";
+/// Commit records historized per transaction at most (a backlog takes several).
+const BATCH_RECORDS: usize = 10_000;
+
+/// Where the history's cursor stands (0: nothing historized).
+pub fn cursor(catalog: &Catalog) -> u64 {
+    catalog.state().sinks.get(SINK).map_or(0, |s| s.delivered_seq)
+}
+
+/// Writes the events of every commit after the history's cursor into the history table, in
+/// transactions of at most [`BATCH_RECORDS`] records. Returns the events written.
+pub fn catch_up(catalog: &Catalog, namespace: &str) -> Result<usize> {
+    // One writer at a time (the worker, a flush): the cursor moves from where the other left it.
+    static WRITING: Mutex<()> = Mutex::new(());
+    let _writing = WRITING.lock().unwrap_or_else(|p| p.into_inner());
+    let mut written = 0;
+    loop {
+        let from = cursor(catalog);
+        let (events, read) = events::since(catalog, from, BATCH_RECORDS)?;
+        let Some(read) = read else {
+            return Ok(written);
+        };
+        if events.is_empty() && only_history(catalog, from, read)? {
+            return Ok(written); // (its own commits: the next batch moves the cursor past them)
+        }
+        let txn = catalog.begin_system();
+        let uuid = ensure_table(&txn)?;
+        if !events.is_empty() {
+            let naming = Naming { catalog, namespace };
+            let json: Vec<String> = events.iter().map(|e| run_event(&naming, e).to_string()).collect();
+            let batch = rows::batch(&events, SeqType::Signed, Some(&json))?;
+            let mut writer = txn.writer(&uuid)?;
+            writer.write(&StructArray::from(batch))?;
+            txn.stage_files(&uuid, writer.finish()?)?;
+            txn.end_statement(&uuid)?;
+        }
+        let before = catalog.state().sinks.get(SINK).map(|s| (**s).clone()).unwrap_or_default();
+        let record =
+            SinkRecord { delivered_seq: read, delivered_at_us: Some(chrono::Utc::now().timestamp_micros()), ..before };
+        txn.stage_sink(SinkChange { name: SINK.into(), from_seq: from, record })?;
+        txn.commit()?;
+        written += events.len();
+    }
+}
+
+/// Whether every commit in (from, to] wrote the history table.
+fn only_history(catalog: &Catalog, from: u64, to: u64) -> Result<bool> {
+    let records = catalog.commits_since(from, (to - from) as usize)?;
+    Ok(records.iter().all(|r| crate::catalog::names::is_reserved(&r.schema)))
+}
+
+/// The history table's uuid, created (with its schema) when missing.
+fn ensure_table(txn: &Transaction) -> Result<String> {
+    if let Some(t) = txn.table(LINEAGE_SCHEMA, TABLE)? {
+        return Ok(t.record.uuid.clone());
+    }
+    txn.create_schema(LINEAGE_SCHEMA, true)?;
+    let schema = rows::schema(SeqType::Signed, true);
+    let types: Vec<String> = schema.fields().iter().map(|f| f.data_type().to_string()).collect();
+    let created = txn.create_table(
+        LINEAGE_SCHEMA,
+        TABLE,
+        &schema,
+        &types,
+        &["first_commit_seq".into()],
+        &["commit_seq".into()],
+        OnConflict::Ignore,
+    )?;
+    let info = match created {
+        Some(t) => t,
+        None => txn.table(LINEAGE_SCHEMA, TABLE)?.ok_or_else(|| crate::Error::internal("history table vanished"))?,
+    };
+    Ok(info.record.uuid.clone())
+}
