@@ -87,6 +87,7 @@ bench: extension $(VENV)/.installed
 	$(PYTHON) bench/lookup.py
 	$(PYTHON) bench/scans.py
 	$(PYTHON) bench/consume.py
+	$(PYTHON) bench/lineage.py
 	cargo run --release --example core_commits
 	cargo run --release --example core_lookup
 

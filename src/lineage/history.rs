@@ -27,16 +27,22 @@ pub fn cursor(catalog: &Catalog) -> u64 {
     catalog.state().sinks.get(SINK).map_or(0, |s| s.delivered_seq)
 }
 
-/// Writes the events of every commit after the history's cursor into the history table, in
-/// transactions of at most [`BATCH_RECORDS`] records. Returns the events written.
+/// Writes the events of every commit after the history's cursor, up to the head as it is now,
+/// into the history table, in transactions of at most [`BATCH_RECORDS`] records (commits landing
+/// meanwhile wait for the next call: each call is one snapshot, more under a backlog). Returns
+/// the events written.
 pub fn catch_up(catalog: &Catalog, namespace: &str) -> Result<usize> {
+    let head = catalog.head_seq();
     // One writer at a time (the worker, a flush): the cursor moves from where the other left it.
     static WRITING: Mutex<()> = Mutex::new(());
     let _writing = WRITING.lock().unwrap_or_else(|p| p.into_inner());
     let mut written = 0;
     loop {
         let from = cursor(catalog);
-        let (events, read) = events::since(catalog, from, BATCH_RECORDS)?;
+        if from >= head {
+            return Ok(written);
+        }
+        let (events, read) = events::since(catalog, from, BATCH_RECORDS.min((head - from) as usize))?;
         let Some(read) = read else {
             return Ok(written);
         };
