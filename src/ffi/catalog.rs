@@ -36,6 +36,12 @@ pub unsafe extern "C" fn skade_catalog_open(
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_catalog_free(catalog: *mut SkadeCatalog) {
+    // (a connection closed without DETACH: what collectors acknowledged is kept all the same)
+    if let Some(c) = catalog.as_ref() {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::lineage::delivery::persist_acknowledged(&c.0)
+        }));
+    }
     free(catalog)
 }
 
@@ -48,7 +54,11 @@ pub unsafe extern "C" fn skade_catalog_flush(catalog: *const SkadeCatalog) -> *m
 /// DETACH: makes every acknowledged commit durable; on failure they stay in this process.
 #[no_mangle]
 pub unsafe extern "C" fn skade_catalog_detach(catalog: *const SkadeCatalog) -> *mut SkadeStatus {
-    guard(|| handle(catalog, "catalog")?.0.detach())
+    guard(|| {
+        let catalog = &handle(catalog, "catalog")?.0;
+        crate::lineage::delivery::persist_acknowledged(catalog);
+        catalog.detach()
+    })
 }
 
 /// The catalog file's absolute path, valid while the handle lives.

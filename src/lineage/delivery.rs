@@ -64,6 +64,8 @@ pub struct Worker {
     pub namespace: String,
     catalog: WeakCatalog,
     status: Mutex<Status>,
+    /// A collector's cursor as acknowledged (made durable by DETACH if the worker has not).
+    acknowledged: Mutex<Option<SinkRecord>>,
     stop: AtomicBool,
 }
 
@@ -144,6 +146,7 @@ fn spawn(catalog: &Catalog, sink: String, namespace: &str, run: impl FnOnce(Arc<
         namespace: namespace.to_string(),
         catalog: catalog.downgrade(),
         status: Mutex::new(Status::default()),
+        acknowledged: Mutex::new(None),
         stop: AtomicBool::new(false),
     });
     workers.push(worker.clone());
@@ -249,15 +252,9 @@ impl Cursor {
     /// Makes the cursor durable (a lake detached meanwhile: false).
     fn persist(&mut self, worker: &Worker) -> Result<bool> {
         let Some(catalog) = worker.catalog.upgrade() else { return Ok(false) };
-        let txn = catalog.begin();
         let mut record = self.record.clone();
         record.delivered_at_us = Some(chrono::Utc::now().timestamp_micros());
-        txn.stage_sink(SinkChange {
-            name: worker.sink.clone(),
-            from_seq: self.stored.delivered_seq,
-            record: record.clone(),
-        })?;
-        txn.commit()?;
+        store_cursor(&catalog, &worker.sink, &record)?;
         self.stored = record.clone();
         self.record = record;
         self.persisted_at = Instant::now();
@@ -311,6 +308,36 @@ fn collector_loop(worker: &Worker, sink: &dyn LineageSink) {
             if let Err(e) = cursor.persist(worker) {
                 worker.failed(format!("recording the delivered commit_seq: {e}"));
             }
+        }
+    }
+}
+
+/// Stores `record` as the cursor of `sink`, unless the stored one is as far already (DETACH
+/// stored what the worker acknowledged).
+fn store_cursor(catalog: &Catalog, sink: &str, record: &SinkRecord) -> Result<()> {
+    let stored = catalog.state().sinks.get(sink).map(|s| (**s).clone()).unwrap_or_default();
+    if stored.delivered_seq > record.delivered_seq
+        || (stored.delivered_seq == record.delivered_seq && stored.rejected == record.rejected)
+    {
+        return Ok(());
+    }
+    let txn = catalog.begin();
+    txn.stage_sink(SinkChange { name: sink.into(), from_seq: stored.delivered_seq, record: record.clone() })?;
+    txn.commit()?;
+    Ok(())
+}
+
+/// Makes what each collector of `catalog` acknowledged durable now (DETACH, a connection's
+/// close): the next process does not send it again. Best effort: on failure, it is sent again.
+pub fn persist_acknowledged(catalog: &Catalog) {
+    if catalog.read_only() {
+        return;
+    }
+    for w in workers_of(catalog).iter().filter(|w| w.sink != history::SINK) {
+        let Some(mut record) = w.acknowledged.lock().unwrap_or_else(|p| p.into_inner()).clone() else { continue };
+        record.delivered_at_us = Some(chrono::Utc::now().timestamp_micros());
+        if let Err(e) = store_cursor(catalog, &w.sink, &record) {
+            eprintln!("skade: recording what {} acknowledged failed ({e}); it may get those events again", w.sink);
         }
     }
 }
@@ -370,12 +397,20 @@ fn advance(worker: &Worker, cursor: &mut Cursor, seq: u64) {
         note_acked(&cursor.key, seq);
         worker.update(|s| s.delivered_seq = seq);
     }
+    *worker.acknowledged.lock().unwrap_or_else(|p| p.into_inner()) = Some(cursor.record.clone());
 }
 
 /// Brings the history table up to date now, in the caller, and waits up to `timeout` for every
 /// collector of `catalog` to acknowledge every event committed so far.
 pub fn flush(catalog: &Catalog, timeout: Duration) -> Result<()> {
     let workers = workers_of(catalog);
+    if workers.is_empty() && catalog.read_only() {
+        return Err(Error::invalid(format!(
+            "skade catalog {} is attached read-only: a read-only ATTACH delivers no lineage (a sink's \
+             cursor is a write)",
+            catalog.path().display()
+        )));
+    }
     if workers.is_empty() {
         return Err(Error::invalid(format!(
             "lineage is off for skade catalog {}: ATTACH it with LINEAGE true (or OPENLINEAGE_URL)",
@@ -388,8 +423,15 @@ pub fn flush(catalog: &Catalog, timeout: Duration) -> Result<()> {
     }
     let end = Instant::now() + timeout;
     for w in workers.iter().filter(|w| w.sink != history::SINK) {
-        // (the cursor moves past commits that make no event too: it reaches the head)
-        while w.status().delivered_seq < head {
+        // (done when no event up to the head is left: the commits after the last one may make none)
+        loop {
+            let at = w.status().delivered_seq;
+            if at >= head || events::since(catalog, at, (head - at) as usize)?.0.iter().all(|e| e.last_seq > head) {
+                break;
+            }
+            if !w.running() {
+                return Err(Error::io(format!("lineage delivery to {} stopped: the lake was detached", w.sink)));
+            }
             if Instant::now() >= end {
                 let last = w.status().last_error.map(|e| format!(" (last error: {e})")).unwrap_or_default();
                 return Err(Error::io(format!(
@@ -401,5 +443,6 @@ pub fn flush(catalog: &Catalog, timeout: Duration) -> Result<()> {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
+    persist_acknowledged(catalog);
     Ok(())
 }

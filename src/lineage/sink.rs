@@ -10,7 +10,8 @@ use serde_json::Value;
 pub enum Outcome {
     /// The sink holds it (an HTTP 2xx).
     Delivered,
-    /// The sink refused it for good (an HTTP 4xx other than 408 and 429): recorded, skipped.
+    /// The sink refused it for good (an HTTP 4xx other than 408 and 429, or a redirect):
+    /// recorded, skipped.
     Rejected(String),
     /// Try again later (down, slow, an HTTP 5xx, 408 or 429).
     Failed(String),
@@ -40,6 +41,8 @@ impl HttpSink {
             .timeout_global(Some(HTTP_TIMEOUT))
             .timeout_connect(Some(Duration::from_secs(5)))
             .http_status_as_error(false)
+            // (a redirected POST would become a GET: a redirect is the URL to fix, not to follow)
+            .max_redirects(0)
             .build()
             .into();
         HttpSink { url, api_key, agent }
@@ -66,6 +69,10 @@ impl LineageSink for HttpSink {
                 let body = response.body_mut().with_config().limit(4096).read_to_string().unwrap_or_default();
                 let message = format!("POST {} answered HTTP {status}: {}", self.url, body.trim());
                 match status {
+                    300..=399 => Outcome::Rejected(format!(
+                        "{message} (a redirect to {}: set OPENLINEAGE_URL to the collector itself)",
+                        response.headers().get("location").and_then(|l| l.to_str().ok()).unwrap_or("nowhere")
+                    )),
                     408 | 429 => Outcome::Failed(message),
                     400..=499 => Outcome::Rejected(message),
                     _ => Outcome::Failed(message),

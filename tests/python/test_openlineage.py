@@ -260,3 +260,36 @@ def test_a_hanging_collector_blocks_neither_commits_nor_detach(tmp_path, collect
     con.execute("DETACH lake")
     collector.set_mode("up")
     con.close()
+
+
+def test_flush_after_a_quiet_moment_and_detach_keeps_what_was_acknowledged(tmp_path, collector):
+    con = connect()
+    path = tmp_path / "lake.skade"
+    attach(con, path, collector.url)
+    con.execute("CREATE TABLE lake.t (i INTEGER)")
+    time.sleep(1.5)  # the history writes its row: the last commit makes no event
+    flush(con, 5000)
+    con.execute("INSERT INTO lake.t VALUES (1)")
+    flush(con, 5000)
+    con.execute("DETACH lake")
+    # attached without a collector, the stored cursor shows: DETACH made it durable
+    con.execute(f"ATTACH '{path}' AS lake (TYPE skade)")
+    seq, = con.execute("SELECT delivered_seq FROM skade_lineage_delivery('lake') "
+                       "WHERE sink LIKE 'openlineage%' AND NOT running").fetchone()
+    last = max(e["run"]["facets"]["skade_commit"]["commitSeq"] for e in collector.events)
+    assert seq >= last
+    con.close()
+
+
+def test_a_redirect_is_a_refusal_not_a_stall(tmp_path, collector):
+    collector.set_mode(lambda e: 301 if e["job"]["name"].startswith("lake.create") else 201)
+    con = connect()
+    attach(con, tmp_path / "lake.skade", collector.url)
+    con.execute("CREATE TABLE lake.t (i INTEGER)")
+    con.execute("INSERT INTO lake.t VALUES (1)")
+    flush(con, 5000)
+    assert [summary(e)[0] for e in collector.events] == ["APPEND"]
+    rejected, message = con.execute("SELECT rejected_events, last_rejection FROM skade_lineage_delivery('lake') "
+                                    "WHERE sink LIKE 'openlineage%'").fetchone()
+    assert rejected == 1 and "HTTP 301" in message and "redirect" in message
+    con.close()
