@@ -5,7 +5,9 @@ at once, and with one that hangs (accepts, never answers). Lineage runs on backg
 from the durable commit log, so the goal is under 5% per commit and no change while the
 collector hangs. DuckLake's one-row commit runs in the same rounds for reference. Each round
 attaches a fresh lake per setup, in an order turned each round; the figure is the best round's
-median. Also prints how soon the collector had every event. Prints figures; asserts nothing.
+median. Rounds last several seconds (1000 commits by default), so the history worker's writes,
+once a second, fall inside them. Also prints how soon the collector had every event. Prints
+figures; asserts nothing.
 
 Usage: python bench/lineage.py [commits per round] [rounds]   (make bench)
 """
@@ -23,7 +25,7 @@ import duckdb
 from common import EXTENSION, ducklake_extension
 
 ARGS = [a for a in sys.argv[1:] if not a.startswith("--")] if sys.argv[1:2] != ["--serve"] else []
-COMMITS = int(ARGS[0]) if ARGS else 300
+COMMITS = int(ARGS[0]) if ARGS else 1000
 ROUNDS = int(ARGS[1]) if len(ARGS) > 1 else 5
 
 
