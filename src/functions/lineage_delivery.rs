@@ -34,21 +34,27 @@ pub fn schema() -> SchemaRef {
     ]))
 }
 
+/// A running worker's state and what its collector acknowledged.
+type Running = (Status, Option<SinkRecord>);
+
 /// One row per sink stored in the catalog or running on it, by name.
 pub fn rows(catalog: &Catalog) -> Result<RecordBatch> {
-    let mut sinks: BTreeMap<String, (Option<Arc<SinkRecord>>, Option<Status>)> = BTreeMap::new();
+    let mut sinks: BTreeMap<String, (Option<Arc<SinkRecord>>, Option<Running>)> = BTreeMap::new();
     for (name, record) in &catalog.state().sinks {
         sinks.entry(name.clone()).or_default().0 = Some(record.clone());
     }
     for w in delivery::workers_of(catalog) {
-        sinks.entry(w.sink.clone()).or_default().1 = Some(w.status());
+        sinks.entry(w.sink.clone()).or_default().1 = Some((w.status(), w.acknowledged()));
     }
     let n = sinks.len();
     let (mut name, mut running, mut seq, mut pending, mut delivered) = (vec![], vec![], vec![], vec![], vec![]);
     let (mut persisted, mut error, mut error_at) = (vec![], vec![], vec![]);
     let (mut rejected, mut rejected_seq, mut rejection) = (vec![], vec![], vec![]);
-    for (sink, (record, status)) in sinks {
+    for (sink, (record, running_state)) in sinks {
         let stored = record.as_deref().cloned().unwrap_or_default();
+        let (status, acknowledged) = running_state.unzip();
+        // (a running collector's refusals are durable with its cursor, a moment later)
+        let refusals = acknowledged.flatten().filter(|a| a.rejected >= stored.rejected).unwrap_or(stored.clone());
         let at = status.as_ref().map_or(stored.delivered_seq, |s| s.delivered_seq.max(stored.delivered_seq));
         let (events, _) = events::since(catalog, at, PENDING_SCAN)?;
         name.push(sink);
@@ -59,19 +65,9 @@ pub fn rows(catalog: &Catalog) -> Result<RecordBatch> {
         persisted.push(stored.delivered_at_us);
         error.push(status.as_ref().and_then(|s| s.last_error.clone()));
         error_at.push(status.as_ref().and_then(|s| s.last_error_at_us));
-        // (a running collector's refusals are durable with its cursor, a moment later)
-        match &status {
-            Some(s) if s.rejected >= stored.rejected => {
-                rejected.push(s.rejected);
-                rejected_seq.push(s.last_rejected_seq);
-                rejection.push(s.last_rejection.clone());
-            }
-            _ => {
-                rejected.push(stored.rejected);
-                rejected_seq.push(stored.last_rejected_seq);
-                rejection.push(stored.last_rejection);
-            }
-        }
+        rejected.push(refusals.rejected);
+        rejected_seq.push(refusals.last_rejected_seq);
+        rejection.push(refusals.last_rejection);
     }
     let ts = |v: Vec<Option<i64>>| Arc::new(TimestampMicrosecondArray::from(v).with_timezone("UTC")) as ArrayRef;
     let columns: Vec<ArrayRef> = vec![

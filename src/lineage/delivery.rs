@@ -51,10 +51,6 @@ pub struct Status {
     pub last_error_at_us: Option<i64>,
     /// Failed attempts in a row.
     pub failures: u64,
-    /// The cursor's refusals so far (durable with the cursor).
-    pub rejected: u64,
-    pub last_rejected_seq: Option<u64>,
-    pub last_rejection: Option<String>,
 }
 
 pub struct Worker {
@@ -72,6 +68,11 @@ pub struct Worker {
 impl Worker {
     pub fn status(&self) -> Status {
         self.status.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// A collector's cursor as acknowledged (its refusals included), ahead of the stored one.
+    pub fn acknowledged(&self) -> Option<SinkRecord> {
+        self.acknowledged.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn running(&self) -> bool {
@@ -270,12 +271,8 @@ fn collector_loop(worker: &Worker, sink: &dyn LineageSink) {
     let mut record = stored.clone();
     record.delivered_seq = record.delivered_seq.max(acked(&key));
     drop(catalog);
-    worker.update(|s| {
-        s.delivered_seq = record.delivered_seq;
-        s.rejected = record.rejected;
-        s.last_rejected_seq = record.last_rejected_seq;
-        s.last_rejection = record.last_rejection.clone();
-    });
+    worker.update(|s| s.delivered_seq = record.delivered_seq);
+    *worker.acknowledged.lock().unwrap_or_else(|p| p.into_inner()) = Some(record.clone());
     let mut cursor = Cursor { key, stored, record, persisted_at: Instant::now() };
     while worker.running() {
         match deliver_round(worker, sink, &mut cursor) {
@@ -334,7 +331,7 @@ pub fn persist_acknowledged(catalog: &Catalog) {
         return;
     }
     for w in workers_of(catalog).iter().filter(|w| w.sink != history::SINK) {
-        let Some(mut record) = w.acknowledged.lock().unwrap_or_else(|p| p.into_inner()).clone() else { continue };
+        let Some(mut record) = w.acknowledged() else { continue };
         record.delivered_at_us = Some(chrono::Utc::now().timestamp_micros());
         if let Err(e) = store_cursor(catalog, &w.sink, &record) {
             eprintln!("skade: recording what {} acknowledged failed ({e}); it may get those events again", w.sink);
@@ -367,12 +364,6 @@ fn deliver_round(worker: &Worker, sink: &dyn LineageSink, cursor: &mut Cursor) -
                     cursor.record.rejected += 1;
                     cursor.record.last_rejected_seq = Some(seq);
                     cursor.record.last_rejection = Some(message.clone());
-                    let record = cursor.record.clone();
-                    worker.update(|s| {
-                        s.rejected = record.rejected;
-                        s.last_rejected_seq = record.last_rejected_seq;
-                        s.last_rejection = record.last_rejection;
-                    });
                     worker.failed(message);
                     break;
                 }
