@@ -108,7 +108,18 @@ void NoteInputs(OptimizerExtensionInput &input, unique_ptr<LogicalOperator> &pla
 			}
 			auto path = catalog.InMemory() ? string() : catalog.GetDBPath();
 			auto name = SkadeNameString(table.ParentSchema().name) + "." + SkadeNameString(table.name);
-			SkadeCheck(skade_txn_read_table(txn, path.c_str(), SkadeNameString(catalog.GetName()).c_str(), name.c_str()));
+			vector<string> names, types;
+			for (auto &column : table.GetColumns().Logical()) {
+				names.push_back(SkadeNameString(column.GetName()));
+				types.push_back(column.GetType().ToString());
+			}
+			vector<const char *> name_ptrs, type_ptrs;
+			for (idx_t i = 0; i < names.size(); i++) {
+				name_ptrs.push_back(names[i].c_str());
+				type_ptrs.push_back(types[i].c_str());
+			}
+			SkadeCheck(skade_txn_read_table(txn, path.c_str(), SkadeNameString(catalog.GetName()).c_str(), name.c_str(),
+			                                name_ptrs.data(), type_ptrs.data(), names.size()));
 		}
 	}
 }

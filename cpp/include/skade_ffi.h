@@ -168,10 +168,12 @@ skade_status *skade_fn_lineage_delivery(const skade_catalog *catalog, bool flush
 
 // Lineage inputs outside the catalog that the transaction read (src/ffi/transaction.rs): a file
 // (a path as the query named it, or a URL), a table of another DuckDB database (`database_path`
-// empty for one in memory), a table of another skade catalog. Recorded with its commit.
+// empty for one in memory; its `column_count` columns' names and DuckDB types), a table of another
+// skade catalog. Recorded with its commit.
 skade_status *skade_txn_read_file(const skade_txn *txn, const char *path);
 skade_status *skade_txn_read_table(const skade_txn *txn, const char *database_path, const char *database,
-                                   const char *qualified_name);
+                                   const char *qualified_name, const char *const *column_names,
+                                   const char *const *column_types, size_t column_count);
 skade_status *skade_txn_read_skade_table(const skade_txn *txn, const skade_table *table);
 
 // Named consumers (src/ffi/consumers.rs). Changes are staged in `txn`: they commit with it.

@@ -150,7 +150,8 @@ impl Catalog {
         if self.read_only() {
             return Err(Error::permission(format!("skade catalog {} is attached read-only", self.path().display())));
         }
-        let txn = self.begin();
+        // skade's own rewrite, changing no row: it may maintain the reserved lineage history too
+        let txn = self.begin_system();
         let table = txn
             .table(schema, name)?
             .ok_or_else(|| Error::catalog(format!("Table with name {schema}.{name} does not exist!")))?;

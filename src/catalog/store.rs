@@ -85,6 +85,18 @@ pub struct InputRecord {
     /// absent in records written before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata_location: Option<String>,
+    /// A table of another DuckDB database: its columns at the read (its schema facet; a skade
+    /// table's schema is in its metadata).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<ColumnRecord>,
+}
+
+/// A column of an input outside skade: its name and type as its database names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ColumnRecord {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub data_type: String,
 }
 
 enum Db {

@@ -115,6 +115,7 @@ impl TxnState {
                 snapshot_id,
                 table: None,
                 metadata_location: Some(record.metadata_location.clone()),
+                columns: vec![],
             });
         }
     }
@@ -194,7 +195,8 @@ impl Catalog {
         Transaction::new(self.clone())
     }
 
-    /// A transaction of skade itself, the one writer of its reserved schema (the lineage history).
+    /// A transaction of skade itself: the lineage history's writer, compaction (which changes no row),
+    /// the ones allowed to write to its reserved schema.
     pub fn begin_system(&self) -> Transaction {
         let mut txn = Transaction::new(self.clone());
         txn.system = true;

@@ -9,6 +9,7 @@ use arrow::ffi::FFI_ArrowSchema;
 use super::catalog::SkadeCatalog;
 use super::table::SkadeTable;
 use super::{arg, arg_list, free, guard, handle, out, SkadeStatus, SkadeStrings};
+use crate::catalog::store::ColumnRecord;
 use crate::catalog::transaction::OnConflict;
 use crate::catalog::Transaction;
 use crate::error::Error;
@@ -188,19 +189,27 @@ pub unsafe extern "C" fn skade_txn_read_file(txn: *const SkadeTxn, path: *const 
 }
 
 /// Notes that the transaction read the table `qualified_name` of another attached DuckDB
-/// database (`database_path` its file, empty for one in memory named `database`).
+/// database (`database_path` its file, empty for one in memory named `database`), with its
+/// columns' names and DuckDB types.
 #[no_mangle]
 pub unsafe extern "C" fn skade_txn_read_table(
     txn: *const SkadeTxn,
     database_path: *const c_char,
     database: *const c_char,
     qualified_name: *const c_char,
+    column_names: *const *const c_char,
+    column_types: *const *const c_char,
+    column_count: usize,
 ) -> *mut SkadeStatus {
     guard(|| {
+        let names = arg_list(column_names, column_count, "column names")?;
+        let types = arg_list(column_types, column_count, "column types")?;
+        let columns = names.into_iter().zip(types).map(|(name, data_type)| ColumnRecord { name, data_type }).collect();
         let input = crate::lineage::inputs::duckdb_table(
             arg(database_path, "database path")?,
             arg(database, "database name")?,
             arg(qualified_name, "table name")?,
+            columns,
         );
         handle(txn, "transaction")?.0.note_input(input)
     })

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::names::{is_reserved, table_location};
-use crate::catalog::store::{CommitRecord, InputRecord};
+use crate::catalog::store::{ColumnRecord, CommitRecord, InputRecord};
 use crate::catalog::Catalog;
 use crate::error::Result;
 
@@ -39,11 +39,16 @@ impl Operation {
 pub struct DatasetRef {
     pub namespace: String,
     pub name: String,
-    /// `schema.table` for a table of this catalog.
+    /// `schema.table` for a table of this catalog or another skade catalog.
     pub table: Option<String>,
+    /// Whether it is a table of this catalog (its catalog and symlinks facets).
+    pub this_catalog: bool,
     pub snapshot_id: Option<i64>,
-    /// An output's metadata.json after the commit (its schema and snapshot summary).
+    /// A skade table's metadata.json: an output's after the commit (its schema and snapshot
+    /// summary), an input's as it was read.
     pub metadata_location: Option<String>,
+    /// The columns of a table of another DuckDB database (its schema facet).
+    pub columns: Vec<ColumnRecord>,
     /// What the commit did to the dataset's existence (OpenLineage's lifecycle states).
     pub lifecycle: Option<Lifecycle>,
 }
@@ -229,8 +234,10 @@ fn own_dataset(catalog: &Catalog, schema: &str, table: &str, snapshot_id: Option
         namespace: "file".into(),
         name: location,
         table: Some(format!("{schema}.{table}")),
+        this_catalog: true,
         snapshot_id,
         metadata_location: None,
+        columns: vec![],
         lifecycle: None,
     }
 }
@@ -250,8 +257,10 @@ fn input_dataset(catalog: &Catalog, input: &InputRecord) -> DatasetRef {
             namespace: input.namespace.clone(),
             name: input.name.clone(),
             table: input.table.clone(),
+            this_catalog: false,
             snapshot_id: input.snapshot_id,
-            metadata_location: None,
+            metadata_location: input.metadata_location.clone(),
+            columns: input.columns.clone(),
             lifecycle: None,
         },
     }

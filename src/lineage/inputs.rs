@@ -6,11 +6,19 @@
 
 use std::path::Path;
 
-use crate::catalog::store::InputRecord;
+use crate::catalog::store::{ColumnRecord, InputRecord};
 use crate::catalog::TableInfo;
 
 fn input(namespace: String, name: String) -> InputRecord {
-    InputRecord { table_uuid: None, namespace, name, snapshot_id: None, table: None, metadata_location: None }
+    InputRecord {
+        table_uuid: None,
+        namespace,
+        name,
+        snapshot_id: None,
+        table: None,
+        metadata_location: None,
+        columns: vec![],
+    }
 }
 
 /// `path` made absolute, `.` and `..` resolved by their text (the file may be gone since).
@@ -48,13 +56,19 @@ pub fn file(path: &str) -> InputRecord {
     input("file".into(), absolute(path))
 }
 
-/// A table of another attached DuckDB database: its file (empty: in memory, named `database`).
-pub fn duckdb_table(database_path: &str, database: &str, qualified_name: &str) -> InputRecord {
+/// A table of another attached DuckDB database: its file (empty: in memory, named `database`)
+/// and its columns.
+pub fn duckdb_table(
+    database_path: &str,
+    database: &str,
+    qualified_name: &str,
+    columns: Vec<ColumnRecord>,
+) -> InputRecord {
     let namespace = match database_path {
         "" | ":memory:" => format!("duckdb://memory/{database}"),
         p => format!("duckdb://{}", file(p).name),
     };
-    input(namespace, qualified_name.to_string())
+    InputRecord { columns, ..input(namespace, qualified_name.to_string()) }
 }
 
 /// A table of another skade catalog, at the snapshot the query read.
@@ -67,6 +81,8 @@ pub fn skade_table(table: &TableInfo) -> InputRecord {
     InputRecord {
         snapshot_id,
         table: Some(table.record.qualified_name()),
+        // (its schema facet: the other catalog's metadata file, read by its absolute path)
+        metadata_location: Some(table.record.metadata_location.clone()),
         ..input("file".into(), table.metadata.location().trim_end_matches('/').to_string())
     }
 }
@@ -83,6 +99,6 @@ mod tests {
         assert_eq!((local.namespace.as_str(), local.name.as_str()), ("file", "/tmp/x.csv"));
         assert!(file("rel.csv").name.ends_with("/rel.csv"));
         assert_eq!(file("file:///tmp/y.csv").name, "/tmp/y.csv");
-        assert_eq!(duckdb_table("", "mem", "main.t").namespace, "duckdb://memory/mem");
+        assert_eq!(duckdb_table("", "mem", "main.t", vec![]).namespace, "duckdb://memory/mem");
     }
 }

@@ -114,14 +114,15 @@ pub fn run_event(naming: &Naming, event: &LineageEvent) -> Value {
     })
 }
 
-/// The metadata of a table of this catalog (None: another's, or gone).
+/// The metadata of a skade table (None: not one, or gone).
 fn metadata_of(naming: &Naming, d: &DatasetRef) -> Option<std::sync::Arc<TableMetadata>> {
     naming.catalog.metadata_at(d.metadata_location.as_deref()?).ok()
 }
 
-/// The facets every dataset carries; a table of this catalog has its schema, version, catalog and
-/// symlink (`schema.table` in the catalog).
-fn dataset_facets(naming: &Naming, d: &DatasetRef, own: bool) -> Map<String, Value> {
+/// The facets every dataset carries; a table has its schema (a skade table's at the snapshot, from
+/// its metadata; another DuckDB database's as it was read), a table of this catalog its catalog
+/// and symlink (`schema.table` in the catalog).
+fn dataset_facets(naming: &Naming, d: &DatasetRef) -> Map<String, Value> {
     let mut facets = Map::new();
     facets.insert(
         "dataSource".into(),
@@ -139,18 +140,25 @@ fn dataset_facets(naming: &Naming, d: &DatasetRef, own: bool) -> Map<String, Val
             facet(facet_url("LifecycleStateChangeDatasetFacet", "1-0-1"), json!({"lifecycleStateChange": l.as_str()})),
         );
     }
-    if !own {
-        return facets;
-    }
-    if d.lifecycle != Some(Lifecycle::Drop) {
-        if let Some(md) = metadata_of(naming, d) {
+    let fields: Option<Vec<Value>> = match metadata_of(naming, d) {
+        _ if d.lifecycle == Some(Lifecycle::Drop) => None,
+        Some(md) => {
             let schema = match d.snapshot_id.and_then(|id| md.snapshot_by_id(id)).and_then(|s| s.schema_id()) {
                 Some(id) => md.schema_by_id(id).cloned().unwrap_or_else(|| md.current_schema().clone()),
                 None => md.current_schema().clone(),
             };
-            let fields: Vec<Value> = schema.as_struct().fields().iter().map(schema_field).collect();
-            facets.insert("schema".into(), facet(facet_url("SchemaDatasetFacet", "1-2-0"), json!({"fields": fields})));
+            Some(schema.as_struct().fields().iter().map(schema_field).collect())
         }
+        None if !d.columns.is_empty() => {
+            Some(d.columns.iter().map(|c| json!({"name": c.name, "type": c.data_type})).collect())
+        }
+        None => None,
+    };
+    if let Some(fields) = fields {
+        facets.insert("schema".into(), facet(facet_url("SchemaDatasetFacet", "1-2-0"), json!({"fields": fields})));
+    }
+    if !d.this_catalog {
+        return facets;
     }
     let data_path = naming.catalog.data_path().display().to_string();
     let mut catalog = json!({"framework": "iceberg", "type": "skade", "name": naming.catalog_name(),
@@ -187,13 +195,11 @@ fn schema_field(f: &NestedFieldRef) -> Value {
 }
 
 fn input(naming: &Naming, d: &DatasetRef) -> Value {
-    // (a table of this catalog carries its metadata; another catalog's does not)
-    let own = d.metadata_location.is_some();
-    json!({"namespace": d.namespace, "name": d.name, "facets": dataset_facets(naming, d, own)})
+    json!({"namespace": d.namespace, "name": d.name, "facets": dataset_facets(naming, d)})
 }
 
 fn output(naming: &Naming, d: &DatasetRef) -> Value {
-    let mut out = json!({"namespace": d.namespace, "name": d.name, "facets": dataset_facets(naming, d, true)});
+    let mut out = json!({"namespace": d.namespace, "name": d.name, "facets": dataset_facets(naming, d)});
     if let Some(stats) = output_statistics(naming, d) {
         out["outputFacets"] = json!({"outputStatistics": stats});
     }

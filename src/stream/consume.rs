@@ -76,6 +76,7 @@ pub fn read(
                 snapshot_id: Some(snapshot_id),
                 table: None,
                 metadata_location: last.metadata_location.clone(),
+                columns: vec![],
             })?;
         }
     }

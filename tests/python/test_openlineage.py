@@ -293,3 +293,37 @@ def test_a_redirect_is_a_refusal_not_a_stall(tmp_path, collector):
                                     "WHERE sink LIKE 'openlineage%'").fetchone()
     assert rejected == 1 and "HTTP 301" in message and "redirect" in message
     con.close()
+
+
+def test_inputs_outside_the_lake_carry_their_schema(tmp_path, collector):
+    """A table of another DuckDB database has its columns (DuckDB's types) as its schema facet,
+    a table of another skade catalog its Iceberg schema at the snapshot read (types spelled as
+    Iceberg spells them in metadata.json, "decimal(10, 2)"); neither claims this
+    lake's catalog facet."""
+    con = connect()
+    attach(con, tmp_path / "lake.skade", collector.url)
+    con.execute(f"ATTACH '{tmp_path / 'other.skade'}' AS other (TYPE skade)")
+    con.execute("ATTACH ':memory:' AS mem")
+    con.execute("CREATE TABLE mem.src (k INTEGER, name VARCHAR, seen TIMESTAMP)")
+    con.execute("INSERT INTO mem.src VALUES (1, 'a', TIMESTAMP '2026-01-01')")
+    con.execute("CREATE TABLE other.o (id BIGINT, amount DECIMAL(10, 2))")
+    con.execute("INSERT INTO other.o VALUES (5, 1.25)")
+    con.execute("CREATE TABLE lake.t (id BIGINT, note VARCHAR)")
+    con.execute("INSERT INTO lake.t SELECT k, name FROM mem.src")
+    con.execute("INSERT INTO lake.t SELECT id, amount::VARCHAR FROM other.o")
+    flush(con)
+    events = collector.wait_for(3)
+    for e in events:
+        validate(e)
+        parse(e)
+    from_duckdb, from_skade = events[1]["inputs"], events[2]["inputs"]
+    assert [d["namespace"] for d in from_duckdb] == ["duckdb://memory/mem"]
+    fields = from_duckdb[0]["facets"]["schema"]["fields"]
+    assert [(f["name"], f["type"]) for f in fields] == [("k", "INTEGER"), ("name", "VARCHAR"), ("seen", "TIMESTAMP")]
+    assert "catalog" not in from_duckdb[0]["facets"]
+    assert len(from_skade) == 1 and from_skade[0]["name"] == str(tmp_path / "other.skade.data" / "main" / "o")
+    fields = from_skade[0]["facets"]["schema"]["fields"]
+    assert [(f["name"], f["type"]) for f in fields] == [("id", "long"), ("amount", "decimal(10, 2)")]
+    assert from_skade[0]["facets"]["version"]["datasetVersion"].isdigit()
+    assert "catalog" not in from_skade[0]["facets"] and "symlinks" not in from_skade[0]["facets"]
+    con.close()
