@@ -3,7 +3,7 @@
 //! read in an access of its own (a damaged page panics inside redb; the store turns that into an
 //! error), so damage in one does not hide the state of the others. Nothing is written or repaired.
 
-use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableHandle};
+use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle};
 
 use super::consumers::ConsumerRecord;
 use super::open::Catalog;
@@ -76,24 +76,10 @@ impl Catalog {
         // sink ever delivered from has no lineage_sinks table: nothing to check)
         let present = store.read(|tx| Ok(tx.list_tables()?.map(|t| t.name().to_string()).collect::<Vec<_>>()))?;
         if present.iter().any(|t| t == CONSUMERS.name()) {
-            part(
-                "consumers",
-                store.read(|tx| {
-                    each_row(store, tx, CONSUMERS, |k, v| {
-                        store.parse::<ConsumerRecord>(v, || format!("consumers row \"{k}\"")).map(drop)
-                    })
-                }),
-            );
+            part("consumers", store.read(|tx| records::<ConsumerRecord>(store, tx, CONSUMERS)));
         }
         if present.iter().any(|t| t == LINEAGE_SINKS.name()) {
-            part(
-                "lineage_sinks",
-                store.read(|tx| {
-                    each_row(store, tx, LINEAGE_SINKS, |k, v| {
-                        store.parse::<SinkRecord>(v, || format!("lineage_sinks row \"{k}\"")).map(drop)
-                    })
-                }),
-            );
+            part("lineage_sinks", store.read(|tx| records::<SinkRecord>(store, tx, LINEAGE_SINKS)));
         }
         for table in tables {
             let loaded = self.inner.metadata.get(&table.metadata_location).map(drop);
@@ -104,6 +90,15 @@ impl Catalog {
         }
         Ok(findings)
     }
+}
+
+/// Parses every row of `table`, JSON records keyed by name, as a `T`.
+fn records<T: serde::de::DeserializeOwned>(
+    store: &Store,
+    tx: &ReadTransaction,
+    table: TableDefinition<&str, &[u8]>,
+) -> Result<()> {
+    each_row(store, tx, table, |k, v| store.parse::<T>(v, || format!("{table} row \"{k}\"")).map(drop))
 }
 
 /// Reads every row of `table`, handing each to `f` (keys as their values).
