@@ -6,6 +6,7 @@
 #include "skade/catalog.hpp"
 #include "skade/common.hpp"
 #include "skade/functions.hpp"
+#include "skade/scan.hpp"
 #include "skade/table_entry.hpp"
 #include "skade/transaction.hpp"
 
@@ -30,9 +31,15 @@ bool ReadsFiles(const string &function) {
 	return readers.count(function) > 0;
 }
 
+//! A table a plan reads; for a skade table, the version its scan reads (an AT clause pins one).
+struct TableRead {
+	reference<TableCatalogEntry> table;
+	skade_table *version;
+};
+
 struct PlanInputs {
 	vector<string> files;
-	vector<reference<TableCatalogEntry>> tables;
+	vector<TableRead> tables;
 };
 
 void AddFiles(ClientContext &context, const string &named, PlanInputs &inputs) {
@@ -52,7 +59,12 @@ void Collect(ClientContext &context, LogicalOperator &op, PlanInputs &inputs) {
 		auto &get = op.Cast<LogicalGet>();
 		auto table = get.GetTable();
 		if (table) {
-			inputs.tables.push_back(*table);
+			skade_table *version = nullptr;
+			if (table->ParentCatalog().GetCatalogType() == "skade" && get.bind_data &&
+			    SkadeFunctionName(get.function) == "skade_scan") {
+				version = get.bind_data->Cast<SkadeScanBindData>().Version();
+			}
+			inputs.tables.push_back(TableRead {*table, version});
 		} else if (ReadsFiles(SkadeFunctionName(get.function)) && !get.parameters.empty()) {
 			auto &files = get.parameters[0];
 			if (files.type().id() == LogicalTypeId::LIST) {
@@ -84,8 +96,8 @@ void NoteInputs(OptimizerExtensionInput &input, unique_ptr<LogicalOperator> &pla
 	Collect(context, *plan, inputs);
 	for (auto &lake : lakes) {
 		bool outside = !inputs.files.empty();
-		for (auto &table : inputs.tables) {
-			outside = outside || &table.get().ParentCatalog() != &lake.get();
+		for (auto &read : inputs.tables) {
+			outside = outside || &read.table.get().ParentCatalog() != &lake.get();
 		}
 		if (!outside) {
 			continue; // the core notes reads of its own tables, with their snapshots
@@ -96,14 +108,15 @@ void NoteInputs(OptimizerExtensionInput &input, unique_ptr<LogicalOperator> &pla
 		for (auto &file : inputs.files) {
 			SkadeCheck(skade_txn_read_file(txn, file.c_str()));
 		}
-		for (auto &table_ref : inputs.tables) {
-			auto &table = table_ref.get();
+		for (auto &read : inputs.tables) {
+			auto &table = read.table.get();
 			auto &catalog = table.ParentCatalog();
 			if (&catalog == &lake.get()) {
 				continue;
 			}
 			if (catalog.GetCatalogType() == "skade") {
-				SkadeCheck(skade_txn_read_skade_table(txn, table.Cast<SkadeTableEntry>().Handle()));
+				auto version = read.version ? read.version : table.Cast<SkadeTableEntry>().Handle();
+				SkadeCheck(skade_txn_read_skade_table(txn, version));
 				continue;
 			}
 			auto path = catalog.InMemory() ? string() : catalog.GetDBPath();

@@ -71,18 +71,30 @@ pub fn duckdb_table(
     InputRecord { columns, ..input(namespace, qualified_name.to_string()) }
 }
 
-/// A table of another skade catalog, at the snapshot the query read.
+/// A table of another skade catalog, at the snapshot the query read, with its columns then
+/// (recorded now: the other catalog's files may be gone when the event is made).
 pub fn skade_table(table: &TableInfo) -> InputRecord {
+    let md = &table.metadata;
     let snapshot_id = match table.version {
         crate::read::time_travel::Version::Snapshot(id) => Some(id),
-        crate::read::time_travel::Version::Current => table.metadata.current_snapshot_id(),
+        crate::read::time_travel::Version::Current => md.current_snapshot_id(),
         crate::read::time_travel::Version::Empty => None,
     };
+    let schema = snapshot_id
+        .and_then(|id| md.snapshot_by_id(id))
+        .and_then(|s| s.schema_id())
+        .and_then(|id| md.schema_by_id(id))
+        .unwrap_or_else(|| md.current_schema());
+    let columns = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| ColumnRecord { name: f.name.clone(), data_type: f.field_type.to_string() })
+        .collect();
     InputRecord {
         snapshot_id,
         table: Some(table.record.qualified_name()),
-        // (its schema facet: the other catalog's metadata file, read by its absolute path)
-        metadata_location: Some(table.record.metadata_location.clone()),
+        columns,
         ..input("file".into(), table.metadata.location().trim_end_matches('/').to_string())
     }
 }

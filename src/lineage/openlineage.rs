@@ -162,9 +162,9 @@ fn dataset_facets(naming: &Naming, d: &DatasetRef) -> Map<String, Value> {
     }
     let data_path = naming.catalog.data_path().display().to_string();
     let mut catalog = json!({"framework": "iceberg", "type": "skade", "name": naming.catalog_name(),
-                             "warehouseUri": format!("file://{data_path}"), "source": "skade"});
+                             "warehouseUri": file_uri(&data_path), "source": "skade"});
     if let Some(location) = &d.metadata_location {
-        catalog["metadataUri"] = format!("file://{location}").into();
+        catalog["metadataUri"] = file_uri(location).into();
     }
     facets.insert("catalog".into(), facet(facet_url("CatalogDatasetFacet", "1-1-0"), catalog));
     if let Some(table) = &d.table {
@@ -172,11 +172,16 @@ fn dataset_facets(naming: &Naming, d: &DatasetRef) -> Map<String, Value> {
             "symlinks".into(),
             facet(
                 facet_url("SymlinksDatasetFacet", "1-0-1"),
-                json!({"identifiers": [{"namespace": format!("file://{data_path}"), "name": table, "type": "TABLE"}]}),
+                json!({"identifiers": [{"namespace": file_uri(&data_path), "name": table, "type": "TABLE"}]}),
             ),
         );
     }
     facets
+}
+
+/// A local path as a `file://` URI, percent-encoded (a space or an `ü` in it is no valid URI).
+fn file_uri(path: &str) -> String {
+    url::Url::from_file_path(path).map(String::from).unwrap_or_else(|_| format!("file://{path}"))
 }
 
 fn schema_field(f: &NestedFieldRef) -> Value {
@@ -220,4 +225,13 @@ fn output_statistics(naming: &Naming, d: &DatasetRef) -> Option<Value> {
             "fileCount": number("added-data-files") + number("added-delete-files"),
         }),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_path_becomes_a_percent_encoded_file_uri() {
+        assert_eq!(super::file_uri("/tmp/a b/ü.skade.data"), "file:///tmp/a%20b/%C3%BC.skade.data");
+        assert_eq!(super::file_uri("/w/x"), "file:///w/x");
+    }
 }

@@ -2,6 +2,7 @@
 validates against the OpenLineage 2-0-2 schemas and parses with openlineage-python, at least once,
 in commit_seq order, after outages, refusals and a kill -9; commits never wait for it."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -297,9 +298,10 @@ def test_a_redirect_is_a_refusal_not_a_stall(tmp_path, collector):
 
 def test_inputs_outside_the_lake_carry_their_schema(tmp_path, collector):
     """A table of another DuckDB database has its columns (DuckDB's types) as its schema facet,
-    a table of another skade catalog its Iceberg schema at the snapshot read (types spelled as
-    Iceberg spells them in metadata.json, "decimal(10, 2)"); neither claims this
-    lake's catalog facet."""
+    a table of another skade catalog its Iceberg columns at the snapshot read (types spelled as
+    Iceberg spells them in metadata.json, "decimal(10, 2)"), both recorded with the commit: the
+    event is the same when the other catalog's files are gone by the time it is made. Neither
+    claims this lake's catalog facet; a time-travel read names the snapshot it read."""
     con = connect()
     attach(con, tmp_path / "lake.skade", collector.url)
     con.execute(f"ATTACH '{tmp_path / 'other.skade'}' AS other (TYPE skade)")
@@ -308,11 +310,18 @@ def test_inputs_outside_the_lake_carry_their_schema(tmp_path, collector):
     con.execute("INSERT INTO mem.src VALUES (1, 'a', TIMESTAMP '2026-01-01')")
     con.execute("CREATE TABLE other.o (id BIGINT, amount DECIMAL(10, 2))")
     con.execute("INSERT INTO other.o VALUES (5, 1.25)")
+    first = con.execute("SELECT max(snapshot_id) FROM skade_snapshots('other.o')").fetchone()[0]
+    con.execute("INSERT INTO other.o VALUES (6, 2.5)")
     con.execute("CREATE TABLE lake.t (id BIGINT, note VARCHAR)")
     con.execute("INSERT INTO lake.t SELECT k, name FROM mem.src")
+    collector.set_mode("down")
     con.execute("INSERT INTO lake.t SELECT id, amount::VARCHAR FROM other.o")
+    con.execute(f"INSERT INTO lake.t SELECT id, amount::VARCHAR FROM other.o AT (VERSION => {first})")
+    con.execute("DETACH other")
+    shutil.rmtree(tmp_path / "other.skade.data")  # gone before the collector's events are made
+    collector.set_mode("up")
     flush(con)
-    events = collector.wait_for(3)
+    events = collector.wait_for(4)
     for e in events:
         validate(e)
         parse(e)
@@ -325,5 +334,7 @@ def test_inputs_outside_the_lake_carry_their_schema(tmp_path, collector):
     fields = from_skade[0]["facets"]["schema"]["fields"]
     assert [(f["name"], f["type"]) for f in fields] == [("id", "long"), ("amount", "decimal(10, 2)")]
     assert from_skade[0]["facets"]["version"]["datasetVersion"].isdigit()
+    assert events[3]["inputs"][0]["facets"]["version"]["datasetVersion"] == str(first)
+    assert from_skade[0]["facets"]["version"]["datasetVersion"] != str(first)
     assert "catalog" not in from_skade[0]["facets"] and "symlinks" not in from_skade[0]["facets"]
     con.close()
