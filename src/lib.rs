@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub(crate) mod changelog;
+pub mod commit_log;
 pub mod error;
 pub(crate) mod failpoint;
 pub(crate) mod ffi;

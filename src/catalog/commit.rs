@@ -356,7 +356,7 @@ mod tests {
     fn store() -> (Store, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!("skade-commit-{}-{}", std::process::id(), uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        let (store, _) = Store::open(&dir.join("c.skade"), false, None).unwrap();
+        let (store, _) = Store::open(&dir.join("c.skade"), false, None, None).unwrap();
         (store, dir)
     }
 

@@ -115,7 +115,8 @@ impl Catalog {
         let closing = registry.contains_key(&key);
         let mut attempt = 0;
         let (store, loaded) = loop {
-            match Store::open(&path, options.read_only, data_path.as_deref()) {
+            let log = crate::commit_log::provider_for(options.commit_log.as_ref());
+            match Store::open(&path, options.read_only, data_path.as_deref(), log.as_deref()) {
                 Err(e) if closing && e.kind == ErrorKind::Permission && attempt < 200 => {
                     attempt += 1;
                     std::thread::sleep(Duration::from_millis(10));

@@ -47,6 +47,9 @@ pub struct AttachOptions {
     /// `write.target-file-size-bytes` property, else 512 MB, as in DuckLake and Iceberg).
     pub target_file_size: Option<u64>,
     pub lineage: LineageOptions,
+    /// The commit log this open goes through, over the process's registered provider
+    /// (`commit_log::register_commit_log`); see `Store::check_residency`.
+    pub commit_log: Option<std::sync::Arc<dyn crate::commit_log::CommitLogProvider>>,
 }
 
 /// Lineage (docs/design/lineage.md): the history table and an OpenLineage collector. ATTACH
@@ -130,6 +133,7 @@ impl Default for AttachOptions {
             actor: default_actor(),
             target_file_size: None,
             lineage: LineageOptions::default(),
+            commit_log: None,
         }
     }
 }

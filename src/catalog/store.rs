@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use super::migrate::{migrate, readable, stamp, version_of, FORMAT_VERSION, MIGRATIONS};
 use super::names::DEFAULT_SCHEMA;
 use super::state::{CatalogState, SchemaRecord, TableRecord};
+use crate::commit_log::CommitLogProvider;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Where the catalog file was created (canonical): Iceberg metadata holds absolute paths, so a
@@ -123,11 +124,18 @@ pub struct Loaded {
 
 impl Store {
     /// Opens the catalog at `path`, creating it (with `data_path`) when absent and writable.
-    pub fn open(path: &Path, read_only: bool, data_path: Option<&Path>) -> Result<(Store, Loaded)> {
+    pub fn open(
+        path: &Path,
+        read_only: bool,
+        data_path: Option<&Path>,
+        log: Option<&dyn CommitLogProvider>,
+    ) -> Result<(Store, Loaded)> {
         install_quiet_panics();
         let exists = path.exists();
         if exists {
             check_magic(path)?;
+        } else if let Some(log) = log {
+            return Err(cannot_drive(path, log, None));
         } else if read_only {
             return Err(Error::catalog(format!(
                 "cannot open skade catalog {} read-only: the file does not exist",
@@ -151,8 +159,11 @@ impl Store {
                 None => default_data_path(path),
             };
             store.initialize(&data_path)?;
-        } else if !read_only {
-            store.migrate()?;
+        } else {
+            store.check_residency(log)?;
+            if !read_only {
+                store.migrate()?;
+            }
         }
         let loaded = store.load(data_path)?;
         Ok((store, loaded))
@@ -160,6 +171,35 @@ impl Store {
 
     pub fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// A log-resident catalog (stamped `commit_log` in its meta table: its commits go through a
+    /// commit log, issue 23) opens only through that log: every open without a provider is
+    /// refused, naming what it needs, before anything (a migration) writes to it. This build
+    /// folds no log yet, so an open that brings a provider is refused too rather than ignoring
+    /// it. A format newer than this build's is refused first.
+    fn check_residency(&self, log: Option<&dyn CommitLogProvider>) -> Result<()> {
+        let (format, stamp) = self.read(|tx| {
+            let Ok(meta) = tx.open_table(META) else {
+                return Ok((None, None)); // not ours: `load` says so
+            };
+            let format = meta.get("format")?.map(|v| v.value().to_string());
+            Ok((format, meta.get(COMMIT_LOG_STAMP)?.map(|v| v.value().to_string())))
+        })?;
+        if let Some(format) = &format {
+            version_of(format, &self.path.display().to_string(), FORMAT_VERSION)?;
+        }
+        let stamp = stamp.map(|s| LogStamp::parse(&s, &self.path)).transpose()?;
+        match (&stamp, log) {
+            (Some(s), None) => Err(Error::catalog(format!(
+                "skade catalog {} is log-resident: its commits go through the commit log {} ({}), and this process has no commit log provider; open it with that provider (AttachOptions::commit_log, or skade::commit_log::register_commit_log)",
+                self.path.display(),
+                s.location,
+                s.provider
+            ))),
+            (_, Some(log)) => Err(cannot_drive(&self.path, log, stamp.as_ref())),
+            (None, None) => Ok(()),
+        }
     }
 
     /// Runs `f` in a read transaction.
@@ -661,4 +701,35 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic".to_string())
+}
+
+/// The meta row that makes a catalog log-resident: its provider's name and log location (JSON).
+pub const COMMIT_LOG_STAMP: &str = "commit_log";
+
+/// A log-resident catalog's stamp.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogStamp {
+    pub provider: String,
+    pub location: String,
+}
+
+impl LogStamp {
+    fn parse(text: &str, path: &Path) -> Result<LogStamp> {
+        serde_json::from_str(text).map_err(|e| {
+            Error::corrupt(format!("skade catalog {}: its commit_log stamp is damaged ({e}): {text}", path.display()))
+        })
+    }
+}
+
+/// This build opens no catalog through a commit log yet: refused, not ignored (issue 23).
+fn cannot_drive(path: &Path, log: &dyn CommitLogProvider, stamp: Option<&LogStamp>) -> Error {
+    let what = match stamp {
+        Some(s) => format!("is log-resident (the commit log {}, {})", s.location, s.provider),
+        None => "is not log-resident".to_string(),
+    };
+    Error::invalid(format!(
+        "a commit log provider ({}) was given for skade catalog {}, which {what}; this build cannot open a catalog through a commit log yet, and will not ignore the provider",
+        log.name(),
+        path.display()
+    ))
 }

@@ -38,6 +38,11 @@ pub fn create_new(path: &Path) -> std::io::Result<File> {
     }
 }
 
+/// Creates `dir` and its missing parents, durably (see [`create_dirs_durably`]).
+pub fn create_dirs(dir: &Path) -> Result<()> {
+    create_dirs_durably(dir).map_err(|e| io_err("create directory", dir, e))
+}
+
 /// `create_dir_all`, then fsyncs the parent of every directory it created, so that a new
 /// table's folders survive a power loss with the files in them. Rare: once per table.
 fn create_dirs_durably(dir: &Path) -> std::io::Result<()> {
