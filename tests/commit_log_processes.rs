@@ -52,9 +52,12 @@ fn the_child_entry() {
     }
 }
 
+/// A new, adopted log's folder.
 fn scratch(name: &str) -> String {
     let dir = std::env::temp_dir().join(format!("skade-log-{name}-{}", uuid::Uuid::new_v4()));
-    dir.to_str().unwrap().to_string()
+    let folder = dir.to_str().unwrap().to_string();
+    FolderLogProvider.committer(&folder).unwrap().adopt(b"stamp").unwrap();
+    folder
 }
 
 #[test]

@@ -82,6 +82,13 @@ fn a_newer_format_is_refused_before_the_stamp_and_a_provider_is_never_silently_i
     let provider: Arc<dyn CommitLogProvider> = Arc::new(FolderLogProvider);
     let e = Catalog::open(&plain, with(Some(provider.clone()), false)).err().unwrap();
     assert!(e.message.contains("which is not log-resident"), "{}", e.message);
+    // nor when it is attached in this process already (the open shares that instance)
+    let attached = open(&plain);
+    for read_only in [false, true] {
+        let e = Catalog::open(&plain, with(Some(provider.clone()), read_only)).err().expect("provider ignored");
+        assert!(e.message.contains("will not ignore the provider"), "{}", e.message);
+    }
+    drop(attached);
     // nor is a new catalog created through one
     let fresh = dir.path().join("fresh.skade");
     let e = Catalog::open(&fresh, with(Some(provider), false)).err().unwrap();

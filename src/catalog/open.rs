@@ -76,10 +76,15 @@ impl Catalog {
         crate::format::avro_names::install(); // before any manifest is read or written
         let path = absolute(path)?;
         let data_path = options.data_path.as_deref().map(absolute).transpose()?;
+        let log = crate::commit_log::provider_for(options.commit_log.as_ref());
         let mut registry = OPEN.lock().unwrap_or_else(|p| p.into_inner());
         let registry = registry.get_or_insert_with(HashMap::new);
         let key = path.canonicalize().unwrap_or_else(|_| path.clone());
         if let Some(inner) = registry.get(&key).and_then(Weak::upgrade) {
+            if let Some(log) = &log {
+                // (attached already: not log-resident, and a provider is never silently ignored)
+                return Err(super::store::cannot_drive(&path, log.as_ref(), None));
+            }
             if inner.store.read_only() && !options.read_only {
                 return Err(Error::permission(format!(
                     "skade catalog {} is already attached read-only in this process; detach it first",
@@ -115,7 +120,6 @@ impl Catalog {
         let closing = registry.contains_key(&key);
         let mut attempt = 0;
         let (store, loaded) = loop {
-            let log = crate::commit_log::provider_for(options.commit_log.as_ref());
             match Store::open(&path, options.read_only, data_path.as_deref(), log.as_deref()) {
                 Err(e) if closing && e.kind == ErrorKind::Permission && attempt < 200 => {
                     attempt += 1;

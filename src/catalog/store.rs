@@ -192,7 +192,7 @@ impl Store {
         let stamp = stamp.map(|s| LogStamp::parse(&s, &self.path)).transpose()?;
         match (&stamp, log) {
             (Some(s), None) => Err(Error::catalog(format!(
-                "skade catalog {} is log-resident: its commits go through the commit log {} ({}), and this process has no commit log provider; open it with that provider (AttachOptions::commit_log, or skade::commit_log::register_commit_log)",
+                "skade catalog {} is log-resident: its commits go through the commit log {} ({}), and this process has no commit log provider; it opens only through that log, in a skade build that commits through commit logs (this one does not yet), given the provider (AttachOptions::commit_log or skade::commit_log::register_commit_log)",
                 self.path.display(),
                 s.location,
                 s.provider
@@ -722,7 +722,7 @@ impl LogStamp {
 }
 
 /// This build opens no catalog through a commit log yet: refused, not ignored (issue 23).
-fn cannot_drive(path: &Path, log: &dyn CommitLogProvider, stamp: Option<&LogStamp>) -> Error {
+pub(crate) fn cannot_drive(path: &Path, log: &dyn CommitLogProvider, stamp: Option<&LogStamp>) -> Error {
     let what = match stamp {
         Some(s) => format!("is log-resident (the commit log {}, {})", s.location, s.provider),
         None => "is not log-resident".to_string(),

@@ -1,18 +1,24 @@
-//! The in-tree commit log: a folder of batch files, one per position, each created with
-//! create-if-absent semantics (`object_store`'s `PutMode::Create`: a hard link on a local file
-//! system, `If-None-Match` on S3), so of two committers racing for a position exactly one wins
-//! it and the other learns so at once. A batch file is an envelope (magic, format, position,
-//! length, xxh3 checksum) around the catalog's bytes: a torn or misplaced file is an error
-//! naming it, never a batch. A file is made durable (fsynced with its folder) before its win is
-//! reported. Positions are gapless: a committer offers only head + 1 of a head it was served.
+//! The in-tree commit log: a folder of batch files, one per position, each published with
+//! create-if-absent semantics (`io::publish_new`: a fully written, fsynced staging file
+//! hard-linked to the position's name, which fails when the name exists), so of two committers
+//! racing for a position exactly one wins it and the other learns so at once, and a visible name
+//! always has its whole content. Reads, listing and removal go through `object_store` (the same
+//! calls a bucket-backed log makes; there, creation would be its `PutMode::Create`). A batch
+//! file is an envelope (magic, format, position, length, xxh3 checksum) around the catalog's
+//! bytes: a damaged or misplaced file is an error naming it, never a batch. Positions are
+//! gapless: an offer whose previous position is missing is refused, and truncation leaves a mark
+//! (`truncated/<position>`) so that a committer or reader behind it gets an error instead of
+//! winning, or reading as empty, a position that no longer exists.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::TryStreamExt;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use object_store::ObjectStore;
 
 use super::{Batch, CommitLogProvider, Committer, LogReader, Offered};
 use crate::error::{Error, Result};
@@ -24,6 +30,8 @@ const FORMAT: u8 = 1;
 const HEADER: usize = 4 + 1 + 8 + 8 + 8;
 /// How often a wait for a position looks again.
 const POLL: Duration = Duration::from_millis(2);
+/// The folder of truncation marks: `<position>` files, the highest is where the log starts.
+const TRUNCATED: &str = "truncated";
 
 /// The provider of folder logs; a location is the folder's path.
 #[derive(Debug, Default)]
@@ -43,20 +51,26 @@ impl CommitLogProvider for FolderLogProvider {
     }
 }
 
-/// One folder log, opened.
+/// One folder log, opened. Everything but `adopt` needs the log adopted (its stamp at position
+/// 0): a folder that is missing (an unmounted share, a mistyped location) is an error, never a
+/// fresh empty log.
 pub struct FolderLog {
     folder: PathBuf,
     store: Arc<dyn ObjectStore>,
+    adopted: AtomicBool,
+    /// Where the log starts (positions below were truncated), as last seen.
+    low: AtomicU64,
 }
 
 impl FolderLog {
-    /// Opens the log in `location`, creating the folder when missing.
     pub fn open(location: &str) -> Result<FolderLog> {
         let folder = crate::io::absolute(Path::new(location))?;
-        crate::io::create_dirs(&folder)?;
-        let store = LocalFileSystem::new_with_prefix(&folder)
-            .map_err(|e| Error::io(format!("cannot open the commit log {}: {e}", folder.display())))?;
-        Ok(FolderLog { folder, store: Arc::new(store) })
+        Ok(FolderLog {
+            folder,
+            store: Arc::new(LocalFileSystem::new()),
+            adopted: AtomicBool::new(false),
+            low: 1.into(),
+        })
     }
 
     fn name(seq: u64) -> String {
@@ -67,37 +81,79 @@ impl FolderLog {
         self.folder.join(Self::name(seq))
     }
 
-    /// Creates the file of `seq` unless it exists: whether this call created it (then durably).
-    fn create(&self, seq: u64, bytes: &[u8]) -> Result<bool> {
-        let options = PutOptions { mode: PutMode::Create, ..Default::default() };
-        let payload = PutPayload::from(envelope(seq, bytes));
-        match block_on(self.store.put_opts(&ObjectPath::from(Self::name(seq)), payload, options)) {
-            Ok(_) => {
-                let file = self.file(seq);
-                crate::io::sync_files([file.to_string_lossy().as_ref()])?;
-                Ok(true)
+    fn object(&self, path: &Path) -> Result<ObjectPath> {
+        ObjectPath::from_absolute_path(path).map_err(|e| Error::io(format!("commit log path {}: {e}", path.display())))
+    }
+
+    fn io_error(&self, what: &str, path: &Path, e: object_store::Error) -> Error {
+        Error::io(format!("cannot {what} {}: {e}", path.display()))
+    }
+
+    /// The raw bytes of a file of the folder, if it exists.
+    fn read(&self, path: &Path) -> Result<Option<bytes::Bytes>> {
+        let object = self.object(path)?;
+        block_on(async {
+            match self.store.get(&object).await {
+                Ok(r) => r.bytes().await.map(Some),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
             }
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-            Err(e) => Err(Error::io(format!("cannot write {}: {e}", self.file(seq).display()))),
+        })
+        .map_err(|e| self.io_error("read", path, e))
+    }
+
+    fn exists(&self, seq: u64) -> Result<bool> {
+        match block_on(self.store.head(&self.object(&self.file(seq))?)) {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(self.io_error("look up", &self.file(seq), e)),
         }
     }
 
     /// The batch at `seq`, if its file exists.
     fn get(&self, seq: u64) -> Result<Option<Vec<u8>>> {
-        let read = block_on(async {
-            match self.store.get(&ObjectPath::from(Self::name(seq))).await {
-                Ok(r) => r.bytes().await.map(Some),
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(e),
-            }
-        });
-        match read {
-            Ok(Some(bytes)) => open_envelope(&bytes, seq).map(Some).map_err(|problem| {
-                Error::corrupt(format!("commit log file {} is damaged: {problem}", self.file(seq).display()))
-            }),
-            Ok(None) => Ok(None),
-            Err(e) => Err(Error::io(format!("cannot read {}: {e}", self.file(seq).display()))),
+        let file = self.file(seq);
+        match self.read(&file)? {
+            Some(bytes) => open_envelope(&bytes, seq)
+                .map(Some)
+                .map_err(|problem| Error::corrupt(format!("commit log file {} is damaged: {problem}", file.display()))),
+            None => Ok(None),
         }
+    }
+
+    fn require_adopted(&self) -> Result<()> {
+        if self.adopted.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if !self.exists(0)? {
+            return Err(Error::catalog(format!(
+                "{} is not an adopted commit log (no stamp at position 0): the folder is missing, empty or not a log",
+                self.folder.display()
+            )));
+        }
+        self.adopted.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Where the log starts now (1 unless truncated), read from the truncation marks.
+    fn refresh_low(&self) -> Result<u64> {
+        let marks = self.folder.join(TRUNCATED);
+        let prefix = self.object(&marks)?;
+        let listed: Vec<object_store::ObjectMeta> = match block_on(self.store.list(Some(&prefix)).try_collect()) {
+            Ok(l) => l,
+            Err(object_store::Error::NotFound { .. }) => vec![],
+            Err(e) => return Err(self.io_error("list", &marks, e)),
+        };
+        let low = listed.iter().filter_map(|m| m.location.filename()?.parse::<u64>().ok()).max().unwrap_or(1);
+        self.low.fetch_max(low, Ordering::AcqRel);
+        Ok(self.low.load(Ordering::Acquire))
+    }
+
+    fn truncated(&self, seq: u64, low: u64) -> Error {
+        Error::catalog(format!(
+            "position {seq} of the commit log {} was truncated (the log starts at {low}): read from a checkpoint past it",
+            self.folder.display()
+        ))
     }
 }
 
@@ -106,10 +162,33 @@ impl Committer for FolderLog {
         if seq == 0 {
             return Err(Error::internal("position 0 of a commit log is its adoption stamp"));
         }
-        if self.create(seq, batch)? {
+        self.require_adopted()?;
+        if seq < self.low.load(Ordering::Acquire) {
+            return Err(self.truncated(seq, self.low.load(Ordering::Acquire)));
+        }
+        if seq > 1 && !self.exists(seq - 1)? {
+            // truncated below (a stale head) or not written yet (a head from the future): either
+            // way a win here would be a batch no reader folds in order
+            let low = self.refresh_low()?;
+            if seq < low {
+                return Err(self.truncated(seq, low));
+            }
+            if seq > low {
+                return Err(Error::internal(format!(
+                    "offer at position {seq} of the commit log {}, but position {} is not written: a gap",
+                    self.folder.display(),
+                    seq - 1
+                )));
+            }
+        }
+        if crate::io::publish_new(&self.file(seq), &envelope(seq, batch))? {
             return Ok(Offered::Won(seq));
         }
-        Ok(Offered::Lost(self.tail(seq, usize::MAX)?))
+        let since = self.tail(seq, usize::MAX)?;
+        if since.is_empty() {
+            return Err(Error::internal(format!("position {seq} of the commit log was taken, then vanished")));
+        }
+        Ok(Offered::Lost(since))
     }
 
     fn adoption(&self) -> Result<Option<Vec<u8>>> {
@@ -117,16 +196,19 @@ impl Committer for FolderLog {
     }
 
     fn adopt(&self, stamp: &[u8]) -> Result<Vec<u8>> {
-        if self.create(0, stamp)? {
+        crate::io::create_dirs(&self.folder)?;
+        if crate::io::publish_new(&self.file(0), &envelope(0, stamp))? {
+            self.adopted.store(true, Ordering::Release);
             return Ok(stamp.to_vec());
         }
         self.get(0)?.ok_or_else(|| Error::internal("the commit log's adoption stamp vanished"))
     }
 
     fn wait_served(&self, seq: u64, timeout: Duration) -> Result<bool> {
+        self.require_adopted()?;
         let end = Instant::now() + timeout;
         loop {
-            if block_on(self.store.head(&ObjectPath::from(Self::name(seq)))).is_ok() {
+            if self.exists(seq)? {
                 return Ok(true);
             }
             if Instant::now() >= end {
@@ -139,8 +221,13 @@ impl Committer for FolderLog {
 
 impl LogReader for FolderLog {
     fn tail(&self, from: u64, max: usize) -> Result<Vec<Batch>> {
-        let mut batches = vec![];
+        self.require_adopted()?;
         let mut seq = from.max(1);
+        let low = self.low.load(Ordering::Acquire);
+        if seq < low {
+            return Err(self.truncated(seq, low));
+        }
+        let mut batches = vec![];
         while batches.len() < max {
             match self.get(seq)? {
                 Some(bytes) => batches.push(Batch { seq, bytes }),
@@ -148,17 +235,42 @@ impl LogReader for FolderLog {
             }
             seq += 1;
         }
+        // nothing at `from`: the head, or a position truncated meanwhile (then an error, never an
+        // empty answer a reader would take for the head)
+        if batches.is_empty() && max > 0 {
+            let low = self.refresh_low()?;
+            if from.max(1) < low {
+                return Err(self.truncated(from.max(1), low));
+            }
+        }
         Ok(batches)
     }
 
     fn truncate_below(&self, seq: u64) -> Result<u64> {
+        self.require_adopted()?;
+        if !self.exists(seq)? {
+            return Err(Error::invalid(format!(
+                "cannot truncate the commit log {} below position {seq}: it holds no batch there (the head stays)",
+                self.folder.display()
+            )));
+        }
+        // the mark first: from then on a stale committer or reader below it gets an error
+        let marks = self.folder.join(TRUNCATED);
+        crate::io::create_dirs(&marks)?;
+        crate::io::publish_new(&marks.join(seq.to_string()), b"")?;
+        self.refresh_low()?;
+        // then every batch below it, whatever an interrupted truncation left
+        let prefix = self.object(&self.folder)?;
+        let listed: Vec<object_store::ObjectMeta> = block_on(self.store.list(Some(&prefix)).try_collect())
+            .map_err(|e| self.io_error("list", &self.folder, e))?;
         let mut removed = 0;
-        // from just below `seq` down to the first missing one (what an earlier truncation left)
-        for s in (1..seq).rev() {
-            match block_on(self.store.delete(&ObjectPath::from(Self::name(s)))) {
-                Ok(()) => removed += 1,
-                Err(object_store::Error::NotFound { .. }) => break,
-                Err(e) => return Err(Error::io(format!("cannot remove {}: {e}", self.file(s).display()))),
+        for meta in listed {
+            let below = meta.location.filename().and_then(|n| n.strip_suffix(".batch")?.parse::<u64>().ok());
+            if below.is_some_and(|s| s >= 1 && s < seq) {
+                match block_on(self.store.delete(&meta.location)) {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => removed += 1,
+                    Err(e) => return Err(Error::io(format!("cannot remove {}: {e}", meta.location))),
+                }
             }
         }
         Ok(removed)
@@ -247,6 +359,7 @@ mod tests {
     #[test]
     fn racing_threads_each_win_distinct_positions_without_gaps() {
         let (_dir, log) = log();
+        log.adopt(b"stamp").unwrap();
         let log = Arc::new(log);
         let threads: Vec<_> = (0..4)
             .map(|t| {
@@ -274,6 +387,17 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_or_unadopted_folder_is_an_error_not_a_fresh_log() {
+        let (dir, log) = log();
+        for e in [log.offer(1, b"x").unwrap_err(), log.tail(1, 9).unwrap_err()] {
+            assert!(e.message.contains("is not an adopted commit log"), "{}", e.message);
+        }
+        assert!(!dir.path().join("log").exists(), "created a folder it was only asked to read");
+        log.adopt(b"stamp").unwrap();
+        assert_eq!(log.offer(1, b"x").unwrap(), Offered::Won(1));
+    }
+
+    #[test]
     fn a_damaged_file_is_an_error_naming_it_and_truncation_keeps_the_stamp() {
         let (dir, log) = log();
         log.adopt(b"stamp").unwrap();
@@ -284,12 +408,25 @@ mod tests {
         assert_eq!(log.truncate_below(4).unwrap(), 0);
         assert_eq!(log.adoption().unwrap().unwrap(), b"stamp");
         assert_eq!(log.tail(4, 9).unwrap().len(), 2);
+        // behind the truncation: errors, never a win or an empty tail taken for the head
+        let stale = FolderLog::open(dir.path().join("log").to_str().unwrap()).unwrap();
+        assert!(stale.tail(1, 9).unwrap_err().message.contains("was truncated (the log starts at 4)"));
+        assert!(stale.offer(3, b"stale").unwrap_err().message.contains("truncated"));
+        assert!(log.truncate_below(9).unwrap_err().message.contains("holds no batch there"));
+        // a gap is refused: position 7 with 6 unwritten
+        assert!(log.offer(7, b"ahead").unwrap_err().message.contains("a gap"));
+        // an interrupted truncation's leftovers go with the next one
+        let left = dir.path().join("log").join(FolderLog::name(2));
+        std::fs::write(&left, envelope(2, b"left")).unwrap();
+        assert_eq!(log.truncate_below(5).unwrap(), 2);
+        assert!(!left.exists());
+        assert_eq!(log.tail(5, 9).unwrap().len(), 1);
         let file = dir.path().join("log").join(FolderLog::name(5));
         let mut bytes = std::fs::read(&file).unwrap();
         let n = bytes.len();
         bytes[n - 1] ^= 1;
         std::fs::write(&file, &bytes).unwrap();
-        let e = log.tail(4, 9).unwrap_err();
+        let e = log.tail(5, 9).unwrap_err();
         assert!(e.message.contains("00000000000000000005.batch") && e.message.contains("checksum"), "{}", e.message);
         std::fs::write(&file, &bytes[..n - 2]).unwrap();
         assert!(log.tail(5, 1).unwrap_err().message.contains("torn"));

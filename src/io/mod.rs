@@ -23,6 +23,30 @@ pub fn write_new(location: &str, bytes: &[u8]) -> Result<()> {
     f.write_all(bytes).map_err(|e| io_err("write", path, e))
 }
 
+/// Publishes `bytes` at `path` unless a file is there already: whether this call published it.
+/// The bytes go to a staging file beside it, fsynced, then hard-linked to `path` (the link fails
+/// when the name exists), and the folder is fsynced: a name that another process can see always
+/// has its whole, durable content (object_store's local put links unsynced data, which a power
+/// loss can leave as an empty file under the name). An error after the link says the file landed.
+pub fn publish_new(path: &Path, bytes: &[u8]) -> Result<bool> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let staging = dir.join(format!(".{}.{}.staging", uuid::Uuid::new_v4(), std::process::id()));
+    let written = create_new(&staging).and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&staging);
+        return Err(io_err("write", &staging, e));
+    }
+    let linked = std::fs::hard_link(&staging, path);
+    let _ = std::fs::remove_file(&staging);
+    match linked {
+        Ok(()) => sync_dir(dir).map(|()| true).map_err(|e| {
+            Error::io(format!("{} landed but its folder could not be made durable: {}", path.display(), e.message))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(io_err("publish", path, e)),
+    }
+}
+
 /// Creates a file that must not exist yet, creating its directory only when it is missing (the
 /// common case, an existing directory, costs one system call).
 pub fn create_new(path: &Path) -> std::io::Result<File> {
