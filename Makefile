@@ -58,6 +58,8 @@ demo-$(1): extension $(HOST_$(1))/.installed
 test-sql-$(1): extension $(HOST_$(1))/.installed
 	@echo "== sqllogictest on DuckDB $(1)"
 	$(HOST_$(1))/bin/python tools/sqllogictest.py sql_tests
+	@echo "== sqllogictest on DuckDB $(1), every catalog through a commit log"
+	$(HOST_$(1))/bin/python tools/sqllogictest.py --config sql_tests/configs/commit_log.json sql_tests
 
 test-python-$(1): extension $(HOST_$(1))/.installed
 	@echo "== pytest on DuckDB $(1)"
@@ -88,6 +90,7 @@ bench: extension $(VENV)/.installed
 	$(PYTHON) bench/scans.py
 	$(PYTHON) bench/consume.py
 	$(PYTHON) bench/lineage.py
+	$(PYTHON) bench/processes.py
 	cargo run --release --example core_commits
 	cargo run --release --example core_lookup
 

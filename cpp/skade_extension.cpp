@@ -13,6 +13,7 @@ static void LoadInternal(ExtensionLoader &loader) {
 	loader.SetDescription("skade: a single-file Apache Iceberg lakehouse with change data capture");
 	RegisterSkadeStorage(loader.GetDatabaseInstance());
 	loader.RegisterFunction(SkadeTablesFunction());
+	loader.RegisterFunction(SkadeCommitLogFunction());
 	loader.RegisterFunction(SkadeSnapshotsFunction());
 	loader.RegisterFunction(SkadeCommitsSinceFunction());
 	loader.RegisterFunction(SkadeLineageFunctions());

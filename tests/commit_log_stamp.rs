@@ -1,6 +1,7 @@
 //! A log-resident catalog (its `commit_log` stamp) is refused by every open without a provider,
-//! naming what it needs, before anything writes to it; a provider this build cannot drive yet is
-//! refused rather than ignored; a newer format is refused before the stamp is looked at.
+//! naming what it needs, before anything writes to it; a provider is never ignored (a plain
+//! catalog given one without a location to adopt is refused); a newer format is refused before
+//! the stamp is looked at.
 
 mod common;
 
@@ -57,11 +58,12 @@ fn a_stamped_catalog_is_refused_without_a_provider_on_every_open_path() {
     // refused before anything wrote to it: the stamp and the format are as they were
     assert_eq!(meta(&path, "commit_log").as_deref(), Some(stamp));
     assert_eq!(meta(&path, "format"), format_before);
-    // a provider this build cannot drive yet is refused, never ignored
+    // through its provider, the log must be there (and this catalog's): a missing one is named
     let provider: Arc<dyn CommitLogProvider> = Arc::new(FolderLogProvider);
-    let e = Catalog::open(&path, with(Some(provider), false)).err().expect("opened through a provider");
-    assert!(e.message.contains("cannot open a catalog through a commit log yet"), "{}", e.message);
-    assert!(e.message.contains("is log-resident (the commit log /shared/lake.log"), "{}", e.message);
+    let e = Catalog::open(&path, with(Some(provider), false)).err().expect("opened without its log");
+    assert!(e.message.contains("the commit log /shared/lake.log of skade catalog"), "{}", e.message);
+    assert!(e.message.contains("is missing (no adoption stamp"), "{}", e.message);
+    assert!(!Path::new("/shared/lake.log").exists(), "a missing log was made anew");
     // a damaged stamp is named
     set_meta(&path, "commit_log", "{not json");
     let e = Catalog::open(&path, with(None, false)).err().unwrap();
@@ -86,7 +88,7 @@ fn a_newer_format_is_refused_before_the_stamp_and_a_provider_is_never_silently_i
     let attached = open(&plain);
     for read_only in [false, true] {
         let e = Catalog::open(&plain, with(Some(provider.clone()), read_only)).err().expect("provider ignored");
-        assert!(e.message.contains("will not ignore the provider"), "{}", e.message);
+        assert!(e.message.contains("a commit log provider is never ignored"), "{}", e.message);
     }
     drop(attached);
     // nor is a new catalog created through one

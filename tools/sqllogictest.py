@@ -13,7 +13,10 @@ Supported records (the subset skade's tests use):
   loop <var> <from> <to> ... endloop      repeat, substituting ${var}
   onlyif duckdb <version prefix>          the next statement or query runs only in that DuckDB
   # comment
-`__TEST_DIR__` is a fresh directory per file, `__EXTENSION__` the extension path. Values are
+`__TEST_DIR__` is a fresh directory per file, `__EXTENSION__` the extension path. `--config <file>`
+runs the files under a configuration (sql_tests/configs/*.json, as DuckLake's test/configs):
+`attach_options` are added to every `ATTACH '<path>' ... (TYPE skade ...)`, `{path}` standing for
+the catalog's path; `skip` names files (with why) the configuration does not apply to. Values are
 compared as DuckDB renders them (CAST AS VARCHAR); NULL is `NULL`, the empty string `(empty)`.
 Prints one line per failure and ends with `N passed, N failed, N skipped` (a file that requires a
 peer extension not installed is skipped). The extension: --extension, else $SKADE_EXTENSION, else the build
@@ -134,16 +137,24 @@ def render(v):
     return str(v)
 
 
+ATTACH_SKADE = re.compile(r"(ATTACH\s+(?:IF\s+NOT\s+EXISTS\s+)?'([^']*)'\s+AS\s+\w+\s*\(\s*TYPE\s+skade)", re.IGNORECASE)
+
+
 class Runner:
-    def __init__(self, path, extension, test_dir):
+    def __init__(self, path, extension, test_dir, config=None):
         self.path, self.extension, self.test_dir = path, extension, test_dir
+        self.config = config or {}
         self.db_path = ":memory:"
         self.required = []
         self.db = None
         self.cons = {}
 
     def subst(self, s):
-        return s.replace("__TEST_DIR__", self.test_dir).replace("__EXTENSION__", self.extension)
+        s = s.replace("__TEST_DIR__", self.test_dir).replace("__EXTENSION__", self.extension)
+        options = self.config.get("attach_options")
+        if options:
+            s = ATTACH_SKADE.sub(lambda m: f"{m.group(1)}, {options.replace('{path}', m.group(2))}", s)
+        return s
 
     def open(self):
         self.close()
@@ -265,10 +276,13 @@ class Runner:
 
 
 def run_file(args):
-    path, extension = args
+    path, extension, config = args
+    skip = (config or {}).get("skip", {}).get(os.path.relpath(path, ROOT).replace(os.sep, "/"))
+    if skip:
+        return path, None, f"not under config {config['name']}: {skip}"
     test_dir = tempfile.mkdtemp(prefix="skade-slt-")
     try:
-        Runner(path, extension, test_dir).run()
+        Runner(path, extension, test_dir, config).run()
         return path, None, None
     except Skipped as s:
         return path, None, str(s)
@@ -285,14 +299,22 @@ def main():
     p.add_argument("paths", nargs="*", default=[os.path.join(ROOT, "sql_tests")])
     p.add_argument("--extension", default=built_extension(), help="default: the build for this DuckDB")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--config", help="a configuration file (sql_tests/configs/*.json)")
     a = p.parse_args()
+    config = None
+    if a.config:
+        import json
+        with open(a.config, encoding="utf-8") as f:
+            config = json.load(f)
+        config["name"] = os.path.splitext(os.path.basename(a.config))[0]
+        print(f"== configuration {config['name']}: {config.get('description', '')}", flush=True)
     files = []
     for path in a.paths:
         files += sorted(glob.glob(os.path.join(path, "**", "*.test"), recursive=True)) if os.path.isdir(path) else [path]
     extension = os.path.abspath(a.extension)
     passed = failed = skipped = 0
     with concurrent.futures.ProcessPoolExecutor(max_workers=a.jobs) as pool:
-        for path, error, skip in pool.map(run_file, [(f, extension) for f in files]):
+        for path, error, skip in pool.map(run_file, [(f, extension, config) for f in files]):
             rel = os.path.relpath(path, ROOT)
             if skip:
                 skipped += 1

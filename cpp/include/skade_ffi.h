@@ -205,6 +205,8 @@ skade_status *skade_fn_wait(const skade_txn *txn, int64_t since, const char *con
                             skade_interrupted_fn interrupted, void *context, struct ArrowArrayStream *result);
 // Reads every record of the catalog file and each table's metadata file: one row per part, with what is damaged.
 skade_status *skade_fn_check(const skade_catalog *catalog, struct ArrowArrayStream *result);
+// A log-resident catalog's commit log as this process sees it (no row for a plain catalog).
+skade_status *skade_fn_commit_log(const skade_catalog *catalog, struct ArrowArrayStream *result);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@ use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Mutex;
 
 use redb::{ReadableTable, WriteTransaction};
+use serde::{Deserialize, Serialize};
 
 use super::consumers::{ConsumerChange, ConsumerRecord};
 use super::names::key;
@@ -24,7 +25,7 @@ use super::tables::{
 use crate::error::{Error, Result};
 
 /// What must still hold when a change is applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Expect {
     SchemaAbsent,
     /// The schema exists and holds no table.
@@ -35,7 +36,7 @@ pub enum Expect {
 }
 
 /// One change to one schema or table: its pointer effect, its precondition and its log row.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Change {
     pub effect: StateChange,
     pub expect: Expect,
@@ -55,13 +56,16 @@ impl Change {
 }
 
 /// All the changes of one transaction: applied all together or not at all.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CommitRequest {
     pub changes: Vec<Change>,
     pub actor: String,
     /// For tables dropped by this request: their uuid (log rows name the table's identity).
+    #[serde(with = "pair_keyed")]
     pub dropped_uuids: HashMap<(String, String), String>,
-    /// Files the new pointers reference that are not yet fsynced (DURABILITY 'eventual'/'none').
+    /// Files the new pointers reference that are not yet fsynced (DURABILITY 'eventual'/'none';
+    /// a log-resident catalog commits durably and its batches carry none).
+    #[serde(skip)]
     pub files: Vec<String>,
     /// Changes to named consumers (they take no commit_seq).
     pub consumers: Vec<ConsumerChange>,
@@ -69,6 +73,26 @@ pub struct CommitRequest {
     pub sinks: Vec<SinkChange>,
     /// What the transaction read (kept on each of its records).
     pub inputs: Vec<InputRecord>,
+}
+
+/// Serde for a map keyed by (schema, table) pairs, which JSON objects cannot key by: a sorted
+/// list of `[[schema, table], value]`.
+mod pair_keyed {
+    use std::collections::HashMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    type Map = HashMap<(String, String), String>;
+
+    pub fn serialize<S: Serializer>(map: &Map, s: S) -> Result<S::Ok, S::Error> {
+        let mut pairs: Vec<(&(String, String), &String)> = map.iter().collect();
+        pairs.sort();
+        pairs.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Map, D::Error> {
+        Ok(Vec::<((String, String), String)>::deserialize(d)?.into_iter().collect())
+    }
 }
 
 struct Pending {
@@ -135,38 +159,52 @@ pub fn apply_group(
     staged: &mut Option<Staged>,
 ) -> Result<Vec<Result<Vec<CommitRecord>>>> {
     store.write(durable, |tx| {
-        let seq_before = tx.open_table(COUNTERS)?.get(COMMIT_SEQ)?.map(|v| v.value()).unwrap_or(0);
-        let mut seq = seq_before;
-        let mut results = Vec::with_capacity(requests.len());
-        for request in requests {
-            match check(tx, request) {
-                Err(e) => results.push(Err(e)),
-                Ok(()) => {
-                    let mut records = Vec::with_capacity(request.changes.len());
-                    let transaction = (request.changes.len() > 1).then_some(seq + 1);
-                    for change in &request.changes {
-                        seq += 1;
-                        let record = write_change(tx, request, change, seq, transaction, committed_at_us)?;
-                        records.push(record);
-                    }
-                    for change in &request.consumers {
-                        write_consumer(tx, change)?;
-                    }
-                    for change in &request.sinks {
-                        tx.open_table(LINEAGE_SINKS)?
-                            .insert(change.name.as_str(), serde_json::to_vec(&change.record)?.as_slice())?;
-                    }
-                    results.push(Ok(records));
-                }
-            }
-        }
+        let (seq_before, results) = apply_requests(tx, requests, committed_at_us)?;
         let mut counters = tx.open_table(COUNTERS)?;
-        counters.insert(COMMIT_SEQ, seq)?;
         let stored = counters.get(NEXT_SNAPSHOT_ID)?.map(|v| v.value()).unwrap_or(1);
         counters.insert(NEXT_SNAPSHOT_ID, stored.max(next_snapshot_id as u64))?;
         *staged = Some(Staged { seq_before, results: results.clone() });
         Ok(results)
     })
+}
+
+/// Applies `requests` in order inside `tx`: each is checked whole against what the transaction
+/// holds (the requests before it included), and written with the next commit_seqs when its
+/// checks pass; a request that fails them writes nothing. Returns the commit_seq before them and
+/// one result per request. The same requests on the same file give the same rows: a commit
+/// log's fold relies on it.
+pub fn apply_requests(
+    tx: &WriteTransaction,
+    requests: &[CommitRequest],
+    committed_at_us: i64,
+) -> Result<(u64, Vec<Result<Vec<CommitRecord>>>)> {
+    let seq_before = tx.open_table(COUNTERS)?.get(COMMIT_SEQ)?.map(|v| v.value()).unwrap_or(0);
+    let mut seq = seq_before;
+    let mut results = Vec::with_capacity(requests.len());
+    for request in requests {
+        match check(tx, request) {
+            Err(e) => results.push(Err(e)),
+            Ok(()) => {
+                let mut records = Vec::with_capacity(request.changes.len());
+                let transaction = (request.changes.len() > 1).then_some(seq + 1);
+                for change in &request.changes {
+                    seq += 1;
+                    let record = write_change(tx, request, change, seq, transaction, committed_at_us)?;
+                    records.push(record);
+                }
+                for change in &request.consumers {
+                    write_consumer(tx, change)?;
+                }
+                for change in &request.sinks {
+                    tx.open_table(LINEAGE_SINKS)?
+                        .insert(change.name.as_str(), serde_json::to_vec(&change.record)?.as_slice())?;
+                }
+                results.push(Ok(records));
+            }
+        }
+    }
+    tx.open_table(COUNTERS)?.insert(COMMIT_SEQ, seq)?;
+    Ok((seq_before, results))
 }
 
 /// The pointer states a request's earlier changes would leave (None = removed): a request is
@@ -356,7 +394,7 @@ mod tests {
     fn store() -> (Store, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!("skade-commit-{}-{}", std::process::id(), uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        let (store, _) = Store::open(&dir.join("c.skade"), false, None, None).unwrap();
+        let (store, _) = Store::open(&dir.join("c.skade"), false, None, false).unwrap();
         (store, dir)
     }
 

@@ -42,7 +42,7 @@ impl ConsumedTable {
 }
 
 /// What must still hold of a consumer when a change to it commits.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConsumerExpect {
     Absent,
     /// The same consumer (not dropped, reset or created again since it was read).
@@ -52,7 +52,7 @@ pub enum ConsumerExpect {
 }
 
 /// One transaction's net change to one consumer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConsumerChange {
     /// The name's key.
     pub key: String,

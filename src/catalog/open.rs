@@ -11,7 +11,9 @@ use iceberg::io::FileIO;
 use tokio::sync::broadcast;
 
 use super::commit::{apply_group, CommitRequest, Committer, Staged};
+use super::log_commit::{Landed, LogLink, LogStatus};
 use super::options::{AttachOptions, Durability};
+use super::residency;
 use super::state::CatalogState;
 use super::store::{CommitRecord, Store};
 use crate::error::{Error, ErrorKind, Result};
@@ -61,6 +63,8 @@ pub(crate) struct Inner {
     durable_seq: AtomicU64,
     /// One lock per table uuid, held by a committer from reading the table's head to its commit.
     table_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// A log-resident catalog's link to its commit log (its commits go through it).
+    log: Option<LogLink>,
 }
 
 /// How long an acknowledged commit may stay non-durable under DURABILITY 'eventual'.
@@ -81,10 +85,7 @@ impl Catalog {
         let registry = registry.get_or_insert_with(HashMap::new);
         let key = path.canonicalize().unwrap_or_else(|_| path.clone());
         if let Some(inner) = registry.get(&key).and_then(Weak::upgrade) {
-            if let Some(log) = &log {
-                // (attached already: not log-resident, and a provider is never silently ignored)
-                return Err(super::store::cannot_drive(&path, log.as_ref(), None));
-            }
+            residency::check_shared_open(&path, inner.log.as_ref(), log.as_deref(), &options)?;
             if inner.store.read_only() && !options.read_only {
                 return Err(Error::permission(format!(
                     "skade catalog {} is already attached read-only in this process; detach it first",
@@ -119,8 +120,8 @@ impl Catalog {
         // a moment: wait for it rather than report another process.
         let closing = registry.contains_key(&key);
         let mut attempt = 0;
-        let (store, loaded) = loop {
-            match Store::open(&path, options.read_only, data_path.as_deref(), log.as_deref()) {
+        let opened = loop {
+            match residency::open(&path, &options, data_path.as_deref()) {
                 Err(e) if closing && e.kind == ErrorKind::Permission && attempt < 200 => {
                     attempt += 1;
                     std::thread::sleep(Duration::from_millis(10));
@@ -128,6 +129,7 @@ impl Catalog {
                 other => break other?,
             }
         };
+        let residency::Opened { store, loaded, log } = opened;
         let (events, _) = broadcast::channel(COMMIT_EVENT_BUFFER);
         let inner = Arc::new(Inner {
             store,
@@ -147,9 +149,13 @@ impl Catalog {
             handles: AtomicUsize::new(0),
             durable_seq: AtomicU64::new(loaded.commit_seq),
             table_locks: Mutex::new(HashMap::new()),
+            log,
         });
         if inner.durability == Durability::Eventual && !inner.store.read_only() {
             spawn_flusher(Arc::downgrade(&inner));
+        }
+        if let Some(link) = &inner.log {
+            spawn_follower(Arc::downgrade(&inner), link.poll);
         }
         let key = path.canonicalize().unwrap_or(path);
         registry.retain(|_, w| w.strong_count() > 0);
@@ -225,8 +231,32 @@ impl Catalog {
         self.inner.store.commit_seq_of(table_uuid, snapshot_id)
     }
 
-    pub(crate) fn allocate_snapshot_id(&self) -> i64 {
-        self.inner.next_snapshot_id.fetch_add(1, Ordering::SeqCst)
+    /// A snapshot id no other snapshot of the catalog's tables has, whichever process stages it.
+    pub(crate) fn allocate_snapshot_id(&self) -> Result<i64> {
+        match &self.inner.log {
+            Some(link) => {
+                self.inner.usable_store()?;
+                link.next_snapshot_id(&self.inner.store)
+            }
+            None => Ok(self.inner.next_snapshot_id.fetch_add(1, Ordering::SeqCst)),
+        }
+    }
+
+    /// The commit log this catalog commits through, if it is log-resident, as this process sees
+    /// it.
+    pub fn commit_log_status(&self) -> Result<Option<LogStatus>> {
+        let Some(link) = &self.inner.log else { return Ok(None) };
+        self.inner.usable_store()?;
+        Ok(Some(link.status(self.inner.store.log_position()?)?))
+    }
+
+    /// Brings the in-memory state up to the catalog file, which other processes fold their
+    /// commits into (a log-resident catalog; a plain one has no other writer).
+    pub(crate) fn catch_up(&self) -> Result<()> {
+        match &self.inner.log {
+            Some(link) => self.inner.reload(link),
+            None => Ok(()),
+        }
     }
 
     pub(crate) fn durable_at_commit(&self) -> bool {
@@ -279,6 +309,9 @@ impl Catalog {
     /// Group-commits `request`; on success the new state is visible before this returns.
     pub(crate) fn commit(&self, request: CommitRequest) -> Result<Vec<CommitRecord>> {
         let inner = &self.inner;
+        if let Some(link) = &inner.log {
+            return inner.committer.commit(request, |group| inner.commit_through_log(link, &group));
+        }
         inner.committer.commit(request, |group| {
             crate::failpoint::hit("before_catalog_commit");
             if let Err(e) = inner.recover_store() {
@@ -301,15 +334,7 @@ impl Catalog {
                 let mut state = CatalogState::clone(&guard);
                 for (request, result) in group.iter().zip(&results) {
                     if result.is_ok() {
-                        for change in &request.changes {
-                            state.apply(&change.effect);
-                        }
-                        for change in &request.consumers {
-                            state.apply_consumer(change);
-                        }
-                        for change in &request.sinks {
-                            state.apply_sink(change);
-                        }
+                        apply_request(&mut state, request);
                     }
                 }
                 *guard = Arc::new(state);
@@ -365,6 +390,77 @@ impl Pending {
 }
 
 impl Inner {
+    /// The commit path of a log-resident catalog (called by the group-commit leader): the group
+    /// goes through the log, then the in-memory state follows the file, with this group's changes
+    /// applied directly when nothing else landed in between.
+    fn commit_through_log(&self, link: &LogLink, group: &[CommitRequest]) -> Vec<Result<Vec<CommitRecord>>> {
+        crate::failpoint::hit("before_catalog_commit");
+        let landed = self.usable_store().and_then(|_| link.commit(&self.store, group));
+        let Landed { results, prepared_on, won, folded_alone } = match landed {
+            Ok(landed) => landed,
+            Err(e) => {
+                let _ = self.reload(link); // (winners folded on the way are visible all the same)
+                return group.iter().map(|_| Err(e.clone())).collect();
+            }
+        };
+        crate::failpoint::hit("after_catalog_commit");
+        let applied_alone = won.is_some() && folded_alone && {
+            let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
+            let alone = link.position.load(Ordering::SeqCst) == prepared_on;
+            if alone {
+                let mut state = CatalogState::clone(&guard);
+                for (request, result) in group.iter().zip(&results) {
+                    if result.is_ok() {
+                        apply_request(&mut state, request);
+                    }
+                }
+                *guard = Arc::new(state);
+                link.position.store(prepared_on + 1, Ordering::SeqCst);
+                self.publish(results.iter().flatten().flatten().cloned().collect());
+            }
+            alone
+        };
+        if !applied_alone {
+            if let Err(e) = self.reload(link) {
+                // the commit landed (its batch is in the log); the state catches up at the next poll
+                eprintln!("skade: {}: reading the catalog after a commit failed: {e}", self.store.path.display());
+            }
+        }
+        results
+    }
+
+    /// Brings the in-memory state of a log-resident catalog up to the catalog file (which every
+    /// process folds its commits into), publishing the commits it had not seen, in order.
+    fn reload(&self, link: &LogLink) -> Result<()> {
+        if self.store.log_position()? <= link.position.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let loaded = self.store.load(None)?;
+        let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
+        if loaded.log_position <= link.position.load(Ordering::SeqCst) {
+            return Ok(()); // another thread got there first
+        }
+        let seen = self.durable_seq.load(Ordering::SeqCst);
+        let mut records = self.store.commits_since(seen, usize::MAX)?;
+        records.retain(|r| r.seq <= loaded.commit_seq);
+        *guard = Arc::new(loaded.state);
+        link.position.store(loaded.log_position, Ordering::SeqCst);
+        self.durable_seq.fetch_max(loaded.commit_seq, Ordering::SeqCst);
+        self.publish(records);
+        Ok(())
+    }
+
+    /// One poll of a log-resident catalog: fold what the log holds past the file (a writable
+    /// attach), truncate the log now and then, and bring the in-memory state up to the file.
+    fn follow(&self, link: &LogLink) -> Result<()> {
+        self.usable_store()?;
+        if !self.store.read_only() {
+            self.committer.exclusive(|| link.catch_up(&self.store))?;
+            link.truncate(self.store.log_position()?)?;
+        }
+        self.reload(link)
+    }
+
     fn publish(&self, records: Vec<CommitRecord>) {
         if let Some(last) = records.last() {
             self.durable_seq.fetch_max(last.seq, Ordering::SeqCst);
@@ -583,6 +679,50 @@ impl Drop for Inner {
         if let Err(e) = self.flush() {
             eprintln!("skade: making {} durable at close failed: {e}", self.store.path.display());
         }
+    }
+}
+
+/// Applies a committed request to the in-memory state.
+fn apply_request(state: &mut CatalogState, request: &CommitRequest) {
+    for change in &request.changes {
+        state.apply(&change.effect);
+    }
+    for change in &request.consumers {
+        state.apply_consumer(change);
+    }
+    for change in &request.sinks {
+        state.apply_sink(change);
+    }
+}
+
+/// The poll of a log-resident catalog: every `poll`, other processes' commits reach this one
+/// (its state, its commit feed and the waits on it). Ends when the catalog is closed. A failing
+/// poll (the log's folder unreachable a moment) is retried at the next; the first of a run of
+/// failures is reported.
+fn spawn_follower(inner: Weak<Inner>, poll: Duration) {
+    let spawned = std::thread::Builder::new().name("skade-log-follow".into()).spawn(move || {
+        let mut failing = false;
+        loop {
+            std::thread::sleep(poll);
+            let Some(inner) = inner.upgrade() else { return };
+            if inner.handles.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            let Some(link) = &inner.log else { return };
+            match inner.follow(link) {
+                Ok(()) => failing = false,
+                Err(e) if !failing => {
+                    failing = true;
+                    eprintln!("skade: following the commit log of {}: {e}", inner.store.path.display());
+                }
+                Err(_) => {}
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        eprintln!(
+            "skade: cannot start the commit log poll ({e}); other processes' commits show at the next own commit"
+        );
     }
 }
 

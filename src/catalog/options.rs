@@ -29,6 +29,15 @@ impl Durability {
         }
     }
 
+    /// Its name in ATTACH's DURABILITY option.
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Immediate => "immediate",
+            Durability::Eventual => "eventual",
+            Durability::None => "none",
+        }
+    }
+
     /// Whether a commit's files and the catalog are durable before it is acknowledged.
     pub fn durable_at_commit(self) -> bool {
         self == Durability::Immediate
@@ -47,10 +56,19 @@ pub struct AttachOptions {
     /// `write.target-file-size-bytes` property, else 512 MB, as in DuckLake and Iceberg).
     pub target_file_size: Option<u64>,
     pub lineage: LineageOptions,
-    /// The commit log this open goes through, over the process's registered provider
-    /// (`commit_log::register_commit_log`); see `Store::check_residency`.
+    /// The commit log provider this open goes through, over the process's registered one
+    /// (`commit_log::register_commit_log`), over the in-tree folder log when only a location is
+    /// given (see `catalog::residency`).
     pub commit_log: Option<std::sync::Arc<dyn crate::commit_log::CommitLogProvider>>,
+    /// COMMIT_LOG: where the log is (for the folder log, a folder): needed to make a catalog
+    /// log-resident; a log-resident catalog's stamp names its own.
+    pub commit_log_location: Option<String>,
+    /// COMMIT_LOG_POLL_MS: how often a log-resident catalog looks for other processes' commits.
+    pub commit_log_poll: std::time::Duration,
 }
+
+/// The default of COMMIT_LOG_POLL_MS.
+pub const DEFAULT_COMMIT_LOG_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Lineage (docs/design/lineage.md): the history table and an OpenLineage collector. ATTACH
 /// options win over the environment variables openlineage-python reads, so a process started
@@ -134,6 +152,8 @@ impl Default for AttachOptions {
             target_file_size: None,
             lineage: LineageOptions::default(),
             commit_log: None,
+            commit_log_location: None,
+            commit_log_poll: DEFAULT_COMMIT_LOG_POLL,
         }
     }
 }
@@ -170,14 +190,30 @@ impl AttachOptions {
                 }
                 "target_file_size" => o.target_file_size = Some(parse_size("TARGET_FILE_SIZE", value)?),
                 "lineage" => lineage = Some(parse_bool("LINEAGE", value)?),
+                "commit_log" => {
+                    if value.is_empty() {
+                        return Err(Error::invalid("COMMIT_LOG must name the commit log's folder"));
+                    }
+                    o.commit_log_location = Some(value.to_string());
+                }
+                "commit_log_poll_ms" => {
+                    let ms: u64 =
+                        value.trim().parse().ok().filter(|ms| (1..=3_600_000).contains(ms)).ok_or_else(|| {
+                            Error::invalid(format!(
+                                "COMMIT_LOG_POLL_MS '{value}' is not a number of milliseconds from 1 to 3600000"
+                            ))
+                        })?;
+                    o.commit_log_poll = std::time::Duration::from_millis(ms);
+                }
                 k @ ("openlineage_url" | "openlineage_endpoint" | "openlineage_namespace" | "openlineage_api_key") => {
                     openlineage.insert(k.to_string(), value.to_string());
                 }
                 other => {
                     return Err(Error::invalid(format!(
                         "unknown ATTACH option '{}' for a skade catalog (known: DATA_PATH, \
-                         READ_ONLY, DURABILITY, ACTOR, TARGET_FILE_SIZE, LINEAGE, OPENLINEAGE_URL, \
-                         OPENLINEAGE_ENDPOINT, OPENLINEAGE_NAMESPACE, OPENLINEAGE_API_KEY)",
+                         READ_ONLY, DURABILITY, ACTOR, TARGET_FILE_SIZE, COMMIT_LOG, COMMIT_LOG_POLL_MS, \
+                         LINEAGE, OPENLINEAGE_URL, OPENLINEAGE_ENDPOINT, OPENLINEAGE_NAMESPACE, \
+                         OPENLINEAGE_API_KEY)",
                         other.to_uppercase()
                     )))
                 }

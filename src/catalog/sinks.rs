@@ -30,7 +30,7 @@ pub struct SinkRecord {
 }
 
 /// One transaction's change to one sink.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SinkChange {
     pub name: String,
     /// The cursor the change moves from (0 for a sink not stored yet).

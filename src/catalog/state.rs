@@ -99,7 +99,7 @@ impl CatalogState {
 }
 
 /// A change to the catalog's pointers, as staged by a transaction and applied by a commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StateChange {
     PutSchema(SchemaRecord),
     DropSchema(String),

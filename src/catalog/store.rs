@@ -1,8 +1,11 @@
 //! The redb file: the catalog's single source of truth.
 //!
 //! Tables (format `skade-catalog-2`; `migrate` keeps the version):
-//! - `meta`: format stamp, data path, creation time.
-//! - `counters`: `commit_seq` (last assigned, gapless from 1), `next_snapshot_id`.
+//! - `meta`: format stamp, data path, creation time, `catalog_uuid` (its identity; absent in files
+//!   made before it was kept, until one is adopted by a log), `commit_log` (a log-resident
+//!   catalog's stamp: [`LogStamp`]).
+//! - `counters`: `commit_seq` (last assigned, gapless from 1), `next_snapshot_id`, and in a
+//!   log-resident catalog `log_position` (the last position of its log folded into the file).
 //! - `schemas`: schema key -> [`SchemaRecord`] (JSON).
 //! - `tables`: (schema key, table key) -> [`TableRecord`] (JSON): the current metadata pointer.
 //! - `commits`: (table uuid, snapshot id) -> commit_seq.
@@ -30,7 +33,6 @@ use serde::{Deserialize, Serialize};
 use super::migrate::{migrate, readable, stamp, version_of, FORMAT_VERSION, MIGRATIONS};
 use super::names::DEFAULT_SCHEMA;
 use super::state::{CatalogState, SchemaRecord, TableRecord};
-use crate::commit_log::CommitLogProvider;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Where the catalog file was created (canonical): Iceberg metadata holds absolute paths, so a
@@ -40,7 +42,8 @@ const CREATED_AS: &str = "created_as";
 use super::consumers::ConsumerRecord;
 use super::sinks::SinkRecord;
 use super::tables::{
-    COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, META, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES,
+    COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, LOG_POSITION, META, NEXT_SNAPSHOT_ID, SCHEMAS,
+    TABLES,
 };
 
 /// redb's file header starts with these bytes; anything else is not ours and is left untouched.
@@ -110,6 +113,8 @@ pub struct Store {
     db: RwLock<Option<Db>>,
     pub path: PathBuf,
     read_only: bool,
+    /// Opened for several processes at once (redb's multi-writer mode): a log-resident catalog.
+    shared: bool,
     /// redb latched an I/O failure (it then refuses every access): reopen before the next one.
     failed: AtomicBool,
 }
@@ -120,22 +125,20 @@ pub struct Loaded {
     pub data_path: PathBuf,
     pub commit_seq: u64,
     pub next_snapshot_id: i64,
+    /// The last log position folded into the file (0 for a plain catalog).
+    pub log_position: u64,
 }
 
 impl Store {
-    /// Opens the catalog at `path`, creating it (with `data_path`) when absent and writable.
-    pub fn open(
-        path: &Path,
-        read_only: bool,
-        data_path: Option<&Path>,
-        log: Option<&dyn CommitLogProvider>,
-    ) -> Result<(Store, Loaded)> {
+    /// Opens the catalog file at `path`, creating it (with `data_path`) when absent and writable;
+    /// `shared` opens it for several processes at once (a log-resident catalog's). Nothing else
+    /// is written: see [`Self::residency`], then [`Self::migrate`] and [`Self::load`]. Returns
+    /// the store and whether it was created.
+    pub fn open(path: &Path, read_only: bool, data_path: Option<&Path>, shared: bool) -> Result<(Store, bool)> {
         install_quiet_panics();
         let exists = path.exists();
         if exists {
             check_magic(path)?;
-        } else if let Some(log) = log {
-            return Err(cannot_drive(path, log, None));
         } else if read_only {
             return Err(Error::catalog(format!(
                 "cannot open skade catalog {} read-only: the file does not exist",
@@ -150,35 +153,31 @@ impl Store {
                 )));
             }
         }
-        let db = open_db(path, read_only, !exists)?;
-        let store =
-            Store { db: RwLock::new(Some(db)), path: path.to_path_buf(), read_only, failed: AtomicBool::new(false) };
+        let db = open_db(path, read_only, !exists, shared)?;
+        let store = Store {
+            db: RwLock::new(Some(db)),
+            path: path.to_path_buf(),
+            read_only,
+            shared,
+            failed: AtomicBool::new(false),
+        };
         if !exists {
             let data_path = match data_path {
                 Some(p) => p.to_path_buf(),
                 None => default_data_path(path),
             };
             store.initialize(&data_path)?;
-        } else {
-            store.check_residency(log)?;
-            if !read_only {
-                store.migrate()?;
-            }
         }
-        let loaded = store.load(data_path)?;
-        Ok((store, loaded))
+        Ok((store, !exists))
     }
 
     pub fn read_only(&self) -> bool {
         self.read_only
     }
 
-    /// A log-resident catalog (stamped `commit_log` in its meta table: its commits go through a
-    /// commit log, issue 23) opens only through that log: every open without a provider is
-    /// refused, naming what it needs, before anything (a migration) writes to it. This build
-    /// folds no log yet, so an open that brings a provider is refused too rather than ignoring
-    /// it. A format newer than this build's is refused first.
-    fn check_residency(&self, log: Option<&dyn CommitLogProvider>) -> Result<()> {
+    /// The file's commit log stamp, if it is log-resident (its commits go through a commit log,
+    /// issue 23). A format newer than this build's is refused first, and a damaged stamp is named.
+    pub fn residency(&self) -> Result<Option<LogStamp>> {
         let (format, stamp) = self.read(|tx| {
             let Ok(meta) = tx.open_table(META) else {
                 return Ok((None, None)); // not ours: `load` says so
@@ -189,17 +188,45 @@ impl Store {
         if let Some(format) = &format {
             version_of(format, &self.path.display().to_string(), FORMAT_VERSION)?;
         }
-        let stamp = stamp.map(|s| LogStamp::parse(&s, &self.path)).transpose()?;
-        match (&stamp, log) {
-            (Some(s), None) => Err(Error::catalog(format!(
-                "skade catalog {} is log-resident: its commits go through the commit log {} ({}), and this process has no commit log provider; it opens only through that log, in a skade build that commits through commit logs (this one does not yet), given the provider (AttachOptions::commit_log or skade::commit_log::register_commit_log)",
-                self.path.display(),
-                s.location,
-                s.provider
-            ))),
-            (_, Some(log)) => Err(cannot_drive(&self.path, log, stamp.as_ref())),
-            (None, None) => Ok(()),
+        stamp.map(|s| LogStamp::parse(&s, &self.path)).transpose()
+    }
+
+    /// The catalog's identity (meta `catalog_uuid`), made when the file has none yet (it was
+    /// created before identities were kept).
+    pub fn catalog_uuid(&self) -> Result<String> {
+        let stored = self.read(|tx| Ok(tx.open_table(META)?.get(CATALOG_UUID)?.map(|v| v.value().to_string())))?;
+        if let Some(uuid) = stored {
+            return Ok(uuid);
         }
+        self.write(true, |tx| {
+            let mut meta = tx.open_table(META)?;
+            let existing = meta.get(CATALOG_UUID)?.map(|v| v.value().to_string());
+            if let Some(uuid) = existing {
+                return Ok(uuid); // another process made it meanwhile
+            }
+            let uuid = uuid::Uuid::new_v4().to_string();
+            meta.insert(CATALOG_UUID, uuid.as_str())?;
+            Ok(uuid)
+        })
+    }
+
+    /// Stamps the file log-resident (one durable transaction): from now on it opens only through
+    /// the log, and its fold starts after position 0 (the log's adoption stamp).
+    pub fn stamp_log_resident(&self, stamp: &LogStamp) -> Result<()> {
+        self.write(true, |tx| {
+            let mut meta = tx.open_table(META)?;
+            let existing = meta.get(COMMIT_LOG_STAMP)?.map(|v| v.value().to_string());
+            if existing.is_none() {
+                meta.insert(COMMIT_LOG_STAMP, serde_json::to_string(stamp)?.as_str())?;
+                tx.open_table(COUNTERS)?.insert(LOG_POSITION, 0)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The last log position folded into the file (0 for a plain catalog).
+    pub fn log_position(&self) -> Result<u64> {
+        self.read(|tx| Ok(tx.open_table(COUNTERS)?.get(LOG_POSITION)?.map(|v| v.value()).unwrap_or(0)))
     }
 
     /// Runs `f` in a read transaction.
@@ -224,10 +251,30 @@ impl Store {
                 return Err(Error::internal("a read-only store was opened writable"));
             };
             let mut tx = db.begin_write()?;
-            tx.set_durability(if durable { redb::Durability::Immediate } else { redb::Durability::None })?;
+            // (a shared file's commits are durable whatever is asked: redb allows no other)
+            if !self.shared {
+                tx.set_durability(if durable { redb::Durability::Immediate } else { redb::Durability::None })?;
+            }
             let out = f(&tx)?;
             tx.commit()?;
             Ok(out)
+        })
+    }
+
+    /// Runs `f` in a write transaction and aborts it: what `f` wrote is seen by `f` alone. On a
+    /// shared file the transaction holds every other process's writes off while it runs.
+    pub fn write_aborted<T>(&self, f: impl FnOnce(&WriteTransaction) -> Result<T>) -> Result<T> {
+        if self.read_only {
+            return Err(Error::permission(format!("skade catalog {} is attached read-only", self.path.display())));
+        }
+        self.access(|db| {
+            let Db::ReadWrite(db) = db else {
+                return Err(Error::internal("a read-only store was opened writable"));
+            };
+            let tx = db.begin_write()?;
+            let out = f(&tx);
+            tx.abort()?;
+            out
         })
     }
 
@@ -289,7 +336,7 @@ impl Store {
             return Ok(()); // another thread reopened it meanwhile
         }
         close_quietly(guard.take());
-        let db = open_db(&self.path, self.read_only, false)?;
+        let db = open_db(&self.path, self.read_only, false, self.shared)?;
         *guard = Some(db);
         self.failed.store(false, Ordering::SeqCst);
         Ok(())
@@ -313,6 +360,7 @@ impl Store {
                 meta.insert(CREATED_AS, created_as)?;
             }
             meta.insert("created_at", chrono::Utc::now().to_rfc3339().as_str())?;
+            meta.insert(CATALOG_UUID, uuid::Uuid::new_v4().to_string().as_str())?;
             let mut counters = tx.open_table(COUNTERS)?;
             counters.insert(COMMIT_SEQ, 0)?;
             counters.insert(NEXT_SNAPSHOT_ID, 1)?;
@@ -330,7 +378,7 @@ impl Store {
     /// Brings an older file to this build's format (one durable transaction with its new stamp).
     /// Only an older file is written to: an up-to-date one (or one that is not ours) is left as
     /// it is, without a write transaction.
-    fn migrate(&self) -> Result<()> {
+    pub fn migrate(&self) -> Result<()> {
         let path = self.path.display().to_string();
         let stamp = self.read(|tx| match tx.open_table(META) {
             Ok(meta) => Ok(meta.get("format").ok().flatten().map(|v| v.value().to_string())),
@@ -390,8 +438,9 @@ impl Store {
                     )));
                 }
             }
-            let (commit_seq, next_snapshot_id) =
-                read_counters(&tx.open_table(COUNTERS)?).map_err(|e| self.corrupt(&e))?;
+            let counters = tx.open_table(COUNTERS)?;
+            let (commit_seq, next_snapshot_id) = read_counters(&counters).map_err(|e| self.corrupt(&e))?;
+            let log_position = counters.get(LOG_POSITION)?.map(|v| v.value()).unwrap_or(0);
             let mut state = CatalogState::default();
             for row in tx.open_table(SCHEMAS)?.iter()? {
                 let (k, v) = row?;
@@ -429,7 +478,7 @@ impl Store {
                 Err(redb::TableError::TableDoesNotExist(_)) => {}
                 Err(e) => return Err(e.into()),
             }
-            Ok(Loaded { state, data_path, commit_seq, next_snapshot_id })
+            Ok(Loaded { state, data_path, commit_seq, next_snapshot_id, log_position })
         })
     }
 
@@ -546,17 +595,20 @@ fn read_counters(counters: &impl ReadableTable<&'static str, u64>) -> std::resul
     Ok((counter(COMMIT_SEQ)?, counter(NEXT_SNAPSHOT_ID)? as i64))
 }
 
-fn open_db(path: &Path, read_only: bool, create: bool) -> Result<Db> {
+fn open_db(path: &Path, read_only: bool, create: bool, shared: bool) -> Result<Db> {
     let mut builder = redb::Builder::new();
     builder.set_cache_size(16 << 20);
+    if shared {
+        builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    }
     QUIET.with(|q| q.set(q.get() + 1));
     let opened = catch_unwind(AssertUnwindSafe(|| -> Result<Db> {
         Ok(if read_only {
-            Db::ReadOnly(builder.open_read_only(path).map_err(|e| open_error(path, e))?)
+            Db::ReadOnly(builder.open_read_only(path).map_err(|e| open_error(path, e, shared))?)
         } else if create {
-            Db::ReadWrite(builder.create(path).map_err(|e| open_error(path, e))?)
+            Db::ReadWrite(builder.create(path).map_err(|e| open_error(path, e, shared))?)
         } else {
-            Db::ReadWrite(builder.open(path).map_err(|e| open_error(path, e))?)
+            Db::ReadWrite(builder.open(path).map_err(|e| open_error(path, e, shared))?)
         })
     }));
     QUIET.with(|q| q.set(q.get() - 1));
@@ -583,6 +635,18 @@ fn close_quietly(db: Option<Db>) {
     QUIET.with(|q| q.set(q.get() - 1));
 }
 
+/// The commit log stamp of a catalog file that other processes hold open through their commit
+/// log (an open without one finds it busy): read through a read-only handle of the same kind.
+pub fn peek_stamp(path: &Path) -> Option<LogStamp> {
+    let Ok(Db::ReadOnly(db)) = open_db(path, true, false, true) else {
+        return None;
+    };
+    let tx = db.begin_read().ok()?;
+    let meta = tx.open_table(META).ok()?;
+    let text = meta.get(COMMIT_LOG_STAMP).ok()??.value().to_string();
+    LogStamp::parse(&text, path).ok()
+}
+
 /// `lake.skade` -> `lake.skade.data/`, beside the file.
 pub fn default_data_path(catalog: &Path) -> PathBuf {
     let mut name = catalog.file_name().map(|n| n.to_os_string()).unwrap_or_default();
@@ -602,10 +666,16 @@ fn check_magic(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn open_error(path: &Path, e: redb::DatabaseError) -> Error {
+fn open_error(path: &Path, e: redb::DatabaseError, shared: bool) -> Error {
     match e {
+        redb::DatabaseError::DatabaseAlreadyOpen if shared => Error::permission(format!(
+            "skade catalog {} is already open in another process that attached it without a commit log (a \
+             catalog that is not log-resident has one writer at a time)",
+            path.display()
+        )),
         redb::DatabaseError::DatabaseAlreadyOpen => Error::permission(format!(
-            "skade catalog {} is already open in another process (a catalog has one writer at a time)",
+            "skade catalog {} is already open in another process (a catalog has one writer at a time; several \
+             processes share one through a commit log: ATTACH ... (TYPE skade, COMMIT_LOG '<folder>'))",
             path.display()
         )),
         redb::DatabaseError::Storage(redb::StorageError::Corrupted(why)) => {
@@ -705,6 +775,8 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
 
 /// The meta row that makes a catalog log-resident: its provider's name and log location (JSON).
 pub const COMMIT_LOG_STAMP: &str = "commit_log";
+/// The meta row holding the catalog's identity (a uuid): a commit log serves one catalog.
+pub const CATALOG_UUID: &str = "catalog_uuid";
 
 /// A log-resident catalog's stamp.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -714,22 +786,9 @@ pub struct LogStamp {
 }
 
 impl LogStamp {
-    fn parse(text: &str, path: &Path) -> Result<LogStamp> {
+    pub(crate) fn parse(text: &str, path: &Path) -> Result<LogStamp> {
         serde_json::from_str(text).map_err(|e| {
             Error::corrupt(format!("skade catalog {}: its commit_log stamp is damaged ({e}): {text}", path.display()))
         })
     }
-}
-
-/// This build opens no catalog through a commit log yet: refused, not ignored (issue 23).
-pub(crate) fn cannot_drive(path: &Path, log: &dyn CommitLogProvider, stamp: Option<&LogStamp>) -> Error {
-    let what = match stamp {
-        Some(s) => format!("is log-resident (the commit log {}, {})", s.location, s.provider),
-        None => "is not log-resident".to_string(),
-    };
-    Error::invalid(format!(
-        "a commit log provider ({}) was given for skade catalog {}, which {what}; this build cannot open a catalog through a commit log yet, and will not ignore the provider",
-        log.name(),
-        path.display()
-    ))
 }

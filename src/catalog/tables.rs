@@ -16,3 +16,5 @@ pub const LINEAGE_SINKS: TableDefinition<&str, &[u8]> = TableDefinition::new("li
 
 pub const COMMIT_SEQ: &str = "commit_seq";
 pub const NEXT_SNAPSHOT_ID: &str = "next_snapshot_id";
+/// A log-resident catalog's last log position folded into the file (its checkpoint).
+pub const LOG_POSITION: &str = "log_position";

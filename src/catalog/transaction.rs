@@ -206,6 +206,9 @@ impl Catalog {
 
 impl Transaction {
     pub(crate) fn new(catalog: Catalog) -> Self {
+        // Other processes' commits, folded into the shared file since the last poll, are seen at
+        // once (a failure here leaves the view as of the last poll, which reports it).
+        let _ = catalog.catch_up();
         let view = catalog.state();
         Transaction {
             catalog,
@@ -788,7 +791,7 @@ impl Transaction {
                 continue;
             };
             let md = inner.metadata.get(&record.metadata_location)?;
-            let snapshot_id = self.catalog.allocate_snapshot_id();
+            let snapshot_id = self.catalog.allocate_snapshot_id()?;
             let key_check = match KeyColumns::of(md.current_schema())? {
                 // a compaction's rows are the table's own: their keys are live already
                 _ if changes.operation == Some(Operation::Replace) => None,

@@ -181,7 +181,8 @@ impl Committer for FolderLog {
                 )));
             }
         }
-        if crate::io::publish_new(&self.file(seq), &envelope(seq, batch))? {
+        // a position taken already (a committer behind the head) is lost without writing a batch
+        if !self.exists(seq)? && crate::io::publish_new(&self.file(seq), &envelope(seq, batch))? {
             return Ok(Offered::Won(seq));
         }
         let since = self.tail(seq, usize::MAX)?;
@@ -244,6 +245,15 @@ impl LogReader for FolderLog {
             }
         }
         Ok(batches)
+    }
+
+    fn adoption(&self) -> Result<Option<Vec<u8>>> {
+        self.get(0)
+    }
+
+    fn start(&self) -> Result<u64> {
+        self.require_adopted()?;
+        self.refresh_low()
     }
 
     fn truncate_below(&self, seq: u64) -> Result<u64> {
@@ -338,7 +348,7 @@ mod tests {
     #[test]
     fn a_position_is_won_once_and_the_loser_gets_every_batch_since() {
         let (_dir, log) = log();
-        assert_eq!(log.adoption().unwrap(), None);
+        assert_eq!(Committer::adoption(&log).unwrap(), None);
         assert_eq!(log.adopt(b"stamp a").unwrap(), b"stamp a");
         assert_eq!(log.adopt(b"stamp b").unwrap(), b"stamp a", "the first stamp holds");
         assert_eq!(log.offer(1, b"one").unwrap(), Offered::Won(1));
@@ -406,7 +416,7 @@ mod tests {
         }
         assert_eq!(log.truncate_below(4).unwrap(), 3);
         assert_eq!(log.truncate_below(4).unwrap(), 0);
-        assert_eq!(log.adoption().unwrap().unwrap(), b"stamp");
+        assert_eq!(LogReader::adoption(&log).unwrap().unwrap(), b"stamp");
         assert_eq!(log.tail(4, 9).unwrap().len(), 2);
         // behind the truncation: errors, never a win or an empty tail taken for the head
         let stale = FolderLog::open(dir.path().join("log").to_str().unwrap()).unwrap();

@@ -50,6 +50,10 @@ pub trait LogReader: Send + Sync {
     /// Removes the batches below `seq` (every reader starts from a checkpoint past them); the
     /// adoption stamp stays. Returns how many it removed.
     fn truncate_below(&self, seq: u64) -> Result<u64>;
+    /// The stamp at position 0, if the log was adopted.
+    fn adoption(&self) -> Result<Option<Vec<u8>>>;
+    /// The first position the log still holds (1 unless it was truncated).
+    fn start(&self) -> Result<u64>;
 }
 
 /// A commit log implementation: hands an open catalog the committer and reader of the log at

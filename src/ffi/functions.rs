@@ -14,8 +14,8 @@ use super::{arg, column_list, guard, handle, out, SkadeStatus};
 use crate::changelog::filters::Filters;
 use crate::error::Error;
 use crate::functions::{
-    changelog, check, commits_since, compact, consumers, expire_snapshots, lineage, lineage_delivery, lookup_stats,
-    snapshots, tables,
+    changelog, check, commit_log, commits_since, compact, consumers, expire_snapshots, lineage, lineage_delivery,
+    lookup_stats, snapshots, tables,
 };
 
 #[no_mangle]
@@ -28,6 +28,7 @@ pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut
             "skade_lineage" => lineage::schema(),
             "skade_lineage_delivery" | "skade_lineage_flush" => lineage_delivery::schema(),
             "skade_check" => check::schema(),
+            "skade_commit_log" => commit_log::schema(),
             "skade_expire_snapshots" => expire_snapshots::schema(),
             "skade_compact" => compact::schema(),
             "skade_lookup_stats" => lookup_stats::schema(),
@@ -105,6 +106,18 @@ pub unsafe extern "C" fn skade_fn_lineage_delivery(
         }
         let batch = lineage_delivery::rows(catalog)?;
         let reader = RecordBatchIterator::new([Ok(batch)], lineage_delivery::schema());
+        out(result, super::export_stream(reader))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_commit_log(
+    catalog: *const SkadeCatalog,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let batch = commit_log::rows(&handle(catalog, "catalog")?.0)?;
+        let reader = RecordBatchIterator::new([Ok(batch)], commit_log::schema());
         out(result, super::export_stream(reader))
     })
 }

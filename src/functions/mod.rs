@@ -2,6 +2,7 @@
 
 pub mod changelog;
 pub(crate) mod check;
+pub(crate) mod commit_log;
 pub(crate) mod commits_since;
 pub(crate) mod compact;
 pub(crate) mod consumers;

@@ -100,6 +100,7 @@ SkadeCatalog &SkadeCatalogByName(ClientContext &context, const string &name);
 SkadeTableEntry &SkadeTableByName(ClientContext &context, const string &qualified_name);
 
 TableFunction SkadeTablesFunction();
+TableFunction SkadeCommitLogFunction();
 TableFunction SkadeSnapshotsFunction();
 TableFunction SkadeCommitsSinceFunction();
 //! skade_lineage(catalog [, since_seq]).

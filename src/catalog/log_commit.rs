@@ -1,0 +1,336 @@
+//! Committing through a commit log (issue 23, docs/design/commit-log.md). The log is the arbiter
+//! and the durable record: a commit is a batch won at a position. The catalog file is every
+//! process's fold of the log (opened by all of them at once, redb's multi-writer mode), with the
+//! last folded position (`log_position`) as its checkpoint.
+//!
+//! One commit: prepare the group on the file as it is (position h) in a write transaction that is
+//! then aborted, which yields each request's result exactly as a fold on h will; offer the
+//! requests that passed as a batch at h + 1; won, fold it (unless another process already did);
+//! lost, fold the batches that won and prepare again on the new head, where a request whose
+//! premise changed fails its check (a conflict: the transaction rebases its appends or reports a
+//! retryable conflict, as it does in one process).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redb::{ReadableTable, WriteTransaction};
+
+use super::commit::{apply_requests, CommitRequest};
+use super::log_batch::{BatchKind, LogBatch};
+use super::store::{CommitRecord, Store};
+use super::tables::{COUNTERS, LOG_POSITION, NEXT_SNAPSHOT_ID};
+use crate::commit_log::{Batch, Committer, LogReader, Offered};
+use crate::error::{Error, Result};
+
+/// How often one commit may lose its position before it gives up (each loss folds the winners,
+/// so only a stream of other processes' commits makes it lose again).
+const MAX_LOST: usize = 256;
+/// Snapshot ids reserved at a time: the first block small (one process's ids stay 1, 2, 3, ...
+/// across a few reopens), then doubling up to the last.
+const ID_BLOCKS: [i64; 4] = [16, 64, 256, 1024];
+/// Folds read this many batches at a time.
+const FOLD_CHUNK: usize = 256;
+/// The log keeps this many positions below the catalog file's checkpoint (for inspection and
+/// for processes that are a little behind), and is truncated in steps of this many.
+pub const LOG_RETAIN: u64 = 1024;
+
+/// A catalog's link to its commit log.
+pub(crate) struct LogLink {
+    pub provider: String,
+    pub location: String,
+    /// None for a read-only attach.
+    committer: Option<Box<dyn Committer>>,
+    reader: Arc<dyn LogReader>,
+    /// How often the catalog looks for other processes' commits.
+    pub poll: Duration,
+    /// The log position the in-memory state shows.
+    pub position: AtomicU64,
+    /// Snapshot ids reserved for this process: the next one and the end of the block, and how
+    /// many blocks it took.
+    ids: Mutex<(i64, i64, usize)>,
+    /// Where this process last truncated the log.
+    truncated_below: AtomicU64,
+    /// Offers this process won and lost (a lost one folds the winners and is offered again).
+    won: AtomicU64,
+    lost: AtomicU64,
+}
+
+/// A log-resident catalog's commit log as one process sees it (`skade_commit_log`).
+#[derive(Debug, Clone)]
+pub struct LogStatus {
+    pub provider: String,
+    pub location: String,
+    /// The last position folded into the catalog file (its checkpoint).
+    pub checkpoint: u64,
+    /// The first and last positions the log holds (0, 0 when it holds none).
+    pub start: u64,
+    pub end: u64,
+    /// Offers of this process won and lost since it attached.
+    pub won: u64,
+    pub lost: u64,
+    pub poll_ms: u64,
+}
+
+/// What a commit through the log came to.
+pub(crate) struct Landed {
+    /// One result per request of the group.
+    pub results: Vec<Result<Vec<CommitRecord>>>,
+    /// The position the group was prepared on, and the one it won (None: nothing to offer,
+    /// every request failed its checks).
+    pub prepared_on: u64,
+    pub won: Option<u64>,
+    /// Whether this commit's fold was the file's next step from `prepared_on` (no other
+    /// process folded anything in between): the in-memory state then needs only this group.
+    pub folded_alone: bool,
+}
+
+impl LogLink {
+    pub fn new(
+        provider: &str,
+        location: &str,
+        committer: Option<Box<dyn Committer>>,
+        reader: Arc<dyn LogReader>,
+        poll: Duration,
+        position: u64,
+    ) -> LogLink {
+        LogLink {
+            provider: provider.to_string(),
+            location: location.to_string(),
+            committer,
+            reader,
+            poll,
+            position: AtomicU64::new(position),
+            ids: Mutex::new((0, 0, 0)),
+            truncated_below: AtomicU64::new(0),
+            won: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+        }
+    }
+
+    fn committer(&self) -> Result<&dyn Committer> {
+        self.committer.as_deref().ok_or_else(|| Error::permission("a read-only attach does not commit"))
+    }
+
+    /// Commits `group` through the log (called by the group-commit leader).
+    pub fn commit(&self, store: &Store, group: &[CommitRequest]) -> Result<Landed> {
+        for _ in 0..MAX_LOST {
+            let committed_at_us = chrono::Utc::now().timestamp_micros();
+            let (h, results) = store.write_aborted(|tx| {
+                let h = position(tx)?;
+                Ok((h, apply_requests(tx, group, committed_at_us)?.1))
+            })?;
+            let passing: Vec<CommitRequest> =
+                group.iter().zip(&results).filter(|(_, r)| r.is_ok()).map(|(q, _)| q.clone()).collect();
+            if passing.is_empty() {
+                return Ok(Landed { results, prepared_on: h, won: None, folded_alone: false });
+            }
+            let batch = LogBatch::new(BatchKind::Commit { committed_at_us, requests: passing });
+            match self.offer(h + 1, &batch)? {
+                None => {
+                    // Landed: the batch is the durable record. A fold that fails here (a full disk)
+                    // is done by the next commit or poll, of this process or another.
+                    let folded = store.write(true, |tx| fold(tx, [(h + 1, &batch)], &self.location));
+                    if let Err(e) = &folded {
+                        eprintln!("skade: folding position {} of the commit log {} failed: {e}", h + 1, self.location);
+                    }
+                    crate::failpoint::hit("after_log_fold");
+                    let folded_alone = folded.is_ok_and(|n| n == 1);
+                    return Ok(Landed { results, prepared_on: h, won: Some(h + 1), folded_alone });
+                }
+                Some(winners) => {
+                    self.fold_batches(store, &winners)?;
+                }
+            }
+        }
+        Err(Error::conflict(format!(
+            "transaction conflict: {MAX_LOST} commits of other processes landed in the commit log {} while this one \
+             was being offered; nothing was committed, retry the transaction",
+            self.location
+        )))
+    }
+
+    /// Offers `batch` at `seq`: None when it won, else the batches that hold the positions from
+    /// `seq` on. An offer that failed with an unknown outcome (an I/O error after the batch may
+    /// have been published) is settled by reading the position back.
+    fn offer(&self, seq: u64, batch: &LogBatch) -> Result<Option<Vec<Batch>>> {
+        let bytes = batch.encode()?;
+        let commit = matches!(batch.kind, BatchKind::Commit { .. });
+        if commit {
+            crate::failpoint::hit("before_log_offer");
+        }
+        let offered = self.committer()?.offer(seq, &bytes);
+        if commit {
+            crate::failpoint::hit("after_log_offer");
+        }
+        let outcome = match offered {
+            Ok(Offered::Won(_)) => Ok(None),
+            Ok(Offered::Lost(winners)) => Ok(Some(winners)),
+            Err(e) => match self.reader.tail(seq, usize::MAX) {
+                Ok(held) if held.is_empty() => Err(e),
+                Ok(held) => {
+                    let ours = LogBatch::decode(&held[0].bytes, seq, &self.location).is_ok_and(|b| b.id == batch.id);
+                    Ok((!ours).then_some(held))
+                }
+                Err(_) => Err(e),
+            },
+        };
+        match &outcome {
+            Ok(None) => self.won.fetch_add(1, Ordering::Relaxed),
+            Ok(Some(_)) => self.lost.fetch_add(1, Ordering::Relaxed),
+            Err(_) => 0,
+        };
+        outcome
+    }
+
+    /// Folds batches another process won (read from the log) into the file.
+    fn fold_batches(&self, store: &Store, batches: &[Batch]) -> Result<u64> {
+        let decoded = batches
+            .iter()
+            .map(|b| Ok((b.seq, LogBatch::decode(&b.bytes, b.seq, &self.location)?)))
+            .collect::<Result<Vec<_>>>()?;
+        store.write(true, |tx| fold(tx, decoded.iter().map(|(s, b)| (*s, b)), &self.location))
+    }
+
+    /// Folds into the file whatever the log holds past its checkpoint (other hosts' commits, or
+    /// a commit whose process died between winning its position and folding it). Returns how
+    /// many positions it folded.
+    pub fn catch_up(&self, store: &Store) -> Result<u64> {
+        let mut folded = 0;
+        loop {
+            let from = store.log_position()? + 1;
+            let batches = self.reader.tail(from, FOLD_CHUNK)?;
+            if batches.is_empty() {
+                return Ok(folded);
+            }
+            folded += self.fold_batches(store, &batches)?;
+        }
+    }
+
+    /// The next snapshot id of this process's reserved block, reserving a block through the log
+    /// when it is used up (called with the group-commit leader's lock held).
+    pub fn next_snapshot_id(&self, store: &Store) -> Result<i64> {
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        if ids.0 >= ids.1 {
+            let count = ID_BLOCKS[ids.2.min(ID_BLOCKS.len() - 1)];
+            let first = self.reserve(store, count)?;
+            *ids = (first, first + count, ids.2 + 1);
+        }
+        ids.0 += 1;
+        Ok(ids.0 - 1)
+    }
+
+    fn reserve(&self, store: &Store, count: i64) -> Result<i64> {
+        for _ in 0..MAX_LOST {
+            let (h, first) = store.read(|tx| {
+                let counters = tx.open_table(COUNTERS)?;
+                let h = counters.get(LOG_POSITION)?.map(|v| v.value()).unwrap_or(0);
+                Ok((h, counters.get(NEXT_SNAPSHOT_ID)?.map(|v| v.value()).unwrap_or(1) as i64))
+            })?;
+            let batch = LogBatch::new(BatchKind::ReserveSnapshotIds { first, count });
+            match self.offer(h + 1, &batch)? {
+                None => {
+                    store.write(true, |tx| fold(tx, [(h + 1, &batch)], &self.location))?;
+                    return Ok(first);
+                }
+                Some(winners) => {
+                    self.fold_batches(store, &winners)?;
+                }
+            }
+        }
+        Err(Error::conflict(format!(
+            "could not reserve snapshot ids in the commit log {}: other processes kept winning its positions; retry",
+            self.location
+        )))
+    }
+
+    /// Truncates the log below `checkpoint - LOG_RETAIN` once that is another [`LOG_RETAIN`]
+    /// past the last truncation (the catalog file, which every process shares, has folded
+    /// everything below its checkpoint durably).
+    pub fn truncate(&self, checkpoint: u64) -> Result<u64> {
+        let below = checkpoint.saturating_sub(LOG_RETAIN);
+        if self.committer.is_none() || below <= self.truncated_below.load(Ordering::Acquire) + LOG_RETAIN {
+            return Ok(0);
+        }
+        let start = self.reader.start()?;
+        if below < start {
+            self.truncated_below.fetch_max(start, Ordering::AcqRel); // another process did
+            return Ok(0);
+        }
+        let removed = self.reader.truncate_below(below)?;
+        self.truncated_below.fetch_max(below, Ordering::AcqRel);
+        Ok(removed)
+    }
+
+    /// The log as this process sees it, `checkpoint` being the catalog file's.
+    pub fn status(&self, checkpoint: u64) -> Result<LogStatus> {
+        let start = self.reader.start()?;
+        let mut end = checkpoint.max(start.saturating_sub(1));
+        while let Some(b) = self.reader.tail(end + 1, FOLD_CHUNK)?.last() {
+            end = b.seq;
+        }
+        Ok(LogStatus {
+            provider: self.provider.clone(),
+            location: self.location.clone(),
+            checkpoint,
+            start: if end >= start { start } else { 0 },
+            end,
+            won: self.won.load(Ordering::Relaxed),
+            lost: self.lost.load(Ordering::Relaxed),
+            poll_ms: self.poll.as_millis() as u64,
+        })
+    }
+}
+
+/// The file's last folded log position.
+fn position(tx: &WriteTransaction) -> Result<u64> {
+    Ok(tx.open_table(COUNTERS)?.get(LOG_POSITION)?.map(|v| v.value()).unwrap_or(0))
+}
+
+/// Folds `batches` (position, batch), in order, into the file: those at or below its checkpoint
+/// are skipped (another process folded them), the rest must follow it without a gap. Returns how
+/// many it folded. A batch that does not apply to the state it was prepared on is damage.
+fn fold<'a>(
+    tx: &WriteTransaction,
+    batches: impl IntoIterator<Item = (u64, &'a LogBatch)>,
+    location: &str,
+) -> Result<u64> {
+    let mut at = position(tx)?;
+    let mut folded = 0;
+    for (seq, batch) in batches {
+        if seq <= at {
+            continue;
+        }
+        if seq != at + 1 {
+            return Err(Error::corrupt(format!(
+                "the commit log {location} skips from position {at} to {seq}: the catalog cannot fold it"
+            )));
+        }
+        let bad = |why: String| {
+            Error::corrupt(format!(
+                "position {seq} of the commit log {location} (from {}) does not apply to the catalog: {why}",
+                batch.writer
+            ))
+        };
+        match &batch.kind {
+            BatchKind::Commit { committed_at_us, requests } => {
+                let (_, results) = apply_requests(tx, requests, *committed_at_us)?;
+                if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
+                    return Err(bad(e.message));
+                }
+            }
+            BatchKind::ReserveSnapshotIds { first, count } => {
+                let mut counters = tx.open_table(COUNTERS)?;
+                let next = counters.get(NEXT_SNAPSHOT_ID)?.map(|v| v.value()).unwrap_or(1) as i64;
+                if next != *first || *count < 1 {
+                    return Err(bad(format!("it reserves snapshot ids from {first}, the next free one is {next}")));
+                }
+                counters.insert(NEXT_SNAPSHOT_ID, (first + count) as u64)?;
+            }
+        }
+        tx.open_table(COUNTERS)?.insert(LOG_POSITION, seq)?;
+        at = seq;
+        folded += 1;
+    }
+    Ok(folded)
+}

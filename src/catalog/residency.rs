@@ -1,0 +1,262 @@
+//! Whether an open goes through a commit log (issue 23), and adoption.
+//!
+//! A catalog is log-resident when its meta table carries a [`LogStamp`] (provider and location).
+//! One precedence picks the provider of an open: its own (`AttachOptions::commit_log`), else the
+//! process's registration, else the in-tree folder log when a location (COMMIT_LOG) is given.
+//! Then:
+//! - stamped, no provider: refused, naming the log and the option that opens it, before anything
+//!   (a migration) writes to the file;
+//! - stamped, a provider: it must be the stamp's (name and location), and the log must be this
+//!   catalog's (its adoption stamp names the catalog's uuid);
+//! - not stamped, a provider and a location: adopted (read-write only): the log's position 0 is
+//!   raced for, then the file is stamped;
+//! - not stamped, a provider but no location: refused (never a provider silently ignored);
+//! - neither: a plain catalog, as before.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::log_batch::AdoptionStamp;
+use super::log_commit::LogLink;
+use super::options::{AttachOptions, Durability};
+use super::store::{peek_stamp, Loaded, LogStamp, Store};
+use crate::commit_log::folder::FolderLogProvider;
+use crate::commit_log::{provider_for, CommitLogProvider};
+use crate::error::{Error, ErrorKind, Result};
+
+/// An open catalog file: its store, what it holds, and its link to its commit log, if any.
+pub(crate) struct Opened {
+    pub store: Store,
+    pub loaded: Loaded,
+    pub log: Option<LogLink>,
+}
+
+/// Opens (or creates) the catalog file at `path` for `options`, plain or through its log.
+pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&Path>) -> Result<Opened> {
+    let provider = provider_for(options.commit_log.as_ref()).or_else(|| {
+        options.commit_log_location.as_ref().map(|_| Arc::new(FolderLogProvider) as Arc<dyn CommitLogProvider>)
+    });
+    let location = options.commit_log_location.as_deref().map(normalize).transpose()?;
+    if let Some(p) = &provider {
+        if options.durability != Durability::Immediate {
+            return Err(Error::invalid(format!(
+                "DURABILITY '{}' is not available through a commit log ({}): a commit is acknowledged once its \
+                 batch is durable in the log",
+                options.durability.name(),
+                p.name()
+            )));
+        }
+        if location.is_none() && !path.exists() {
+            return Err(no_location(path, p.as_ref()));
+        }
+    }
+    let shared = provider.is_some();
+    let (store, created) = match Store::open(path, options.read_only, data_path, shared) {
+        Err(e) if e.kind == ErrorKind::Permission && !shared => {
+            // busy: perhaps held by processes that commit through its log
+            return Err(peek_stamp(path).map(|s| needs_provider(path, &s)).unwrap_or(e));
+        }
+        other => other?,
+    };
+    let opened = (|| {
+        let link = match (store.residency()?, &provider) {
+            (None, None) => {
+                if !options.read_only {
+                    store.migrate()?;
+                }
+                None
+            }
+            (Some(stamp), None) => return Err(needs_provider(path, &stamp)),
+            (Some(stamp), Some(p)) => Some(connect(&store, &stamp, p.as_ref(), location.as_deref(), options)?),
+            (None, Some(p)) => {
+                if options.read_only {
+                    return Err(Error::invalid(format!(
+                        "skade catalog {} is not log-resident: a READ_ONLY attach cannot make it so (attach it \
+                         read-write with COMMIT_LOG once)",
+                        path.display()
+                    )));
+                }
+                let location = location.as_deref().ok_or_else(|| no_location(path, p.as_ref()))?;
+                store.migrate()?;
+                store.load(data_path)?; // (a writable copy of another catalog is refused before it is stamped)
+                adopt(&store, p.as_ref(), location)?;
+                let stamp = LogStamp { provider: p.name().to_string(), location: location.to_string() };
+                Some(connect(&store, &stamp, p.as_ref(), None, options)?)
+            }
+        };
+        if let Some(link) = &link {
+            if !options.read_only {
+                link.catch_up(&store)?; // what a process that died left unfolded, or other hosts wrote
+            }
+        }
+        let loaded = store.load(data_path)?;
+        if let Some(link) = &link {
+            link.position.store(loaded.log_position, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok((loaded, link))
+    })();
+    match opened {
+        Ok((loaded, log)) => Ok(Opened { store, loaded, log }),
+        Err(e) => {
+            drop(store);
+            if created {
+                // nothing is left of a catalog whose creation failed
+                let _ = std::fs::remove_file(path);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Races the log's position 0 for this catalog, then stamps the file: from then on it opens only
+/// through the log. A log that another catalog adopted is refused.
+fn adopt(store: &Store, provider: &dyn CommitLogProvider, location: &str) -> Result<()> {
+    let uuid = store.catalog_uuid()?;
+    let committer = provider.committer(location)?;
+    let ours = AdoptionStamp::new(&uuid, &store.path.display().to_string());
+    let held = committer.adopt(&serde_json::to_vec(&ours)?)?;
+    let held = AdoptionStamp::decode(&held, location)?;
+    if held.catalog != uuid {
+        return Err(another_catalogs(location, &held, &store.path));
+    }
+    let reader = provider.reader(location)?;
+    if !reader.tail(1, 1)?.is_empty() {
+        return Err(Error::catalog(format!(
+            "the commit log {location} already holds commits, but skade catalog {} was never stamped with it: \
+             it cannot adopt a log it did not write (name an empty folder)",
+            store.path.display()
+        )));
+    }
+    store.stamp_log_resident(&LogStamp { provider: provider.name().to_string(), location: location.to_string() })
+}
+
+/// Links a log-resident catalog to its log: the reader (every open asks the provider for it), a
+/// committer for a writable open, both checked against the stamp.
+fn connect(
+    store: &Store,
+    stamp: &LogStamp,
+    provider: &dyn CommitLogProvider,
+    location: Option<&str>,
+    options: &AttachOptions,
+) -> Result<LogLink> {
+    let path = &store.path;
+    if provider.name() != stamp.provider {
+        return Err(Error::invalid(format!(
+            "skade catalog {} commits through the commit log {} of provider '{}', but this open's provider is '{}'",
+            path.display(),
+            stamp.location,
+            stamp.provider,
+            provider.name()
+        )));
+    }
+    if let Some(given) = location {
+        if given != stamp.location {
+            return Err(Error::invalid(format!(
+                "COMMIT_LOG '{given}' is not skade catalog {}'s commit log: it commits through {}",
+                path.display(),
+                stamp.location
+            )));
+        }
+    }
+    let reader = provider.reader(&stamp.location)?;
+    let checkpoint = store.log_position()?;
+    match reader.adoption()? {
+        Some(held) => {
+            let held = AdoptionStamp::decode(&held, &stamp.location)?;
+            let uuid = store.catalog_uuid()?;
+            if held.catalog != uuid {
+                return Err(another_catalogs(&stamp.location, &held, path));
+            }
+        }
+        None => {
+            return Err(Error::catalog(format!(
+                "the commit log {} of skade catalog {} is missing (no adoption stamp; the catalog has folded \
+                 {checkpoint} position(s) of it): was the folder removed, moved or not mounted?",
+                stamp.location,
+                path.display()
+            )))
+        }
+    }
+    let committer = if options.read_only { None } else { Some(provider.committer(&stamp.location)?) };
+    Ok(LogLink::new(&stamp.provider, &stamp.location, committer, reader, options.commit_log_poll, checkpoint))
+}
+
+/// A log location as given, made absolute (as DATA_PATH is: relative to the working directory).
+fn normalize(location: &str) -> Result<String> {
+    let path = crate::io::absolute(Path::new(location))?;
+    path.to_str()
+        .map(|s| s.trim_end_matches('/').to_string())
+        .ok_or_else(|| Error::invalid(format!("COMMIT_LOG '{location}' is not valid UTF-8")))
+}
+
+fn needs_provider(path: &Path, stamp: &LogStamp) -> Error {
+    Error::catalog(format!(
+        "skade catalog {} is log-resident: its commits go through the commit log {} ({}), and this open has no \
+         commit log provider; attach it with COMMIT_LOG '{}' (or, embedding skade, give the provider: \
+         AttachOptions::commit_log or skade::commit_log::register_commit_log)",
+        path.display(),
+        stamp.location,
+        stamp.provider,
+        stamp.location
+    ))
+}
+
+fn no_location(path: &Path, provider: &dyn CommitLogProvider) -> Error {
+    Error::invalid(format!(
+        "a commit log provider ({}) was given for skade catalog {}, which is not log-resident, and no COMMIT_LOG \
+         location to make it so: name the log (COMMIT_LOG '<folder>'), the provider is never ignored",
+        provider.name(),
+        path.display()
+    ))
+}
+
+fn another_catalogs(location: &str, held: &AdoptionStamp, path: &Path) -> Error {
+    Error::invalid(format!(
+        "the commit log {location} belongs to another catalog ({}, catalog uuid {}), not to skade catalog {}: a \
+         commit log serves one catalog, give this one a folder of its own",
+        held.path,
+        held.catalog,
+        path.display()
+    ))
+}
+
+/// A second open of a catalog this process has open already shares that open: it must ask for
+/// the same (log or none), or it is refused as a first open would be.
+pub(crate) fn check_shared_open(
+    path: &Path,
+    open: Option<&LogLink>,
+    provider: Option<&dyn CommitLogProvider>,
+    options: &AttachOptions,
+) -> Result<()> {
+    let location = options.commit_log_location.as_deref().map(normalize).transpose()?;
+    match open {
+        Some(link) => {
+            if provider.is_none() && location.is_none() {
+                let stamp = LogStamp { provider: link.provider.clone(), location: link.location.clone() };
+                return Err(needs_provider(path, &stamp));
+            }
+            if let Some(given) = location.filter(|l| *l != link.location) {
+                return Err(Error::invalid(format!(
+                    "COMMIT_LOG '{given}' is not skade catalog {}'s commit log: it commits through {}",
+                    path.display(),
+                    link.location
+                )));
+            }
+            if let Some(p) = provider.filter(|p| p.name() != link.provider) {
+                return Err(Error::invalid(format!(
+                    "skade catalog {} is attached in this process through the commit log provider '{}', not '{}'",
+                    path.display(),
+                    link.provider,
+                    p.name()
+                )));
+            }
+            Ok(())
+        }
+        None if provider.is_some() || location.is_some() => Err(Error::invalid(format!(
+            "skade catalog {} is attached in this process without a commit log: DETACH it (every attach of it in \
+             this process) before attaching it through one; a commit log provider is never ignored",
+            path.display()
+        ))),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,266 @@
+//! A catalog committing through its commit log (issue 23): adoption, the opens it allows and
+//! refuses, and several processes (this test binary run again, SKADE_CATALOG_CHILD set)
+//! committing to one lake at once: every commit lands once, commit_seq stays gapless, appends to
+//! one table rebase over each other's, and a process killed at any point loses no acknowledged
+//! commit and leaves the lake readable.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::*;
+use skade::commit_log::folder::FolderLogProvider;
+use skade::commit_log::CommitLogProvider;
+
+fn through(log: &Path) -> AttachOptions {
+    AttachOptions { commit_log_location: Some(log.to_str().unwrap().to_string()), ..AttachOptions::default() }
+}
+
+fn open_through(path: &Path, log: &Path) -> Catalog {
+    Catalog::open(path, through(log)).unwrap()
+}
+
+/// The positions the log holds (1..), read back.
+fn positions(log: &Path) -> Vec<u64> {
+    let reader = FolderLogProvider.reader(log.to_str().unwrap()).unwrap();
+    reader.tail(reader.start().unwrap(), usize::MAX).unwrap().iter().map(|b| b.seq).collect()
+}
+
+fn all_ids(catalog: &Catalog, table: &str) -> Vec<i64> {
+    let txn = catalog.begin();
+    let t = txn.table("main", table).unwrap().unwrap();
+    ids(&txn, &t.record.uuid, None).0
+}
+
+#[test]
+fn a_new_catalog_adopts_its_log_and_then_opens_only_through_it() {
+    let dir = TestDir::new();
+    let path = dir.path().join("lake.skade");
+    let log = dir.path().join("lake.log");
+    {
+        let catalog = open_through(&path, &log);
+        let txn = catalog.begin();
+        let uuid = create(&txn, "t");
+        txn.commit().unwrap();
+        commit_append(&catalog, &uuid, 0..10);
+        assert_eq!(catalog.head_seq(), 2);
+    }
+    // position 0 holds the adoption stamp; the snapshot-id reservation, the create and the append
+    // are positions 1..=3
+    assert!(log.join(format!("{:020}.batch", 0)).exists());
+    assert_eq!(positions(&log), vec![1, 2, 3]);
+    // without the log: refused, naming it and the option
+    let e = Catalog::open(&path, AttachOptions::default()).err().expect("opened without its log");
+    assert!(e.message.contains("is log-resident"), "{}", e.message);
+    assert!(e.message.contains(&format!("COMMIT_LOG '{}'", log.display())), "{}", e.message);
+    // another location, or a read-only attach without it: refused too
+    let e = Catalog::open(&path, through(&dir.path().join("elsewhere"))).err().unwrap();
+    assert!(e.message.contains("is not skade catalog"), "{}", e.message);
+    let e = Catalog::open(&path, AttachOptions { read_only: true, ..AttachOptions::default() }).err().unwrap();
+    assert!(e.message.contains("is log-resident"), "{}", e.message);
+    // through it: everything is there; read-only through it too
+    let catalog = open_through(&path, &log);
+    assert_eq!(all_ids(&catalog, "t"), (0..10).collect::<Vec<_>>());
+    drop(catalog);
+    let ro = Catalog::open(&path, AttachOptions { read_only: true, ..through(&log) }).unwrap();
+    assert_eq!(all_ids(&ro, "t"), (0..10).collect::<Vec<_>>());
+    assert_eq!(ro.commits_since(0, 100).unwrap().len(), 2);
+}
+
+#[test]
+fn a_plain_catalog_is_adopted_keeping_its_history_and_a_log_serves_one_catalog() {
+    let dir = TestDir::new();
+    let (catalog, uuid) = catalog_with_table(&dir);
+    commit_append(&catalog, &uuid, 0..5);
+    let path = catalog.path().to_path_buf();
+    drop(catalog);
+    let log = dir.path().join("log");
+    let catalog = open_through(&path, &log);
+    assert_eq!(catalog.head_seq(), 2, "commit_seq continues from the plain catalog's");
+    commit_append(&catalog, &uuid, 5..8);
+    assert_eq!(catalog.head_seq(), 3);
+    assert_eq!(all_ids(&catalog, "t"), (0..8).collect::<Vec<_>>());
+    drop(catalog);
+    // another catalog cannot take this log
+    let other = dir.path().join("other.skade");
+    let e = Catalog::open(&other, through(&log)).err().expect("a second catalog adopted the log");
+    assert!(e.message.contains("belongs to another catalog"), "{}", e.message);
+    assert!(!other.exists(), "the refused catalog was left behind");
+    // a provider without a location, for a catalog that is not log-resident: refused
+    let plain = dir.path().join("plain.skade");
+    drop(open(&plain));
+    let provider: Arc<dyn CommitLogProvider> = Arc::new(FolderLogProvider);
+    let e =
+        Catalog::open(&plain, AttachOptions { commit_log: Some(provider), ..AttachOptions::default() }).err().unwrap();
+    assert!(e.message.contains("no COMMIT_LOG location"), "{}", e.message);
+    // DURABILITY other than immediate is refused through a log
+    let e = Catalog::open(
+        &plain,
+        AttachOptions { durability: skade::catalog::options::Durability::Eventual, ..through(&dir.path().join("l2")) },
+    )
+    .err()
+    .unwrap();
+    assert!(e.message.contains("not available through a commit log"), "{}", e.message);
+}
+
+#[test]
+fn a_second_attach_in_one_process_must_ask_for_the_same_log() {
+    let dir = TestDir::new();
+    let path = dir.path().join("lake.skade");
+    let log = dir.path().join("lake.log");
+    let first = open_through(&path, &log);
+    let second = open_through(&path, &log);
+    assert!(Catalog::open(&path, AttachOptions::default()).is_err());
+    assert!(Catalog::open(&path, through(&dir.path().join("x"))).is_err());
+    drop((first, second));
+    let plain = dir.path().join("plain.skade");
+    let attached = open(&plain);
+    let e = Catalog::open(&plain, through(&log)).err().unwrap();
+    assert!(e.message.contains("without a commit log"), "{}", e.message);
+    drop(attached);
+}
+
+/// A child's work, printed line by line: `ack <commit_seq> <first> <last>` once an append of
+/// ids first..last is committed.
+fn child(path: &str, log: &str, id: i64, commits: i64) {
+    let catalog = Catalog::open(Path::new(path), through(Path::new(log))).unwrap();
+    let mut done = 0;
+    while done < commits {
+        let first = id * 1_000_000 + done * 10;
+        let txn = catalog.begin();
+        let uuid = txn.table("main", "t").unwrap().unwrap().record.uuid.clone();
+        append(&txn, &uuid, first..first + 10);
+        match txn.commit() {
+            Ok(records) => {
+                println!("ack {} {first} {}", records[0].seq, first + 10);
+                done += 1;
+            }
+            Err(e) if e.kind == ErrorKind::Conflict => println!("conflict {}", e.message), // retried
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let status = catalog.commit_log_status().unwrap().unwrap();
+    println!("offers won {} lost {}", status.won, status.lost);
+}
+
+#[test]
+fn the_child_entry() {
+    if let Ok(args) = std::env::var("SKADE_CATALOG_CHILD") {
+        let p: Vec<&str> = args.split('\n').collect();
+        child(p[0], p[1], p[2].parse().unwrap(), p[3].parse().unwrap());
+    }
+}
+
+fn spawn(path: &Path, log: &Path, id: i64, commits: i64) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "the_child_entry", "--nocapture", "--test-threads=1"])
+        .env("SKADE_CATALOG_CHILD", format!("{}\n{}\n{id}\n{commits}", path.display(), log.display()))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// (commit_seq, first id, last id) of each acknowledged commit in a child's output.
+fn acks(output: &str) -> Vec<(u64, i64, i64)> {
+    output
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split("ack ").nth(1)?.split_whitespace().map(|w| w.parse::<i64>().ok());
+            Some((w.next()?? as u64, w.next()??, w.next()??))
+        })
+        .collect()
+}
+
+/// A lake with table `t`, attached through its log; closed again.
+fn lake(dir: &TestDir) -> (std::path::PathBuf, std::path::PathBuf) {
+    let path = dir.path().join("lake.skade");
+    let log = dir.path().join("lake.log");
+    let catalog = open_through(&path, &log);
+    let txn = catalog.begin();
+    create(&txn, "t");
+    txn.commit().unwrap();
+    (path, log)
+}
+
+#[test]
+fn two_and_four_processes_commit_to_one_lake_each_commit_once_gaplessly() {
+    for n in [2, 4] {
+        let dir = TestDir::new();
+        let (path, log) = lake(&dir);
+        let per_child = 25;
+        // this process watches while the children commit
+        let watcher = open_through(&path, &log);
+        let children: Vec<_> = (1..=n).map(|i| spawn(&path, &log, i, per_child)).collect();
+        let mut acked = vec![];
+        let mut conflicts = 0;
+        let mut lost = 0;
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "a child failed: {}", String::from_utf8_lossy(&out.stderr));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            conflicts += stdout.lines().filter(|l| l.contains("conflict ")).count();
+            lost += stdout.lines().filter_map(|l| l.split(" lost ").nth(1)?.trim().parse::<u64>().ok()).sum::<u64>();
+            acked.extend(acks(&stdout));
+        }
+        assert_eq!(acked.len() as i64, n * per_child);
+        eprintln!(
+            "{n} processes: {} positions for {} commits, {conflicts} conflicts retried, {lost} offers lost",
+            positions(&log).len(),
+            acked.len()
+        );
+        // commit_seq gapless and each commit once: the create is 1, the appends 2..
+        let mut seqs: Vec<u64> = acked.iter().map(|a| a.0).collect();
+        seqs.sort_unstable();
+        assert_eq!(seqs, (2..2 + (n * per_child) as u64).collect::<Vec<_>>(), "{n} processes");
+        // the watcher sees every row once (within its poll, at once after a catch-up)
+        let expected: BTreeSet<i64> = acked.iter().flat_map(|a| a.1..a.2).collect();
+        let mut got = all_ids(&watcher, "t");
+        let len = got.len();
+        got.dedup();
+        assert_eq!(got.len(), len, "a row landed twice");
+        assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), expected);
+        let feed = watcher.commits_since(0, usize::MAX).unwrap();
+        assert_eq!(
+            feed.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            (1..=1 + (n * per_child) as u64).collect::<Vec<_>>()
+        );
+        // the log is gapless from 1
+        let p = positions(&log);
+        assert_eq!(p, (1..=p.len() as u64).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn a_process_killed_while_committing_loses_no_acknowledged_commit() {
+    let dir = TestDir::new();
+    let (path, log) = lake(&dir);
+    for round in 0..3 {
+        let mut victim = spawn(&path, &log, 10 + round, i64::MAX);
+        let survivor = spawn(&path, &log, 20 + round, 20);
+        // kill the victim once it has acknowledged a few commits, mid-stream
+        let mut lines = BufReader::new(victim.stdout.take().unwrap()).lines();
+        let mut victim_acks = vec![];
+        while victim_acks.len() < 3 + round as usize * 2 {
+            let line = lines.next().expect("the victim stopped").unwrap();
+            victim_acks.extend(acks(&line));
+        }
+        victim.kill().unwrap();
+        victim.wait().unwrap();
+        victim_acks.extend(lines.map_while(|l| l.ok()).flat_map(|l| acks(&l)));
+        let out = survivor.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let survivor_acks = acks(&String::from_utf8_lossy(&out.stdout));
+        // a fresh open folds whatever the victim left in the log, and holds every acknowledged row
+        let catalog = open_through(&path, &log);
+        let rows: BTreeSet<i64> = all_ids(&catalog, "t").into_iter().collect();
+        for (seq, first, last) in victim_acks.iter().chain(&survivor_acks) {
+            assert!((*first..*last).all(|i| rows.contains(&i)), "acknowledged commit {seq} lost (round {round})");
+        }
+        let feed: Vec<u64> = catalog.commits_since(0, usize::MAX).unwrap().iter().map(|r| r.seq).collect();
+        assert_eq!(feed, (1..=feed.len() as u64).collect::<Vec<_>>(), "gapless after a kill");
+        let p = positions(&log);
+        assert_eq!(p, (1..=p.len() as u64).collect::<Vec<_>>());
+    }
+}
