@@ -47,6 +47,19 @@ fn a_new_catalog_adopts_its_log_and_then_opens_only_through_it() {
         commit_append(&catalog, &uuid, 0..10);
         assert_eq!(catalog.head_seq(), 2);
     }
+    // the file is format 3 (builds before the commit log refuse it as newer), stamped with its log
+    {
+        use redb::{ReadableDatabase, TableDefinition};
+        let db = redb::Database::builder()
+            .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+            .open_read_only(&path)
+            .unwrap();
+        let tx = db.begin_read().unwrap();
+        let meta = tx.open_table(TableDefinition::<&str, &str>::new("meta")).unwrap();
+        assert_eq!(meta.get("format").unwrap().unwrap().value(), "skade-catalog-3");
+        let stamp = meta.get("commit_log").unwrap().unwrap().value().to_string();
+        assert!(stamp.contains("skade folder log") && stamp.contains("lake.log"), "{stamp}");
+    }
     // position 0 holds the adoption stamp; the snapshot-id reservation, the create and the append
     // are positions 1..=3
     assert!(log.join(format!("{:020}.batch", 0)).exists());
@@ -263,4 +276,144 @@ fn a_process_killed_while_committing_loses_no_acknowledged_commit() {
         let p = positions(&log);
         assert_eq!(p, (1..=p.len() as u64).collect::<Vec<_>>());
     }
+}
+
+/// A child that attaches a lake (new or not) once `go` exists, appends one row, and prints it.
+fn creating_child(path: &str, log: &str, go: &str, id: i64) {
+    while !Path::new(go).exists() {
+        std::thread::yield_now();
+    }
+    let catalog = Catalog::open(Path::new(path), through(Path::new(log))).unwrap();
+    let txn = catalog.begin();
+    let uuid = match txn.table("main", "t").unwrap() {
+        Some(t) => t.record.uuid.clone(),
+        None => create(&txn, "t"),
+    };
+    append(&txn, &uuid, id..id + 1);
+    match txn.commit() {
+        Ok(_) => println!("ack {id}"),
+        Err(e) if e.kind == ErrorKind::Conflict => println!("conflict {id}"), // two made `t` at once
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn the_creating_child_entry() {
+    if let Ok(args) = std::env::var("SKADE_CREATING_CHILD") {
+        let p: Vec<&str> = args.split('\n').collect();
+        creating_child(p[0], p[1], p[2], p[3].parse().unwrap());
+    }
+}
+
+#[test]
+fn processes_creating_one_new_lake_at_once_agree_on_one_catalog() {
+    for round in 0..8 {
+        let dir = TestDir::new();
+        let (path, log, go) = (dir.path().join("lake.skade"), dir.path().join("lake.log"), dir.path().join("go"));
+        let children: Vec<_> = (0..3)
+            .map(|i| {
+                Command::new(std::env::current_exe().unwrap())
+                    .args(["--exact", "the_creating_child_entry", "--nocapture", "--test-threads=1"])
+                    .env(
+                        "SKADE_CREATING_CHILD",
+                        format!("{}\n{}\n{}\n{i}", path.display(), log.display(), go.display()),
+                    )
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::fs::write(&go, b"").unwrap();
+        let mut acked = vec![];
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "round {round}: {}", String::from_utf8_lossy(&out.stderr));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            acked.extend(stdout.lines().filter_map(|l| l.split("ack ").nth(1)?.trim().parse::<i64>().ok()));
+        }
+        let catalog = open_through(&path, &log);
+        let rows = all_ids(&catalog, "t");
+        assert_eq!(
+            rows,
+            {
+                acked.sort();
+                acked
+            },
+            "round {round}"
+        );
+        let feed: Vec<u64> = catalog.commits_since(0, usize::MAX).unwrap().iter().map(|r| r.seq).collect();
+        assert_eq!(feed, (1..=feed.len() as u64).collect::<Vec<_>>(), "round {round}");
+        assert!(
+            std::fs::read_dir(dir.path()).unwrap().all(|e| !e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".staging")),
+            "a staging file was left"
+        );
+    }
+}
+
+/// A log whose conditional create is retried after the first attempt landed (an S3 retry
+/// answered 412): it reports the committer's own batch as the winner of the position, once.
+#[derive(Debug)]
+struct RetriedCreates(std::sync::atomic::AtomicBool);
+
+struct RetriedCommitter(Box<dyn skade::commit_log::Committer>, &'static RetriedCreates, String);
+
+impl skade::commit_log::Committer for RetriedCommitter {
+    fn offer(&self, seq: u64, batch: &[u8]) -> skade::error::Result<skade::commit_log::Offered> {
+        let offered = self.0.offer(seq, batch)?;
+        if matches!(offered, skade::commit_log::Offered::Won(_))
+            && self.1 .0.swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            let held = FolderLogProvider.reader(&self.2)?.tail(seq, usize::MAX)?;
+            return Ok(skade::commit_log::Offered::Lost(held));
+        }
+        Ok(offered)
+    }
+    fn adoption(&self) -> skade::error::Result<Option<Vec<u8>>> {
+        self.0.adoption()
+    }
+    fn adopt(&self, stamp: &[u8]) -> skade::error::Result<Vec<u8>> {
+        self.0.adopt(stamp)
+    }
+    fn wait_served(&self, seq: u64, timeout: std::time::Duration) -> skade::error::Result<bool> {
+        self.0.wait_served(seq, timeout)
+    }
+}
+
+impl CommitLogProvider for &'static RetriedCreates {
+    fn name(&self) -> &str {
+        "retried creates"
+    }
+    fn committer(&self, location: &str) -> skade::error::Result<Box<dyn skade::commit_log::Committer>> {
+        Ok(Box::new(RetriedCommitter(FolderLogProvider.committer(location)?, self, location.to_string())))
+    }
+    fn reader(&self, location: &str) -> skade::error::Result<Arc<dyn skade::commit_log::LogReader>> {
+        FolderLogProvider.reader(location)
+    }
+}
+
+#[test]
+fn a_win_reported_as_a_loss_to_its_own_batch_is_a_win() {
+    static LOG: RetriedCreates = RetriedCreates(std::sync::atomic::AtomicBool::new(false));
+    let dir = TestDir::new();
+    let path = dir.path().join("lake.skade");
+    let log = dir.path().join("lake.log");
+    let provider: Arc<dyn CommitLogProvider> = Arc::new(&LOG);
+    let options = AttachOptions { commit_log: Some(provider), ..through(&log) };
+    let catalog = Catalog::open(&path, options).unwrap();
+    let txn = catalog.begin();
+    let uuid = create(&txn, "t");
+    txn.commit().unwrap();
+    commit_append(&catalog, &uuid, 0..3); // (reserves its snapshot ids first)
+    LOG.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    commit_append(&catalog, &uuid, 3..6);
+    assert!(!LOG.0.load(std::sync::atomic::Ordering::SeqCst), "the retried create was not exercised");
+    assert_eq!(all_ids(&catalog, "t"), (0..6).collect::<Vec<_>>(), "a row landed twice or not at all");
+    assert_eq!(catalog.head_seq(), 3);
+    assert_eq!(positions(&log).len(), 4);
 }

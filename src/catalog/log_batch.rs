@@ -85,13 +85,5 @@ impl AdoptionStamp {
 }
 
 fn writer_name() -> String {
-    let mut host = [0 as libc::c_char; 256];
-    // SAFETY: gethostname writes at most `len` bytes into `host`, which outlives the call.
-    let ok = unsafe { libc::gethostname(host.as_mut_ptr(), host.len() - 1) } == 0;
-    let host = if ok {
-        unsafe { std::ffi::CStr::from_ptr(host.as_ptr()) }.to_string_lossy().into_owned()
-    } else {
-        "?".to_string()
-    };
-    format!("{}@{host}", std::process::id())
+    format!("{}@{}", std::process::id(), crate::io::host_name())
 }

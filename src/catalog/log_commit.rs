@@ -19,7 +19,7 @@ use redb::{ReadableTable, WriteTransaction};
 use super::commit::{apply_requests, CommitRequest};
 use super::log_batch::{BatchKind, LogBatch};
 use super::store::{CommitRecord, Store};
-use super::tables::{COUNTERS, LOG_POSITION, NEXT_SNAPSHOT_ID};
+use super::tables::{COMMIT_LOG, COUNTERS, LOG_POSITION, NEXT_SNAPSHOT_ID};
 use crate::commit_log::{Batch, Committer, LogReader, Offered};
 use crate::error::{Error, Result};
 
@@ -115,10 +115,11 @@ impl LogLink {
     /// Commits `group` through the log (called by the group-commit leader).
     pub fn commit(&self, store: &Store, group: &[CommitRequest]) -> Result<Landed> {
         for _ in 0..MAX_LOST {
-            let committed_at_us = chrono::Utc::now().timestamp_micros();
-            let (h, results) = store.write_aborted(|tx| {
+            let (h, committed_at_us, results) = store.write_aborted(|tx| {
                 let h = position(tx)?;
-                Ok((h, apply_requests(tx, group, committed_at_us)?.1))
+                // (commit times never go back along commit_seq, whichever process's clock)
+                let committed_at_us = chrono::Utc::now().timestamp_micros().max(last_committed_at(tx)?);
+                Ok((h, committed_at_us, apply_requests(tx, group, committed_at_us)?.1))
             })?;
             let passing: Vec<CommitRequest> =
                 group.iter().zip(&results).filter(|(_, r)| r.is_ok()).map(|(q, _)| q.clone()).collect();
@@ -163,17 +164,17 @@ impl LogLink {
         if commit {
             crate::failpoint::hit("after_log_offer");
         }
+        let ours = |held: &[Batch]| {
+            held.first()
+                .is_some_and(|b| LogBatch::decode(&b.bytes, seq, &self.location).is_ok_and(|b| b.id == batch.id))
+        };
         let outcome = match offered {
             Ok(Offered::Won(_)) => Ok(None),
+            // a provider that retried its conditional create after the first one landed reports
+            // its own batch as the winner (an S3 retry answered 412, an NFS link retransmitted)
+            Ok(Offered::Lost(held)) if ours(&held) => Ok(None),
             Ok(Offered::Lost(winners)) => Ok(Some(winners)),
-            Err(e) => match self.reader.tail(seq, usize::MAX) {
-                Ok(held) if held.is_empty() => Err(e),
-                Ok(held) => {
-                    let ours = LogBatch::decode(&held[0].bytes, seq, &self.location).is_ok_and(|b| b.id == batch.id);
-                    Ok((!ours).then_some(held))
-                }
-                Err(_) => Err(e),
-            },
+            Err(e) => self.settle(seq, e).map(|held| (!ours(&held)).then_some(held)),
         };
         match &outcome {
             Ok(None) => self.won.fetch_add(1, Ordering::Relaxed),
@@ -181,6 +182,28 @@ impl LogLink {
             Err(_) => 0,
         };
         outcome
+    }
+
+    /// After an offer at `seq` failed with an unknown outcome: the batches from `seq` on, read
+    /// back (a few tries), or the offer's error when nothing holds `seq` (nothing landed). When
+    /// the position cannot be read back either, the outcome stays unknown, and the error says so.
+    fn settle(&self, seq: u64, offered: Error) -> Result<Vec<Batch>> {
+        let mut last = None;
+        for attempt in 0..5u32 {
+            match self.reader.tail(seq, usize::MAX) {
+                Ok(held) if held.is_empty() => return Err(offered),
+                Ok(held) => return Ok(held),
+                Err(e) => last = Some(e),
+            }
+            std::thread::sleep(Duration::from_millis(20 << attempt));
+        }
+        Err(Error::io(format!(
+            "the commit's outcome is unknown: offering it at position {seq} of the commit log {} failed ({}), and \
+             the position cannot be read back ({}); it may have landed: look before retrying it",
+            self.location,
+            offered.message,
+            last.map(|e| e.message).unwrap_or_default()
+        )))
     }
 
     /// Folds batches another process won (read from the log) into the file.
@@ -208,7 +231,9 @@ impl LogLink {
     }
 
     /// The next snapshot id of this process's reserved block, reserving a block through the log
-    /// when it is used up (called with the group-commit leader's lock held).
+    /// when it is used up. (Called by a committing transaction before its commit, alongside the
+    /// group-commit leader: a reservation and a commit of one process may race for a position,
+    /// and the loser folds the winner as it would another process's.)
     pub fn next_snapshot_id(&self, store: &Store) -> Result<i64> {
         let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
         if ids.0 >= ids.1 {
@@ -280,6 +305,14 @@ impl LogLink {
             poll_ms: self.poll.as_millis() as u64,
         })
     }
+}
+
+/// When the file's last commit was committed (0 for none).
+fn last_committed_at(tx: &WriteTransaction) -> Result<i64> {
+    let log = tx.open_table(COMMIT_LOG)?;
+    let Some((_, row)) = log.last()? else { return Ok(0) };
+    let record: CommitRecord = serde_json::from_slice(row.value())?;
+    Ok(record.committed_at_us)
 }
 
 /// The file's last folded log position.

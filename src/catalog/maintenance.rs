@@ -43,6 +43,9 @@ impl Catalog {
             return Err(Error::permission(format!("skade catalog {} is attached read-only", self.path().display())));
         }
         for _ in 0..MAX_ATTEMPTS {
+            // (through a commit log, what other processes committed up to now: a consumer made
+            // there a moment ago keeps what it needs)
+            self.catch_up()?;
             let head = self.state();
             let record = head
                 .table(schema, name)

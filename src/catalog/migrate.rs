@@ -12,8 +12,14 @@ use crate::error::{Error, Result};
 
 /// The stamp's prefix; the version follows it.
 pub const FORMAT_PREFIX: &str = "skade-catalog-";
-/// The version this build writes.
+/// The version this build writes (and migrates older files to).
 pub const FORMAT_VERSION: u32 = 2;
+/// The version of a log-resident catalog (issue 23): version 2 plus its `commit_log` stamp, so
+/// that builds before it refuse the file as newer rather than commit to it outside its log.
+/// Adoption stamps it; plain catalogs stay at [`FORMAT_VERSION`].
+pub const LOG_RESIDENT_VERSION: u32 = 3;
+/// The newest version this build reads.
+pub const READ_VERSION: u32 = LOG_RESIDENT_VERSION;
 
 /// One step from version `from` to `from + 1`.
 pub struct Migration {

@@ -421,6 +421,11 @@ impl Inner {
             alone
         };
         if !applied_alone {
+            if won.is_some() && !folded_alone {
+                // a fold that failed after the win (the file latched an I/O error): once more,
+                // so that this process sees its own commit at its next statement
+                let _ = self.usable_store().and_then(|_| link.catch_up(&self.store));
+            }
             if let Err(e) = self.reload(link) {
                 // the commit landed (its batch is in the log); the state catches up at the next poll
                 eprintln!("skade: {}: reading the catalog after a commit failed: {e}", self.store.path.display());
@@ -567,6 +572,10 @@ impl Inner {
             return Ok(());
         }
         self.store.reopen()?;
+        if let Some(link) = &self.log {
+            // the shared file holds what every process folded: the state follows it, in order
+            return self.reload(link);
+        }
         let file_seq = self.store.commit_seq()?;
         let last = self.last_seq();
         let consumers = self.pending.lock().unwrap_or_else(|p| p.into_inner()).consumers;

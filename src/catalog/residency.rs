@@ -14,14 +14,12 @@
 //! - neither: a plain catalog, as before.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use super::log_batch::AdoptionStamp;
 use super::log_commit::LogLink;
 use super::options::{AttachOptions, Durability};
 use super::store::{peek_stamp, Loaded, LogStamp, Store};
-use crate::commit_log::folder::FolderLogProvider;
-use crate::commit_log::{provider_for, CommitLogProvider};
+use crate::commit_log::{provider_for_open, CommitLogProvider};
 use crate::error::{Error, ErrorKind, Result};
 
 /// An open catalog file: its store, what it holds, and its link to its commit log, if any.
@@ -33,9 +31,7 @@ pub(crate) struct Opened {
 
 /// Opens (or creates) the catalog file at `path` for `options`, plain or through its log.
 pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&Path>) -> Result<Opened> {
-    let provider = provider_for(options.commit_log.as_ref()).or_else(|| {
-        options.commit_log_location.as_ref().map(|_| Arc::new(FolderLogProvider) as Arc<dyn CommitLogProvider>)
-    });
+    let provider = provider_for_open(options.commit_log.as_ref(), options.commit_log_location.is_some());
     let location = options.commit_log_location.as_deref().map(normalize).transpose()?;
     if let Some(p) = &provider {
         if options.durability != Durability::Immediate {
@@ -50,8 +46,17 @@ pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&Path
             return Err(no_location(path, p.as_ref()));
         }
     }
+    if let (Some(p), Some(location), false) = (&provider, &location, path.exists()) {
+        // a log that another catalog adopted is refused before a new catalog is made for it
+        if let Some(held) = p.reader(location)?.adoption()? {
+            let held = AdoptionStamp::decode(&held, location)?;
+            if Path::new(&held.path) != path {
+                return Err(another_catalogs(location, &held, path));
+            }
+        }
+    }
     let shared = provider.is_some();
-    let (store, created) = match Store::open(path, options.read_only, data_path, shared) {
+    let (store, _created) = match Store::open(path, options.read_only, data_path, shared) {
         Err(e) if e.kind == ErrorKind::Permission && !shared => {
             // busy: perhaps held by processes that commit through its log
             return Err(peek_stamp(path).map(|s| needs_provider(path, &s)).unwrap_or(e));
@@ -95,17 +100,10 @@ pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&Path
         }
         Ok((loaded, link))
     })();
-    match opened {
-        Ok((loaded, log)) => Ok(Opened { store, loaded, log }),
-        Err(e) => {
-            drop(store);
-            if created {
-                // nothing is left of a catalog whose creation failed
-                let _ = std::fs::remove_file(path);
-            }
-            Err(e)
-        }
-    }
+    // (a catalog this open made stays when a later step fails: another process may have opened
+    // it already; a log adopted by another catalog was refused before it was made)
+    let (loaded, log) = opened?;
+    Ok(Opened { store, loaded, log })
 }
 
 /// Races the log's position 0 for this catalog, then stamps the file: from then on it opens only
@@ -121,6 +119,9 @@ fn adopt(store: &Store, provider: &dyn CommitLogProvider, location: &str) -> Res
     }
     let reader = provider.reader(location)?;
     if !reader.tail(1, 1)?.is_empty() {
+        if store.residency()?.is_some() {
+            return Ok(()); // another process adopted it for this catalog meanwhile, and committed
+        }
         return Err(Error::catalog(format!(
             "the commit log {location} already holds commits, but skade catalog {} was never stamped with it: \
              it cannot adopt a log it did not write (name an empty folder)",

@@ -30,7 +30,9 @@ use std::sync::{Once, RwLock};
 use redb::{Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-use super::migrate::{migrate, readable, stamp, version_of, FORMAT_VERSION, MIGRATIONS};
+use super::migrate::{
+    migrate, readable, stamp, version_of, FORMAT_VERSION, LOG_RESIDENT_VERSION, MIGRATIONS, READ_VERSION,
+};
 use super::names::DEFAULT_SCHEMA;
 use super::state::{CatalogState, SchemaRecord, TableRecord};
 use crate::error::{Error, ErrorKind, Result};
@@ -136,24 +138,28 @@ impl Store {
     /// the store and whether it was created.
     pub fn open(path: &Path, read_only: bool, data_path: Option<&Path>, shared: bool) -> Result<(Store, bool)> {
         install_quiet_panics();
-        let exists = path.exists();
-        if exists {
-            check_magic(path)?;
-        } else if read_only {
-            return Err(Error::catalog(format!(
-                "cannot open skade catalog {} read-only: the file does not exist",
-                path.display()
-            )));
-        } else if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if !dir.is_dir() {
-                return Err(Error::io(format!(
-                    "cannot create skade catalog {}: directory {} does not exist",
-                    path.display(),
-                    dir.display()
+        let mut created = false;
+        if !path.exists() {
+            if read_only {
+                return Err(Error::catalog(format!(
+                    "cannot open skade catalog {} read-only: the file does not exist",
+                    path.display()
                 )));
             }
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                if !dir.is_dir() {
+                    return Err(Error::io(format!(
+                        "cannot create skade catalog {}: directory {} does not exist",
+                        path.display(),
+                        dir.display()
+                    )));
+                }
+            }
+            let data_path = data_path.map(Path::to_path_buf).unwrap_or_else(|| default_data_path(path));
+            created = create(path, &data_path)?;
         }
-        let db = open_db(path, read_only, !exists, shared)?;
+        check_magic(path)?;
+        let db = open_db(path, read_only, false, shared)?;
         let store = Store {
             db: RwLock::new(Some(db)),
             path: path.to_path_buf(),
@@ -161,14 +167,7 @@ impl Store {
             shared,
             failed: AtomicBool::new(false),
         };
-        if !exists {
-            let data_path = match data_path {
-                Some(p) => p.to_path_buf(),
-                None => default_data_path(path),
-            };
-            store.initialize(&data_path)?;
-        }
-        Ok((store, !exists))
+        Ok((store, created))
     }
 
     pub fn read_only(&self) -> bool {
@@ -185,10 +184,17 @@ impl Store {
             let format = meta.get("format")?.map(|v| v.value().to_string());
             Ok((format, meta.get(COMMIT_LOG_STAMP)?.map(|v| v.value().to_string())))
         })?;
-        if let Some(format) = &format {
-            version_of(format, &self.path.display().to_string(), FORMAT_VERSION)?;
+        let version = match &format {
+            Some(format) => Some(version_of(format, &self.path.display().to_string(), READ_VERSION)?),
+            None => None,
+        };
+        let stamp = stamp.map(|s| LogStamp::parse(&s, &self.path)).transpose()?;
+        if version == Some(LOG_RESIDENT_VERSION) && stamp.is_none() {
+            return Err(self.corrupt(&format!(
+                "its format {LOG_RESIDENT_VERSION} marks it log-resident, but it has no commit_log stamp"
+            )));
         }
-        stamp.map(|s| LogStamp::parse(&s, &self.path)).transpose()
+        Ok(stamp)
     }
 
     /// The catalog's identity (meta `catalog_uuid`), made when the file has none yet (it was
@@ -218,6 +224,7 @@ impl Store {
             let existing = meta.get(COMMIT_LOG_STAMP)?.map(|v| v.value().to_string());
             if existing.is_none() {
                 meta.insert(COMMIT_LOG_STAMP, serde_json::to_string(stamp)?.as_str())?;
+                meta.insert("format", super::migrate::stamp(LOG_RESIDENT_VERSION).as_str())?;
                 tx.open_table(COUNTERS)?.insert(LOG_POSITION, 0)?;
             }
             Ok(())
@@ -347,16 +354,15 @@ impl Store {
         self.failed.load(Ordering::SeqCst)
     }
 
-    fn initialize(&self, data_path: &Path) -> Result<()> {
+    fn initialize(&self, data_path: &Path, created_as: Option<&Path>) -> Result<()> {
         let data_path_str = data_path
             .to_str()
             .ok_or_else(|| Error::invalid(format!("DATA_PATH {} is not valid UTF-8", data_path.display())))?;
-        let created_as = self.path.canonicalize().ok();
         self.write(true, |tx| {
             let mut meta = tx.open_table(META)?;
             meta.insert("format", stamp(FORMAT_VERSION).as_str())?;
             meta.insert("data_path", data_path_str)?;
-            if let Some(created_as) = created_as.as_deref().and_then(Path::to_str) {
+            if let Some(created_as) = created_as.and_then(Path::to_str) {
                 meta.insert(CREATED_AS, created_as)?;
             }
             meta.insert("created_at", chrono::Utc::now().to_rfc3339().as_str())?;
@@ -384,7 +390,7 @@ impl Store {
             Ok(meta) => Ok(meta.get("format").ok().flatten().map(|v| v.value().to_string())),
             Err(_) => Ok(None),
         })?;
-        match stamp.map(|s| version_of(&s, &path, FORMAT_VERSION)) {
+        match stamp.map(|s| version_of(&s, &path, READ_VERSION)) {
             Some(Ok(version)) if version < FORMAT_VERSION => {}
             _ => return Ok(()), // current, newer or not ours: `load` says which
         }
@@ -392,7 +398,10 @@ impl Store {
             let Some(format) = super::migrate::stamped(tx)? else {
                 return Ok(()); // not ours: `load` says so
             };
-            let version = version_of(&format, &path, FORMAT_VERSION)?;
+            let version = version_of(&format, &path, READ_VERSION)?;
+            if version >= FORMAT_VERSION {
+                return Ok(()); // another process migrated it meanwhile (or made it log-resident)
+            }
             migrate(tx, version, FORMAT_VERSION, MIGRATIONS).map(drop)
         })
     }
@@ -408,7 +417,7 @@ impl Store {
         self.read(|tx| {
             let meta = tx.open_table(META).map_err(|_| not_ours())?;
             let format = meta.get("format")?.ok_or_else(not_ours)?.value().to_string();
-            let version = version_of(&format, &path.display().to_string(), FORMAT_VERSION)?;
+            let version = version_of(&format, &path.display().to_string(), READ_VERSION)?;
             if version < FORMAT_VERSION {
                 readable(version, MIGRATIONS, &path.display().to_string())?;
             }
@@ -541,6 +550,11 @@ impl Store {
     /// if they had been committed on it: after a reopen lost commits that were acknowledged but
     /// not yet durable (DURABILITY 'eventual' or 'none'), the file catches up with them.
     pub fn restore(&self, state: &CatalogState, records: &[CommitRecord], next_snapshot_id: i64) -> Result<()> {
+        if self.shared {
+            // (a log-resident catalog commits durably, so nothing is ever restored; and the file
+            // is every process's fold, never one process's memory)
+            return Err(Error::internal("a shared catalog file is never restored from one process's memory"));
+        }
         self.write(true, |tx| {
             let (file_seq, file_next) = read_counters(&tx.open_table(COUNTERS)?).map_err(|e| self.corrupt(&e))?;
             let mut schemas = tx.open_table(SCHEMAS)?;
@@ -633,6 +647,32 @@ fn close_quietly(db: Option<Db>) {
     QUIET.with(|q| q.set(q.get() + 1));
     let _ = catch_unwind(AssertUnwindSafe(move || drop(db)));
     QUIET.with(|q| q.set(q.get() - 1));
+}
+
+/// Makes a new catalog at `path`: whole under a staging name, then published by a link, so that
+/// processes creating one lake at once (each ATTACHing it with COMMIT_LOG) agree on one file and
+/// none sees it half made. Whether this call made it (false: another process did first).
+fn create(path: &Path, data_path: &Path) -> Result<bool> {
+    let staging = crate::io::staging_beside(path);
+    // (the file's own canonical path, recorded to recognise copies: its folder's and its name)
+    let created_as = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let created_as = created_as.canonicalize().ok().zip(path.file_name()).map(|(dir, name)| dir.join(name));
+    let made = open_db(&staging, false, true, false).and_then(|db| {
+        let store = Store {
+            db: RwLock::new(Some(db)),
+            path: staging.clone(),
+            read_only: false,
+            shared: false,
+            failed: AtomicBool::new(false),
+        };
+        store.initialize(data_path, created_as.as_deref())
+    });
+    if let Err(e) = made {
+        crate::io::remove_file(&staging);
+        let message = e.message.replace(&staging.display().to_string(), &path.display().to_string());
+        return Err(Error::new(e.kind, message));
+    }
+    crate::io::publish_file(&staging, path)
 }
 
 /// The commit log stamp of a catalog file that other processes hold open through their commit

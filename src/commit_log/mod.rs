@@ -85,3 +85,12 @@ pub fn register_commit_log(provider: Arc<dyn CommitLogProvider>) -> Result<()> {
 pub fn provider_for(own: Option<&Arc<dyn CommitLogProvider>>) -> Option<Arc<dyn CommitLogProvider>> {
     own.cloned().or_else(|| REGISTERED.get().cloned())
 }
+
+/// The provider of an open that names a log location (`located`) or not: its own, else the
+/// process's registered one, else (a location given) the in-tree folder log.
+pub fn provider_for_open(
+    own: Option<&Arc<dyn CommitLogProvider>>,
+    located: bool,
+) -> Option<Arc<dyn CommitLogProvider>> {
+    provider_for(own).or_else(|| located.then(|| Arc::new(folder::FolderLogProvider) as Arc<dyn CommitLogProvider>))
+}

@@ -47,6 +47,42 @@ pub fn publish_new(path: &Path, bytes: &[u8]) -> Result<bool> {
     }
 }
 
+/// Publishes the finished file `staging` at `path` unless a file is there already, as
+/// [`publish_new`] does with bytes: hard-linked, then the folder fsynced; `staging` is removed
+/// either way. Whether this call published it.
+pub fn publish_file(staging: &Path, path: &Path) -> Result<bool> {
+    let linked = std::fs::hard_link(staging, path);
+    let _ = std::fs::remove_file(staging);
+    match linked {
+        Ok(()) => sync_dir(path.parent().unwrap_or(Path::new("."))).map(|()| true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(io_err("publish", path, e)),
+    }
+}
+
+/// A staging name beside `path`, unique to this call.
+pub fn staging_beside(path: &Path) -> std::path::PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.{}.staging", uuid::Uuid::new_v4(), std::process::id()))
+}
+
+/// Removes a file if it is there.
+pub fn remove_file(path: &Path) {
+    let _ = std::fs::remove_file(path);
+}
+
+/// The machine's host name, for messages that name a process (`pid@host`).
+pub fn host_name() -> String {
+    let mut host = [0 as libc::c_char; 256];
+    // SAFETY: gethostname writes at most `len` bytes into `host`, which outlives the call and
+    // ends with a NUL it never overwrites.
+    let ok = unsafe { libc::gethostname(host.as_mut_ptr(), host.len() - 1) } == 0;
+    if !ok {
+        return "?".to_string();
+    }
+    unsafe { std::ffi::CStr::from_ptr(host.as_ptr()) }.to_string_lossy().into_owned()
+}
+
 /// Creates a file that must not exist yet, creating its directory only when it is missing (the
 /// common case, an existing directory, costs one system call).
 pub fn create_new(path: &Path) -> std::io::Result<File> {
