@@ -26,7 +26,7 @@ PROCESSES = [1, 2, 4]
 
 
 def sqlite_extension():
-    return site_extension("duckdb_extension_sqlite", "sqlite")
+    return site_extension("duckdb_extension_sqlite_scanner", "sqlite_scanner")
 
 
 def connect():

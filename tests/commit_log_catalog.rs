@@ -218,6 +218,9 @@ fn two_and_four_processes_commit_to_one_lake_each_commit_once_gaplessly() {
             acked.extend(acks(&stdout));
         }
         assert_eq!(acked.len() as i64, n * per_child);
+        // processes appending to one table take turns (as threads of one process do): none of
+        // them rebases until it gives up
+        assert_eq!(conflicts, 0, "{n} processes: appends to one table gave up");
         eprintln!(
             "{n} processes: {} positions for {} commits, {conflicts} conflicts retried, {lost} offers lost",
             positions(&log).len(),

@@ -54,6 +54,7 @@ impl Catalog {
             // Take the table's commit turn, as committers do: expiry queues behind them.
             let lock = self.table_lock(&record.uuid);
             let _turn = lock.lock().unwrap_or_else(|p| p.into_inner());
+            let _shared_turn = self.cross_process_turns([record.uuid.as_str()])?;
             let before = self.inner.metadata.get(&record.metadata_location)?;
             let mut expired = expired_snapshots(&before, retention);
             let kept = self.keep_for_consumers(&head, &record.uuid, &before, &mut expired)?;

@@ -18,9 +18,12 @@ use super::state::CatalogState;
 use super::store::{CommitRecord, Store};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::metadata::MetadataCache;
-use crate::io::absolute;
+use crate::io::{absolute, ByteLock};
 use crate::lookup::cache::LookupCache;
 use crate::read::caches::ReadCaches;
+
+/// The bytes of a log-resident catalog's turns file (see `Catalog::cross_process_turns`).
+const TURN_BYTES: u64 = 1 << 16;
 
 /// Buffered commit events per subscriber; a slower subscriber lags and recovers from the log.
 pub const COMMIT_EVENT_BUFFER: usize = 1024;
@@ -242,6 +245,11 @@ impl Catalog {
         }
     }
 
+    /// Whether the catalog commits through a commit log (several processes may have it open).
+    pub fn is_log_resident(&self) -> bool {
+        self.inner.log.is_some()
+    }
+
     /// The commit log this catalog commits through, if it is log-resident, as this process sees
     /// it.
     pub fn commit_log_status(&self) -> Result<Option<LogStatus>> {
@@ -261,6 +269,25 @@ impl Catalog {
 
     pub(crate) fn durable_at_commit(&self) -> bool {
         self.inner.durability.durable_at_commit()
+    }
+
+    /// The commit turns of tables across processes (a log-resident catalog; `Transaction::commit`
+    /// takes them after the in-process ones): processes committing to one table take turns from
+    /// reading its head to committing, as threads of one process do, instead of racing and
+    /// redoing their metadata until one gives up. One byte per table (by a hash of its uuid) of
+    /// the file `<catalog>.turns`, locked in ascending order (no deadlock; two tables sharing a
+    /// byte only share turns). Nothing for a plain catalog: one process commits to it.
+    pub(crate) fn cross_process_turns<'a>(&self, uuids: impl IntoIterator<Item = &'a str>) -> Result<Vec<ByteLock>> {
+        if self.inner.log.is_none() || self.inner.store.read_only() {
+            return Ok(vec![]);
+        }
+        let mut bytes: Vec<u64> =
+            uuids.into_iter().map(|u| twox_hash::XxHash3_64::oneshot(u.as_bytes()) % TURN_BYTES).collect();
+        bytes.sort_unstable();
+        bytes.dedup();
+        let mut file = self.inner.store.path.clone().into_os_string();
+        file.push(".turns");
+        bytes.into_iter().map(|b| crate::io::lock_byte(Path::new(&file), b)).collect()
     }
 
     /// The commit turn of one table (see `Transaction::commit`).

@@ -27,6 +27,22 @@ pub struct SinkRecord {
     pub last_rejected_seq: Option<u64>,
     #[serde(default)]
     pub last_rejection: Option<String>,
+    /// Through a commit log, where several processes attach the lake: the one delivering to the
+    /// sink, and until when (its lease); the others leave it alone until the lease lapses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until_us: Option<i64>,
+}
+
+impl SinkRecord {
+    /// Another process's, while its lease runs at `now_us`: that owner and until when.
+    pub fn held_by_other(&self, me: &str, now_us: i64) -> Option<(&str, i64)> {
+        match (&self.owner, self.lease_until_us) {
+            (Some(owner), Some(until)) if owner != me && until > now_us => Some((owner.as_str(), until)),
+            _ => None,
+        }
+    }
 }
 
 /// One transaction's change to one sink.
@@ -35,6 +51,10 @@ pub struct SinkChange {
     pub name: String,
     /// The cursor the change moves from (0 for a sink not stored yet).
     pub from_seq: u64,
+    /// The owner the stored record names (see [`SinkRecord::owner`]): a lease taken meanwhile
+    /// conflicts too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_owner: Option<String>,
     pub record: SinkRecord,
 }
 
@@ -46,6 +66,14 @@ impl SinkChange {
             return Err(Error::conflict(format!(
                 "lineage sink {} moved from commit_seq {} to {at} meanwhile (another writer delivers to it)",
                 self.name, self.from_seq
+            )));
+        }
+        let owner = stored.and_then(|s| s.owner.as_deref());
+        if owner != self.from_owner.as_deref() {
+            return Err(Error::conflict(format!(
+                "lineage sink {} is delivered by {} now (another process took it over meanwhile)",
+                self.name,
+                owner.unwrap_or("no process")
             )));
         }
         Ok(())

@@ -821,6 +821,10 @@ impl Transaction {
         uuids.sort_unstable();
         let locks: Vec<_> = uuids.iter().map(|u| self.catalog.table_lock(u)).collect();
         let _turns: Vec<_> = locks.iter().map(|l| l.lock().unwrap_or_else(|p| p.into_inner())).collect();
+        let _shared_turns = self.catalog.cross_process_turns(uuids.iter().copied())?;
+        // (with the turns held, the head read next is the newest: nothing commits to these tables
+        // meanwhile, in this process or another)
+        self.catalog.catch_up()?;
 
         let consumers = staged_consumer_changes(&st.consumers);
         let sinks: Vec<SinkChange> = st.sinks.values().cloned().collect();

@@ -149,6 +149,18 @@ impl FolderLog {
         Ok(self.low.load(Ordering::Acquire))
     }
 
+    /// An adopted log whose stamp is gone (its folder removed, moved or unmounted since) is an
+    /// error naming it, never an empty log or a gap.
+    fn check_still_there(&self) -> Result<()> {
+        if self.exists(0)? {
+            return Ok(());
+        }
+        Err(Error::catalog(format!(
+            "the commit log {} is missing (no adoption stamp): was its folder removed, moved or unmounted?",
+            self.folder.display()
+        )))
+    }
+
     fn truncated(&self, seq: u64, low: u64) -> Error {
         Error::catalog(format!(
             "position {seq} of the commit log {} was truncated (the log starts at {low}): read from a checkpoint past it",
@@ -169,6 +181,7 @@ impl Committer for FolderLog {
         if seq > 1 && !self.exists(seq - 1)? {
             // truncated below (a stale head) or not written yet (a head from the future): either
             // way a win here would be a batch no reader folds in order
+            self.check_still_there()?;
             let low = self.refresh_low()?;
             if seq < low {
                 return Err(self.truncated(seq, low));
@@ -239,6 +252,7 @@ impl LogReader for FolderLog {
         // nothing at `from`: the head, or a position truncated meanwhile (then an error, never an
         // empty answer a reader would take for the head)
         if batches.is_empty() && max > 0 {
+            self.check_still_there()?;
             let low = self.refresh_low()?;
             if from.max(1) < low {
                 return Err(self.truncated(from.max(1), low));
@@ -405,6 +419,13 @@ mod tests {
         assert!(!dir.path().join("log").exists(), "created a folder it was only asked to read");
         log.adopt(b"stamp").unwrap();
         assert_eq!(log.offer(1, b"x").unwrap(), Offered::Won(1));
+        // a folder renamed away under an open log: an error naming it, not a gap or an empty tail
+        std::fs::rename(dir.path().join("log"), dir.path().join("moved")).unwrap();
+        for e in [log.offer(2, b"y").unwrap_err(), log.tail(2, 9).unwrap_err()] {
+            assert!(e.message.contains("is missing (no adoption stamp)"), "{}", e.message);
+        }
+        std::fs::rename(dir.path().join("moved"), dir.path().join("log")).unwrap();
+        assert_eq!(log.offer(2, b"y").unwrap(), Offered::Won(2));
     }
 
     #[test]

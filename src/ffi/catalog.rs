@@ -39,7 +39,8 @@ pub unsafe extern "C" fn skade_catalog_free(catalog: *mut SkadeCatalog) {
     // (a connection closed without DETACH: what collectors acknowledged is kept all the same)
     if let Some(c) = catalog.as_ref() {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            crate::lineage::delivery::persist_acknowledged(&c.0)
+            crate::lineage::delivery::persist_acknowledged(&c.0);
+            crate::lineage::delivery::release_leases(&c.0);
         }));
     }
     free(catalog)
@@ -57,6 +58,7 @@ pub unsafe extern "C" fn skade_catalog_detach(catalog: *const SkadeCatalog) -> *
     guard(|| {
         let catalog = &handle(catalog, "catalog")?.0;
         crate::lineage::delivery::persist_acknowledged(catalog);
+        crate::lineage::delivery::release_leases(catalog);
         catalog.detach()
     })
 }

@@ -71,6 +71,39 @@ pub fn remove_file(path: &Path) {
     let _ = std::fs::remove_file(path);
 }
 
+/// An exclusive lock on one byte of a shared file, across processes (an open file description
+/// lock: independent of threads, released when dropped or when the process dies).
+pub struct ByteLock {
+    _file: File,
+}
+
+/// Takes the lock on byte `offset` of `path` (made when missing), waiting for it.
+pub fn lock_byte(path: &Path, offset: u64) -> Result<ByteLock> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| io_err("open", path, e))?;
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as _;
+    lock.l_whence = libc::SEEK_SET as _;
+    lock.l_start = offset as libc::off_t;
+    lock.l_len = 1;
+    loop {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `lock` is a valid flock for the call; the descriptor is open.
+        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLKW, &lock) } == 0 {
+            return Ok(ByteLock { _file: file });
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(io_err("lock", path, e));
+        }
+    }
+}
+
 /// The machine's host name, for messages that name a process (`pid@host`).
 pub fn host_name() -> String {
     let mut host = [0 as libc::c_char; 256];

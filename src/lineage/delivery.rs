@@ -8,6 +8,11 @@
 //! events of that last moment again; within one process none is sent twice, even across DETACH
 //! and ATTACH). Down, slow or 5xx: the same event is retried, backing off to [`MAX_BACKOFF`].
 //! A 4xx is the collector refusing that event: recorded with its message, and skipped.
+//!
+//! Through a commit log several processes attach one lake, and each starts its workers: one of
+//! them delivers to a sink at a time, holding a lease in the sink's record ([`LEASE`], renewed as
+//! it delivers, released at DETACH); the others wait for the lease to lapse (an owner that died
+//! or went idle), so a collector gets each event once, not once per process.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -38,6 +43,9 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const ROUND_RECORDS: usize = 256;
 /// A worker looks at whether its lake is still attached this often while it waits.
 const TICK: Duration = Duration::from_millis(100);
+/// How long a process's lease on a sink lasts without renewal (a log-resident lake); it is
+/// renewed once half of it is left.
+pub const LEASE: Duration = Duration::from_secs(10);
 
 /// What a worker reports about itself (`skade_lineage_delivery`).
 #[derive(Debug, Clone, Default)]
@@ -56,6 +64,8 @@ pub struct Status {
 pub struct Worker {
     pub catalog_path: PathBuf,
     pub sink: String,
+    /// This worker, as a sink's record names its owner (`pid@host/<uuid>`).
+    pub owner_id: String,
     /// The jobs' namespace of its RunEvents.
     pub namespace: String,
     catalog: WeakCatalog,
@@ -144,6 +154,7 @@ fn spawn(catalog: &Catalog, sink: String, namespace: &str, run: impl FnOnce(Arc<
     let worker = Arc::new(Worker {
         catalog_path: catalog.path().to_path_buf(),
         sink,
+        owner_id: format!("{}@{}/{}", std::process::id(), crate::io::host_name(), uuid::Uuid::new_v4()),
         namespace: namespace.to_string(),
         catalog: catalog.downgrade(),
         status: Mutex::new(Status::default()),
@@ -205,6 +216,27 @@ fn history_loop(worker: &Worker) {
     loop {
         let Some(catalog) = worker.catalog.upgrade() else { return };
         let started = Instant::now();
+        match own(worker, &catalog) {
+            Ok(None) => {}
+            Ok(Some(wait)) => {
+                // another process writes the history: look again when its lease may have lapsed
+                worker.update(|s| s.delivered_seq = history::cursor(&catalog));
+                drop(catalog);
+                if !wait_for_commit(worker, &mut rx, wait) {
+                    return;
+                }
+                continue;
+            }
+            Err(e) => {
+                worker.failed(format!("taking over lineage sink {}: {e}", worker.sink));
+                drop(catalog);
+                if !worker.sleep(backoff) {
+                    return;
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                continue;
+            }
+        }
         match history::catch_up(&catalog, &worker.namespace) {
             Ok(n) => {
                 let seq = history::cursor(&catalog);
@@ -275,6 +307,38 @@ fn collector_loop(worker: &Worker, sink: &dyn LineageSink) {
     *worker.acknowledged.lock().unwrap_or_else(|p| p.into_inner()) = Some(record.clone());
     let mut cursor = Cursor { key, stored, record, persisted_at: Instant::now() };
     while worker.running() {
+        let Some(catalog) = worker.catalog.upgrade() else { return };
+        let owned = own(worker, &catalog);
+        match owned {
+            Ok(None) => {
+                // (taken over from another process: on from where it left the cursor)
+                let stored = catalog.state().sinks.get(&worker.sink).map(|s| (**s).clone()).unwrap_or_default();
+                if stored.delivered_seq > cursor.record.delivered_seq || stored.owner != cursor.stored.owner {
+                    let mut record = stored.clone();
+                    record.delivered_seq = record.delivered_seq.max(cursor.record.delivered_seq);
+                    cursor.stored = stored;
+                    cursor.record = record;
+                }
+            }
+            Ok(Some(wait)) => {
+                let at = catalog.state().sinks.get(&worker.sink).map_or(0, |s| s.delivered_seq);
+                worker.update(|s| s.delivered_seq = s.delivered_seq.max(at));
+                drop(catalog);
+                if !wait_for_commit(worker, &mut rx, wait) {
+                    return;
+                }
+                continue;
+            }
+            Err(e) => {
+                drop(catalog);
+                worker.failed(format!("taking over lineage sink {}: {e}", worker.sink));
+                if !worker.sleep(FIRST_BACKOFF) {
+                    return;
+                }
+                continue;
+            }
+        }
+        drop(catalog);
         match deliver_round(worker, sink, &mut cursor) {
             Ok(Some(true)) => {} // more to read
             Ok(Some(false)) => {
@@ -318,10 +382,60 @@ fn store_cursor(catalog: &Catalog, sink: &str, record: &SinkRecord) -> Result<()
     {
         return Ok(());
     }
+    if let Some(owner) = &record.owner {
+        if stored.owner.as_ref() != Some(owner) {
+            return Ok(()); // another process took the sink over: its cursor is its own now
+        }
+    }
+    let mut record = record.clone();
+    if record.owner.is_some() {
+        record.lease_until_us = Some(now_us() + LEASE.as_micros() as i64); // (renewed as it delivers)
+    }
     let txn = catalog.begin();
-    txn.stage_sink(SinkChange { name: sink.into(), from_seq: stored.delivered_seq, record: record.clone() })?;
+    let from_owner = stored.owner.clone();
+    txn.stage_sink(SinkChange { name: sink.into(), from_seq: stored.delivered_seq, from_owner, record })?;
     txn.commit()?;
     Ok(())
+}
+
+fn now_us() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+/// Whether this worker delivers to its sink now: None when it does (a plain lake, one process:
+/// always; through a commit log: holding the sink's lease, claimed or renewed here), else how
+/// long to wait before looking again (another process holds it).
+fn own(worker: &Worker, catalog: &Catalog) -> Result<Option<Duration>> {
+    if !catalog.is_log_resident() {
+        return Ok(None);
+    }
+    catalog.catch_up()?;
+    let stored = catalog.state().sinks.get(&worker.sink).map(|s| (**s).clone()).unwrap_or_default();
+    let now = now_us();
+    if let Some((_, until)) = stored.held_by_other(&worker.owner_id, now) {
+        return Ok(Some(Duration::from_micros((until - now) as u64 + 1000).min(Duration::from_secs(60))));
+    }
+    let mine = stored.owner.as_deref() == Some(worker.owner_id.as_str());
+    if mine && stored.lease_until_us.unwrap_or(0) - now > LEASE.as_micros() as i64 / 2 {
+        return Ok(None);
+    }
+    let record = SinkRecord {
+        owner: Some(worker.owner_id.clone()),
+        lease_until_us: Some(now + LEASE.as_micros() as i64),
+        ..stored.clone()
+    };
+    let txn = catalog.begin();
+    txn.stage_sink(SinkChange {
+        name: worker.sink.clone(),
+        from_seq: stored.delivered_seq,
+        from_owner: stored.owner.clone(),
+        record,
+    })?;
+    match txn.commit() {
+        Ok(_) => Ok(None),
+        Err(e) if e.kind == crate::error::ErrorKind::Conflict => Ok(Some(TICK)), // raced: look again
+        Err(e) => Err(e),
+    }
 }
 
 /// Makes what each collector of `catalog` acknowledged durable now (DETACH, a connection's
@@ -336,6 +450,27 @@ pub fn persist_acknowledged(catalog: &Catalog) {
         if let Err(e) = store_cursor(catalog, &w.sink, &record) {
             eprintln!("skade: recording what {} acknowledged failed ({e}); it may get those events again", w.sink);
         }
+    }
+}
+
+/// Gives up the leases this process's workers hold on `catalog`'s sinks (DETACH): another
+/// process takes over at once rather than after the lease lapses. Best effort.
+pub fn release_leases(catalog: &Catalog) {
+    if catalog.read_only() || !catalog.is_log_resident() {
+        return;
+    }
+    for w in workers_of(catalog) {
+        let stored = catalog.state().sinks.get(&w.sink).map(|s| (**s).clone());
+        let Some(stored) = stored.filter(|s| s.owner.as_deref() == Some(w.owner_id.as_str())) else { continue };
+        let record = SinkRecord { owner: None, lease_until_us: None, ..stored.clone() };
+        let txn = catalog.begin();
+        let change = SinkChange {
+            name: w.sink.clone(),
+            from_seq: stored.delivered_seq,
+            from_owner: stored.owner.clone(),
+            record,
+        };
+        let _ = txn.stage_sink(change).and_then(|()| txn.commit().map(drop));
     }
 }
 
@@ -416,7 +551,10 @@ pub fn flush(catalog: &Catalog, timeout: Duration) -> Result<()> {
     for w in workers.iter().filter(|w| w.sink != history::SINK) {
         // (done when no event up to the head is left: the commits after the last one may make none)
         loop {
-            let at = w.status().delivered_seq;
+            // (another process may be the one delivering to it: its stored cursor counts too)
+            catalog.catch_up()?;
+            let stored = catalog.state().sinks.get(&w.sink).map_or(0, |s| s.delivered_seq);
+            let at = w.status().delivered_seq.max(stored);
             if at >= head || events::since(catalog, at, (head - at) as usize)?.0.iter().all(|e| e.last_seq > head) {
                 break;
             }

@@ -14,13 +14,15 @@ use crate::catalog::names::LINEAGE_SCHEMA;
 use crate::catalog::sinks::{SinkChange, SinkRecord};
 use crate::catalog::transaction::OnConflict;
 use crate::catalog::{Catalog, Transaction};
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 
 pub const TABLE: &str = "events";
 /// The history's cursor, among the lineage sinks.
 pub const SINK: &str = "history";
 /// Commit records historized per transaction at most (a backlog takes several).
 const BATCH_RECORDS: usize = 10_000;
+/// Conflicts with another writer of the history one call rides out.
+const MAX_CONFLICTS: usize = 16;
 
 /// Where the history's cursor stands (0: nothing historized).
 pub fn cursor(catalog: &Catalog) -> u64 {
@@ -37,6 +39,7 @@ pub fn catch_up(catalog: &Catalog, namespace: &str) -> Result<usize> {
     static WRITING: Mutex<()> = Mutex::new(());
     let _writing = WRITING.lock().unwrap_or_else(|p| p.into_inner());
     let mut written = 0;
+    let mut conflicts = 0;
     loop {
         let from = cursor(catalog);
         if from >= head {
@@ -61,11 +64,17 @@ pub fn catch_up(catalog: &Catalog, namespace: &str) -> Result<usize> {
             txn.end_statement(&uuid)?;
         }
         let before = catalog.state().sinks.get(SINK).map(|s| (**s).clone()).unwrap_or_default();
+        let from_owner = before.owner.clone();
         let record =
             SinkRecord { delivered_seq: read, delivered_at_us: Some(chrono::Utc::now().timestamp_micros()), ..before };
-        txn.stage_sink(SinkChange { name: SINK.into(), from_seq: from, record })?;
-        txn.commit()?;
-        written += events.len();
+        txn.stage_sink(SinkChange { name: SINK.into(), from_seq: from, from_owner, record })?;
+        match txn.commit() {
+            Ok(_) => written += events.len(),
+            // another writer (a process of a log-resident lake) moved the cursor or took the sink
+            // meanwhile: look again from where it stands now (its rows are exactly once)
+            Err(e) if e.kind == ErrorKind::Conflict && conflicts < MAX_CONFLICTS => conflicts += 1,
+            Err(e) => return Err(e),
+        }
     }
 }
 

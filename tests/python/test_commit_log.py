@@ -265,3 +265,44 @@ def test_a_crash_around_the_offer_leaves_a_consistent_lake(lake, point, lands):
     assert seqs == [1, 2, 3] if lands else seqs == [1, 2]
     after.sql("INSERT INTO lake.t VALUES (3)")
     assert after.sql("SELECT max(commit_seq) FROM skade_commits_since('lake', 0)") == [[len(seqs) + 1]]
+
+
+def test_lineage_from_several_processes_reaches_the_collector_once(tmp_path):
+    """Every process attaching the lake with a collector starts a delivery worker; one of them
+    holds the sink's lease and delivers, the others wait: each event arrives once, not once per
+    process. Processes that DETACH give their lease up, and one still attached takes over from
+    the stored cursor."""
+    from openlineage_collector import Collector, validate
+
+    collector = Collector()
+    procs = []
+    try:
+        attach = (f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade, COMMIT_LOG '{tmp_path / 'lake.log'}', "
+                  f"COMMIT_LOG_POLL_MS 20, OPENLINEAGE_URL '{collector.url}', LINEAGE true)")
+        for _ in range(3):
+            procs.append(Process())
+            procs[-1].sql(attach)
+        procs[0].sql("CREATE TABLE lake.t (id BIGINT)")
+        for k in range(10):
+            for i, p in enumerate(procs):
+                p.sql(f"INSERT INTO lake.t VALUES ({i * 100 + k})")
+        events = collector.wait_for(31)
+        time.sleep(1.5)  # a duplicate would have arrived by now
+        runs = [e["run"]["runId"] for e in collector.events]
+        assert len(runs) == len(set(runs)) == 31, f"{len(runs)} deliveries of {len(set(runs))} events"
+        for e in events:
+            validate(e)
+        procs[2].sql("SELECT * FROM skade_lineage_flush('lake', 20000)")
+        assert procs[1].sql("SELECT count(*), count(DISTINCT commit_seq) FROM lake.skade_lineage.events") == [[31, 31]]
+        for p in procs[:2]:
+            p.sql("DETACH lake")
+        procs[2].sql("INSERT INTO lake.t VALUES (999)")
+        procs[2].sql("SELECT * FROM skade_lineage_flush('lake', 20000)")
+        time.sleep(1.0)
+        runs = [e["run"]["runId"] for e in collector.events]
+        assert len(runs) == len(set(runs)) == 32, f"{len(runs)} deliveries of {len(set(runs))} events"
+    finally:
+        for p in procs:
+            p.p.kill()
+            p.p.wait()
+        collector.close()
