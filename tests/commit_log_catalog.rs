@@ -420,3 +420,42 @@ fn a_win_reported_as_a_loss_to_its_own_batch_is_a_win() {
     assert_eq!(catalog.head_seq(), 3);
     assert_eq!(positions(&log).len(), 4);
 }
+
+/// The folder log, recording what an open asks of it.
+#[derive(Debug, Default)]
+struct Recording(std::sync::Mutex<Vec<String>>);
+
+impl CommitLogProvider for &'static Recording {
+    fn name(&self) -> &str {
+        "skade folder log"
+    }
+    fn committer(&self, location: &str) -> skade::error::Result<Box<dyn skade::commit_log::Committer>> {
+        self.0.lock().unwrap().push(format!("committer {location}"));
+        FolderLogProvider.committer(location)
+    }
+    fn reader(&self, location: &str) -> skade::error::Result<Arc<dyn skade::commit_log::LogReader>> {
+        self.0.lock().unwrap().push(format!("reader {location}"));
+        FolderLogProvider.reader(location)
+    }
+}
+
+#[test]
+fn a_read_only_open_asks_the_provider_for_its_reader_alone() {
+    static ASKED: std::sync::OnceLock<Recording> = std::sync::OnceLock::new();
+    let recording: &'static Recording = ASKED.get_or_init(Recording::default);
+    let dir = TestDir::new();
+    let path = dir.path().join("lake.skade");
+    let log = dir.path().join("lake.log");
+    drop(open_through(&path, &log)); // adopted through the in-tree provider
+    let options = AttachOptions {
+        read_only: true,
+        commit_log: Some(Arc::new(recording) as Arc<dyn CommitLogProvider>),
+        ..AttachOptions::default()
+    };
+    let catalog = Catalog::open(&path, options).unwrap();
+    let status = catalog.commit_log_status().unwrap().unwrap();
+    assert_eq!((status.checkpoint, status.end, status.location.as_str()), (0, 0, log.to_str().unwrap()));
+    drop(catalog);
+    // the stamp's location, asked of the reader only: a read-only open never commits
+    assert_eq!(*recording.0.lock().unwrap(), vec![format!("reader {}", log.display())]);
+}
