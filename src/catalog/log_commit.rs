@@ -174,7 +174,11 @@ impl LogLink {
             // its own batch as the winner (an S3 retry answered 412, an NFS link retransmitted)
             Ok(Offered::Lost(held)) if ours(&held) => Ok(None),
             Ok(Offered::Lost(winners)) => Ok(Some(winners)),
-            Err(e) => self.settle(seq, e).map(|held| (!ours(&held)).then_some(held)),
+            // (only an I/O error can come after the batch was published: others are refusals)
+            Err(e) if e.kind == crate::error::ErrorKind::Io => {
+                self.settle(seq, e).map(|held| (!ours(&held)).then_some(held))
+            }
+            Err(e) => Err(e),
         };
         match &outcome {
             Ok(None) => self.won.fetch_add(1, Ordering::Relaxed),

@@ -17,6 +17,7 @@ use super::residency;
 use super::state::CatalogState;
 use super::store::{CommitRecord, Store};
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::duckdb_types::Nanoseconds;
 use crate::format::metadata::MetadataCache;
 use crate::io::{absolute, ByteLock};
 use crate::lookup::cache::LookupCache;
@@ -24,6 +25,9 @@ use crate::read::caches::ReadCaches;
 
 /// The bytes of a log-resident catalog's turns file (see `Catalog::cross_process_turns`).
 const TURN_BYTES: u64 = 1 << 16;
+/// How long a commit waits for another process's turn on a table before it commits without
+/// (a process stopped or hung while holding it must not stop every other writer of the table).
+const TURN_WAIT: Duration = Duration::from_secs(2);
 
 /// Buffered commit events per subscriber; a slower subscriber lags and recovers from the log.
 pub const COMMIT_EVENT_BUFFER: usize = 1024;
@@ -39,6 +43,8 @@ pub struct Catalog {
     read_only: bool,
     /// The ATTACH's TARGET_FILE_SIZE (see [`AttachOptions::target_file_size`]).
     pub(crate) target_file_size: Option<u64>,
+    /// The ATTACH's TIMESTAMP_NS.
+    nanoseconds: Nanoseconds,
 }
 
 pub(crate) struct Inner {
@@ -117,6 +123,7 @@ impl Catalog {
                 actor: options.actor,
                 read_only: options.read_only,
                 target_file_size: options.target_file_size,
+                nanoseconds: options.timestamp_ns,
             });
         }
         // A handle of this process that is closing (flushing at DETACH) still holds the file for
@@ -169,6 +176,7 @@ impl Catalog {
             actor: options.actor,
             read_only: options.read_only,
             target_file_size: options.target_file_size,
+            nanoseconds: options.timestamp_ns,
         })
     }
 
@@ -182,6 +190,11 @@ impl Catalog {
 
     pub fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// How this ATTACH stores new TIMESTAMP_NS columns (TIMESTAMP_NS option).
+    pub fn nanoseconds(&self) -> Nanoseconds {
+        self.nanoseconds
     }
 
     /// The caches every read of this catalog shares (manifests, footers, delete files).
@@ -276,7 +289,8 @@ impl Catalog {
     /// reading its head to committing, as threads of one process do, instead of racing and
     /// redoing their metadata until one gives up. One byte per table (by a hash of its uuid) of
     /// the file `<catalog>.turns`, locked in ascending order (no deadlock; two tables sharing a
-    /// byte only share turns). Nothing for a plain catalog: one process commits to it.
+    /// byte only share turns), each waited for at most [`TURN_WAIT`]. Nothing for a plain
+    /// catalog: one process commits to it.
     pub(crate) fn cross_process_turns<'a>(&self, uuids: impl IntoIterator<Item = &'a str>) -> Result<Vec<ByteLock>> {
         if self.inner.log.is_none() || self.inner.store.read_only() {
             return Ok(vec![]);
@@ -287,7 +301,16 @@ impl Catalog {
         bytes.dedup();
         let mut file = self.inner.store.path.clone().into_os_string();
         file.push(".turns");
-        bytes.into_iter().map(|b| crate::io::lock_byte(Path::new(&file), b)).collect()
+        let mut turns = Vec::with_capacity(bytes.len());
+        for b in bytes {
+            match crate::io::lock_byte(Path::new(&file), b, TURN_WAIT)? {
+                Some(turn) => turns.push(turn),
+                // a holder that keeps a turn this long is stopped or hung: commit without the
+                // turns, the log's race decides (rebasing as it must)
+                None => return Ok(vec![]),
+            }
+        }
+        Ok(turns)
     }
 
     /// The commit turn of one table (see `Transaction::commit`).
@@ -640,6 +663,7 @@ pub struct WeakCatalog {
     inner: Weak<Inner>,
     actor: String,
     target_file_size: Option<u64>,
+    nanoseconds: Nanoseconds,
 }
 
 impl Catalog {
@@ -648,6 +672,7 @@ impl Catalog {
             inner: Arc::downgrade(&self.inner),
             actor: self.actor.clone(),
             target_file_size: self.target_file_size,
+            nanoseconds: self.nanoseconds,
         }
     }
 }
@@ -661,7 +686,13 @@ impl WeakCatalog {
         }
         inner.handles.fetch_add(1, Ordering::SeqCst);
         let read_only = inner.store.read_only();
-        Some(Catalog { inner, actor: self.actor.clone(), read_only, target_file_size: self.target_file_size })
+        Some(Catalog {
+            inner,
+            actor: self.actor.clone(),
+            read_only,
+            target_file_size: self.target_file_size,
+            nanoseconds: self.nanoseconds,
+        })
     }
 
     pub fn is_open(&self) -> bool {
@@ -682,6 +713,7 @@ impl Clone for Catalog {
             actor: self.actor.clone(),
             read_only: self.read_only,
             target_file_size: self.target_file_size,
+            nanoseconds: self.nanoseconds,
         }
     }
 }

@@ -65,6 +65,8 @@ pub struct AttachOptions {
     pub commit_log_location: Option<String>,
     /// COMMIT_LOG_POLL_MS: how often a log-resident catalog looks for other processes' commits.
     pub commit_log_poll: std::time::Duration,
+    /// TIMESTAMP_NS: how new TIMESTAMP_NS columns are stored ('refuse', or 'microseconds').
+    pub timestamp_ns: crate::format::duckdb_types::Nanoseconds,
 }
 
 /// The default of COMMIT_LOG_POLL_MS.
@@ -154,6 +156,7 @@ impl Default for AttachOptions {
             commit_log: None,
             commit_log_location: None,
             commit_log_poll: DEFAULT_COMMIT_LOG_POLL,
+            timestamp_ns: Default::default(),
         }
     }
 }
@@ -196,6 +199,19 @@ impl AttachOptions {
                     }
                     o.commit_log_location = Some(value.to_string());
                 }
+                "timestamp_ns" => {
+                    use crate::format::duckdb_types::Nanoseconds;
+                    o.timestamp_ns = match value.to_ascii_lowercase().as_str() {
+                        "microseconds" => Nanoseconds::Microseconds,
+                        "refuse" => Nanoseconds::Refuse,
+                        _ => {
+                            return Err(Error::invalid(format!(
+                                "TIMESTAMP_NS '{value}': expected 'microseconds' (store new TIMESTAMP_NS columns as \
+                                 microseconds, the last three digits dropped) or 'refuse'"
+                            )))
+                        }
+                    };
+                }
                 "commit_log_poll_ms" => {
                     let ms: u64 =
                         value.trim().parse().ok().filter(|ms| (1..=3_600_000).contains(ms)).ok_or_else(|| {
@@ -211,7 +227,7 @@ impl AttachOptions {
                 other => {
                     return Err(Error::invalid(format!(
                         "unknown ATTACH option '{}' for a skade catalog (known: DATA_PATH, \
-                         READ_ONLY, DURABILITY, ACTOR, TARGET_FILE_SIZE, COMMIT_LOG, COMMIT_LOG_POLL_MS, \
+                         READ_ONLY, DURABILITY, ACTOR, TARGET_FILE_SIZE, TIMESTAMP_NS, COMMIT_LOG, COMMIT_LOG_POLL_MS, \
                          LINEAGE, OPENLINEAGE_URL, OPENLINEAGE_ENDPOINT, OPENLINEAGE_NAMESPACE, \
                          OPENLINEAGE_API_KEY)",
                         other.to_uppercase()

@@ -653,6 +653,10 @@ fn close_quietly(db: Option<Db>) {
 /// processes creating one lake at once (each ATTACHing it with COMMIT_LOG) agree on one file and
 /// none sees it half made. Whether this call made it (false: another process did first).
 fn create(path: &Path, data_path: &Path) -> Result<bool> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+        crate::io::remove_stale_staging(dir, &format!(".{name}."));
+    }
     let staging = crate::io::staging_beside(path);
     // (the file's own canonical path, recorded to recognise copies: its folder's and its name)
     let created_as = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));

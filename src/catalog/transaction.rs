@@ -486,7 +486,8 @@ impl Transaction {
         self.check_writable()?;
         self.check_not_reserved(schema_name, &format!("create table {}", names::shown(name)))?;
         let location = names::table_location(self.catalog.data_path(), schema_name, name)?;
-        let iceberg_schema = schema::iceberg_schema(arrow, duckdb_types, not_null, primary_key)?;
+        let (iceberg_schema, kept) =
+            schema::iceberg_schema(arrow, duckdb_types, not_null, primary_key, self.catalog.nanoseconds())?;
         let stored_schema_name = {
             let st = self.lock()?;
             let Some(schema) = st.view.schema(schema_name) else {
@@ -506,7 +507,7 @@ impl Transaction {
         let location =
             location.to_str().ok_or_else(|| Error::invalid("table location is not valid UTF-8"))?.to_string();
         let table_uuid = Uuid::new_v4();
-        let md = metadata::new_table(iceberg_schema, &location, table_uuid)?;
+        let md = metadata::new_table(iceberg_schema, &location, table_uuid, &kept)?;
         let md_location = metadata::metadata_location(&location, 0);
         self.lock()?.written.push(md_location.clone());
         self.catalog.inner.metadata.write(&md_location, &md)?;

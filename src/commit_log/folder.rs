@@ -278,6 +278,8 @@ impl LogReader for FolderLog {
                 self.folder.display()
             )));
         }
+        // (what committers killed mid-offer left: their staging files)
+        crate::io::remove_stale_staging(&self.folder, ".");
         // the mark first: from then on a stale committer or reader below it gets an error
         let marks = self.folder.join(TRUNCATED);
         crate::io::create_dirs(&marks)?;

@@ -266,8 +266,9 @@ pub unsafe extern "C" fn skade_fn_lookup(
             )));
         }
         let found = txn.lookup(uuid, has_as_of.then_some(as_of), &keys)?;
-        let schema = found.batch.schema();
-        let batches: Vec<Result<RecordBatch, arrow::error::ArrowError>> = vec![Ok(found.batch)];
+        let facing = crate::format::duckdb_types::Facing::of(&table.metadata)?;
+        let schema = facing.schema(&found.batch.schema());
+        let batches: Vec<Result<RecordBatch, arrow::error::ArrowError>> = vec![Ok(facing.batch(found.batch, &schema)?)];
         out(result, super::export_stream(RecordBatchIterator::new(batches, schema)))
     })
 }

@@ -8,10 +8,12 @@ use arrow::ffi_stream::FFI_ArrowArrayStream;
 use super::table::SkadeTable;
 use super::transaction::SkadeTxn;
 use super::{free, guard, guard_value, handle, out, SkadeStatus};
+use crate::format::duckdb_types::Facing;
 use crate::read::filter::Prune;
 use crate::read::scan::ScanPlan;
 
-pub struct SkadeScan(ScanPlan);
+/// A planned scan, and how its rows leave for DuckDB (the columns' kept DuckDB types).
+pub struct SkadeScan(ScanPlan, Facing);
 
 /// Plans a scan of `table` as it was bound (so a statement that replaces the table still reads
 /// the version it named). `columns` are top-level column indexes in output order (none:
@@ -43,7 +45,8 @@ pub unsafe extern "C" fn skade_scan_open(
         // each task's stream carries its own schema (dictionary-encoded strings, narrow
         // decimals): the shim converts per stream
         let plan = txn.scan(table, columns, prune, row_ids)?.with_duckdb_types();
-        out(result, Box::into_raw(Box::new(SkadeScan(plan))))
+        let facing = Facing::of(&table.metadata)?;
+        out(result, Box::into_raw(Box::new(SkadeScan(plan, facing))))
     })
 }
 
@@ -76,7 +79,8 @@ pub unsafe extern "C" fn skade_scan_task_stream(
     result: *mut FFI_ArrowArrayStream,
 ) -> *mut SkadeStatus {
     guard(|| {
-        let reader = handle(scan, "scan")?.0.open(task as usize)?;
+        let scan = handle(scan, "scan")?;
+        let reader = scan.1.reader(scan.0.open(task as usize)?);
         out(result, super::export_stream(reader))
     })
 }

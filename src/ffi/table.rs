@@ -7,6 +7,7 @@ use arrow::ffi::FFI_ArrowSchema;
 use super::{free, guard, guard_value, handle, out, SkadeStatus, SkadeStrings};
 use crate::catalog::TableInfo;
 use crate::error::Result;
+use crate::format::duckdb_types::Facing;
 use crate::format::schema::arrow_schema;
 
 pub struct SkadeTable {
@@ -83,6 +84,7 @@ pub unsafe extern "C" fn skade_table_arrow_schema(
     guard(|| {
         let t = handle(table, "table")?;
         let schema = arrow_schema(t.info.metadata.current_schema())?;
+        let schema = Facing::of(&t.info.metadata)?.schema(&schema); // (DuckDB's own types kept)
         out(result, FFI_ArrowSchema::try_from(schema.as_ref())?)
     })
 }

@@ -25,28 +25,47 @@ use uuid::Uuid;
 /// Table property recording when skade created the table (ms since the epoch, UTC).
 pub const CREATED_AT_MS: &str = "skade.created-at-ms";
 
+use super::duckdb_types::{self, DuckdbTypes};
 use crate::error::{Error, Result};
 use crate::io::write_new;
 
-/// Metadata of a new, empty, unpartitioned v2 table.
-pub fn new_table(schema: Schema, location: &str, table_uuid: Uuid) -> Result<TableMetadata> {
-    let properties = HashMap::from([
+/// Metadata of a new, empty, unpartitioned v2 table. `kept` are DuckDB types Iceberg stores as a
+/// wider type, by column name (kept in a table property by field id: see `duckdb_types`).
+pub fn new_table(schema: Schema, location: &str, table_uuid: Uuid, kept: &[(String, String)]) -> Result<TableMetadata> {
+    let mut properties = HashMap::from([
         ("write.format.default".to_string(), "parquet".to_string()),
         ("write.parquet.compression-codec".to_string(), "snappy".to_string()),
         ("created-by".to_string(), format!("skade {}", env!("CARGO_PKG_VERSION"))),
         (CREATED_AT_MS.to_string(), chrono::Utc::now().timestamp_millis().to_string()),
     ]);
-    let built = TableMetadataBuilder::new(
-        schema,
-        UnboundPartitionSpec::builder().build(),
-        SortOrder::unsorted_order(),
-        location.to_string(),
-        FormatVersion::V2,
-        properties,
-    )?
-    .assign_uuid(table_uuid)
-    .build()?;
-    Ok(built.metadata)
+    let build = |properties: HashMap<String, String>| -> Result<TableMetadata> {
+        let built = TableMetadataBuilder::new(
+            schema.clone(),
+            UnboundPartitionSpec::builder().build(),
+            SortOrder::unsorted_order(),
+            location.to_string(),
+            FormatVersion::V2,
+            properties,
+        )?
+        .assign_uuid(table_uuid)
+        .build()?;
+        Ok(built.metadata)
+    };
+    if kept.is_empty() {
+        return build(properties);
+    }
+    // the builder assigns the final field ids: learn them, then build with the property
+    let first = build(properties.clone())?;
+    let mut types = DuckdbTypes::default();
+    for (name, ty) in kept {
+        let field = first
+            .current_schema()
+            .field_by_name(name)
+            .ok_or_else(|| Error::internal(format!("column {name} vanished from the new table's schema")))?;
+        types.0.insert(field.id, ty.clone());
+    }
+    properties.insert(duckdb_types::PROPERTY.to_string(), types.property());
+    build(properties)
 }
 
 /// `<table>/metadata/<version>-<uuid>.metadata.json`, Iceberg's conventional name.
@@ -274,7 +293,7 @@ mod tests {
     #[test]
     fn files_are_the_crates_json_and_texts_follow_their_snapshot() {
         let texts = SnapshotTexts::default();
-        let created = new_table(schema(), "/t", Uuid::new_v4()).unwrap();
+        let created = new_table(schema(), "/t", Uuid::new_v4(), &[]).unwrap();
         let one = with_snapshot(&created, 7, "1");
         let two = with_snapshot(&one, 8, "2");
         for md in [&created, &one, &two] {

@@ -2,6 +2,7 @@
 //! manifest lists, producing a snapshot's files, and snapshot expiry. Nothing here reads rows.
 
 pub(crate) mod avro_names;
+pub mod duckdb_types;
 pub mod expire;
 pub mod manifests;
 pub mod metadata;

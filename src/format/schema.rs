@@ -9,6 +9,7 @@ use arrow::array::{make_array, Array, ArrayRef, AsArray, RecordBatch, RecordBatc
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef, TimeUnit};
 use iceberg::spec::{ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Type};
 
+use super::duckdb_types::{self, Nanoseconds};
 use crate::error::{Error, Result};
 
 const EXTENSION_NAME: &str = "ARROW:extension:name";
@@ -19,22 +20,33 @@ const BOOL8_EXTENSION: &str = "arrow.bool8";
 /// Builds the Iceberg schema of a new table from the Arrow schema DuckDB exported for its
 /// columns. `duckdb_types` are DuckDB's names for each top-level column's type (for messages),
 /// `not_null` the columns declared NOT NULL, `primary_key` the key columns, in key order.
+/// Returns the schema and the DuckDB types Iceberg stores as a wider type, by column name (see
+/// `duckdb_types`).
 pub fn iceberg_schema(
     arrow: &ArrowSchema,
     duckdb_types: &[String],
     not_null: &[String],
     primary_key: &[String],
-) -> Result<Schema> {
+    nanoseconds: Nanoseconds,
+) -> Result<(Schema, Vec<(String, String)>)> {
     let mut next_id = 0;
     let mut fields = Vec::with_capacity(arrow.fields().len());
+    let mut kept = vec![];
     for (i, f) in arrow.fields().iter().enumerate() {
         let duck = duckdb_types.get(i).map(String::as_str).unwrap_or("?");
-        let ty = iceberg_type(f, &mut next_id).map_err(|why| {
+        let cannot = |why: String| {
             Error::invalid(format!(
                 "column \"{}\" has type {duck}, which a skade (Iceberg) table cannot store: {why}",
                 f.name()
             ))
-        })?;
+        };
+        let ty = match duckdb_types::stored_as(f, nanoseconds).map_err(cannot)? {
+            Some((ty, name)) => {
+                kept.push((f.name().clone(), name.to_string()));
+                ty
+            }
+            None => iceberg_type(f, &mut next_id).map_err(cannot)?,
+        };
         next_id += 1;
         let required = is_in(not_null, f.name()) || is_in(primary_key, f.name());
         fields.push(Arc::new(NestedField::new(next_id, f.name(), ty, required)));
@@ -67,7 +79,7 @@ pub fn iceberg_schema(
             return Err(Error::invalid(format!("duplicate column name \"{prev}\"")));
         }
     }
-    Ok(Schema::builder().with_fields(fields).with_identifier_field_ids(key_ids).build()?)
+    Ok((Schema::builder().with_fields(fields).with_identifier_field_ids(key_ids).build()?, kept))
 }
 
 fn is_in(list: &[String], name: &str) -> bool {
@@ -80,6 +92,14 @@ fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, S
         Some(UUID_EXTENSION) => return prim(PrimitiveType::Uuid),
         Some(BOOL8_EXTENSION) => return prim(PrimitiveType::Boolean),
         _ => {}
+    }
+    if duckdb_types::is_kept(field) {
+        // (kept only for top-level columns: here it is inside a STRUCT, LIST or MAP)
+        return Err(format!(
+            "inside a STRUCT, LIST or MAP, {} has no Iceberg type (a top-level column of it is stored as a wider \
+             type); use INTEGER, BIGINT, DECIMAL or TIMESTAMP there",
+            field.data_type()
+        ));
     }
     if let Some(ext) = field.metadata().get(EXTENSION_NAME) {
         return Err(format!("its Arrow extension type {ext} has no Iceberg equivalent"));
@@ -196,11 +216,15 @@ pub fn conform(columns: &StructArray, target: &ArrowSchemaRef, table_name: &str)
         )));
     }
     let mut out = Vec::with_capacity(target.fields().len());
-    for (col, field) in columns.columns().iter().zip(target.fields()) {
+    for ((col, field), source) in columns.columns().iter().zip(target.fields()).zip(columns.fields()) {
         if !field.is_nullable() && col.null_count() > 0 {
             return Err(Error::constraint(format!("NOT NULL constraint failed: {table_name}.{}", field.name())));
         }
-        let col = conform_array(col, field.data_type())?;
+        let column_name = format!("{table_name}.{}", field.name());
+        let col = match duckdb_types::hugeint_to_decimal(col, source, &column_name) {
+            Some(decimal) => decimal?,
+            None => conform_array(col, field.data_type())?,
+        };
         check_time_of_day(&col, table_name, field.name())?;
         out.push(col);
     }
@@ -236,6 +260,10 @@ pub(crate) fn conform_array(array: &ArrayRef, target: &DataType) -> Result<Array
     }
     if array.data_type().equals_datatype(target) {
         return Ok(make_array(relabel(array.to_data(), target)?));
+    }
+    if let (DataType::FixedSizeBinary(16), DataType::Decimal128(p, 0)) = (array.data_type(), target) {
+        // DuckDB's HUGEINT (16 bytes) for a decimal(p,0) column (a lookup key, a filter's value)
+        return duckdb_types::hugeints_as_decimals(array, *p).map_err(Error::invalid);
     }
     Ok(arrow::compute::cast(array, target)?)
 }
@@ -312,7 +340,8 @@ mod tests {
             ),
         ]);
         let types: Vec<String> = arrow.fields().iter().map(|f| f.data_type().to_string()).collect();
-        let schema = iceberg_schema(&arrow, &types, &[], &["id".into()]).unwrap();
+        let (schema, kept) = iceberg_schema(&arrow, &types, &[], &["id".into()], Nanoseconds::Refuse).unwrap();
+        assert!(kept.is_empty());
         assert_eq!(schema.as_struct().fields().len(), 16);
         assert!(schema.field_by_name("id").unwrap().required);
         assert_eq!(schema.identifier_field_ids().count(), 1);
@@ -321,10 +350,43 @@ mod tests {
     }
 
     #[test]
+    fn narrow_types_are_stored_wider_and_kept_by_name() {
+        let arrow = ArrowSchema::new(vec![
+            Field::new("tiny", DataType::Int8, true),
+            Field::new("big", DataType::UInt64, true),
+            Field::new("ms", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+        ]);
+        let types = ["TINYINT".to_string(), "UBIGINT".into(), "TIMESTAMP_MS".into()];
+        let (schema, kept) = iceberg_schema(&arrow, &types, &[], &[], Nanoseconds::Refuse).unwrap();
+        assert_eq!(
+            kept,
+            vec![
+                ("tiny".into(), "TINYINT".into()),
+                ("big".into(), "UBIGINT".into()),
+                ("ms".into(), "TIMESTAMP_MS".into())
+            ]
+        );
+        let t = |n| schema.field_by_name(n).unwrap().field_type.to_string();
+        assert_eq!((t("tiny"), t("big"), t("ms")), ("int".into(), "decimal(20, 0)".into(), "timestamp".into()));
+    }
+
+    #[test]
     fn unsupported_types_name_column_and_type() {
-        let arrow = ArrowSchema::new(vec![Field::new("tiny", DataType::Int8, true)]);
-        let err = iceberg_schema(&arrow, &["TINYINT".into()], &[], &[]).unwrap_err();
-        assert!(err.message.contains("\"tiny\"") && err.message.contains("TINYINT"), "{}", err.message);
+        let ns = ArrowSchema::new(vec![Field::new("t", DataType::Timestamp(TimeUnit::Nanosecond, None), true)]);
+        let err = iceberg_schema(&ns, &["TIMESTAMP_NS".into()], &[], &[], Nanoseconds::Refuse).unwrap_err();
+        assert!(
+            err.message.contains("\"t\"") && err.message.contains("TIMESTAMP_NS 'microseconds'"),
+            "{}",
+            err.message
+        );
+        assert!(iceberg_schema(&ns, &["TIMESTAMP_NS".into()], &[], &[], Nanoseconds::Microseconds).is_ok());
+        let nested = ArrowSchema::new(vec![Field::new_list("l", Field::new("element", DataType::Int8, true), true)]);
+        let err = iceberg_schema(&nested, &["TINYINT[]".into()], &[], &[], Nanoseconds::Refuse).unwrap_err();
+        assert!(
+            err.message.contains("\"l\"") && err.message.contains("inside a STRUCT, LIST or MAP"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

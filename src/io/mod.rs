@@ -66,6 +66,23 @@ pub fn staging_beside(path: &Path) -> std::path::PathBuf {
     path.with_file_name(format!(".{name}.{}.{}.staging", uuid::Uuid::new_v4(), std::process::id()))
 }
 
+/// Removes the staging files in `dir` whose names start with `prefix` and whose process is gone
+/// (a process killed between writing one and publishing it leaves it behind). Best effort.
+pub fn remove_stale_staging(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_suffix(".staging")) else { continue };
+        let Some(pid) = rest.rsplit('.').next().and_then(|p| p.parse::<libc::pid_t>().ok()) else { continue };
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        let gone =
+            unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Removes a file if it is there.
 pub fn remove_file(path: &Path) {
     let _ = std::fs::remove_file(path);
@@ -77,8 +94,9 @@ pub struct ByteLock {
     _file: File,
 }
 
-/// Takes the lock on byte `offset` of `path` (made when missing), waiting for it.
-pub fn lock_byte(path: &Path, offset: u64) -> Result<ByteLock> {
+/// Takes the lock on byte `offset` of `path` (made when missing), waiting for it at most `wait`:
+/// None when another holder kept it that long (a stopped or hung process must not stop others).
+pub fn lock_byte(path: &Path, offset: u64, wait: std::time::Duration) -> Result<Option<ByteLock>> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -91,16 +109,24 @@ pub fn lock_byte(path: &Path, offset: u64) -> Result<ByteLock> {
     lock.l_whence = libc::SEEK_SET as _;
     lock.l_start = offset as libc::off_t;
     lock.l_len = 1;
+    let end = std::time::Instant::now() + wait;
+    let mut pause = std::time::Duration::from_micros(100);
     loop {
         use std::os::fd::AsRawFd;
         // SAFETY: `lock` is a valid flock for the call; the descriptor is open.
-        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLKW, &lock) } == 0 {
-            return Ok(ByteLock { _file: file });
+        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) } == 0 {
+            return Ok(Some(ByteLock { _file: file }));
         }
         let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
+        let held = matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES));
+        if !held && e.kind() != std::io::ErrorKind::Interrupted {
             return Err(io_err("lock", path, e));
         }
+        if std::time::Instant::now() >= end {
+            return Ok(None);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(5));
     }
 }
 

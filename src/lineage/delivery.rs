@@ -10,7 +10,7 @@
 //! A 4xx is the collector refusing that event: recorded with its message, and skipped.
 //!
 //! Through a commit log several processes attach one lake, and each starts its workers: one of
-//! them delivers to a sink at a time, holding a lease in the sink's record ([`LEASE`], renewed as
+//! them delivers to a sink at a time, holding a lease in the sink's record ([`lease`], renewed as
 //! it delivers, released at DETACH); the others wait for the lease to lapse (an owner that died
 //! or went idle), so a collector gets each event once, not once per process.
 
@@ -44,8 +44,14 @@ const ROUND_RECORDS: usize = 256;
 /// A worker looks at whether its lake is still attached this often while it waits.
 const TICK: Duration = Duration::from_millis(100);
 /// How long a process's lease on a sink lasts without renewal (a log-resident lake); it is
-/// renewed once half of it is left.
-pub const LEASE: Duration = Duration::from_secs(10);
+/// renewed once half of it is left. 10 s; `SKADE_LINEAGE_LEASE_MS` sets another (tests).
+fn lease() -> Duration {
+    static LEASE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *LEASE.get_or_init(|| {
+        let ms = std::env::var("SKADE_LINEAGE_LEASE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+        Duration::from_millis(ms)
+    })
+}
 
 /// What a worker reports about itself (`skade_lineage_delivery`).
 #[derive(Debug, Clone, Default)]
@@ -389,7 +395,7 @@ fn store_cursor(catalog: &Catalog, sink: &str, record: &SinkRecord) -> Result<()
     }
     let mut record = record.clone();
     if record.owner.is_some() {
-        record.lease_until_us = Some(now_us() + LEASE.as_micros() as i64); // (renewed as it delivers)
+        record.lease_until_us = Some(now_us() + lease().as_micros() as i64); // (renewed as it delivers)
     }
     let txn = catalog.begin();
     let from_owner = stored.owner.clone();
@@ -400,6 +406,16 @@ fn store_cursor(catalog: &Catalog, sink: &str, record: &SinkRecord) -> Result<()
 
 fn now_us() -> i64 {
     chrono::Utc::now().timestamp_micros()
+}
+
+/// Whether this worker still holds its sink (renewing its lease when half of it is gone); None
+/// when the lake was detached.
+fn still_own(worker: &Worker) -> Result<Option<bool>> {
+    let Some(catalog) = worker.catalog.upgrade() else { return Ok(None) };
+    if !catalog.is_log_resident() {
+        return Ok(Some(true));
+    }
+    Ok(Some(own(worker, &catalog)?.is_none()))
 }
 
 /// Whether this worker delivers to its sink now: None when it does (a plain lake, one process:
@@ -416,12 +432,12 @@ fn own(worker: &Worker, catalog: &Catalog) -> Result<Option<Duration>> {
         return Ok(Some(Duration::from_micros((until - now) as u64 + 1000).min(Duration::from_secs(60))));
     }
     let mine = stored.owner.as_deref() == Some(worker.owner_id.as_str());
-    if mine && stored.lease_until_us.unwrap_or(0) - now > LEASE.as_micros() as i64 / 2 {
+    if mine && stored.lease_until_us.unwrap_or(0) - now > lease().as_micros() as i64 / 2 {
         return Ok(None);
     }
     let record = SinkRecord {
         owner: Some(worker.owner_id.clone()),
-        lease_until_us: Some(now + LEASE.as_micros() as i64),
+        lease_until_us: Some(now + lease().as_micros() as i64),
         ..stored.clone()
     };
     let txn = catalog.begin();
@@ -486,6 +502,13 @@ fn deliver_round(worker: &Worker, sink: &dyn LineageSink, cursor: &mut Cursor) -
     for (seq, body) in bodies {
         let mut backoff = FIRST_BACKOFF;
         loop {
+            // Through a commit log, the lease is held (renewed) event by event: a round can outlast
+            // it (a slow or failing collector), and another process may have taken the sink over.
+            match still_own(worker)? {
+                Some(true) => {}
+                Some(false) => return Ok(Some(true)), // taken over: the loop looks again
+                None => return Ok(None),
+            }
             match sink.send(&body) {
                 Outcome::Delivered => {
                     worker.update(|s| {

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use arrow::array::StructArray;
 
-use super::events;
+use super::events::{self, LineageEvent};
 use super::openlineage::{run_event, Naming};
 use super::rows::{self, SeqType};
 use crate::catalog::names::LINEAGE_SCHEMA;
@@ -23,6 +23,11 @@ pub const SINK: &str = "history";
 const BATCH_RECORDS: usize = 10_000;
 /// Conflicts with another writer of the history one call rides out.
 const MAX_CONFLICTS: usize = 16;
+
+/// The history sink's record as the catalog holds it.
+fn stored(catalog: &Catalog) -> SinkRecord {
+    catalog.state().sinks.get(SINK).map(|s| (**s).clone()).unwrap_or_default()
+}
 
 /// Where the history's cursor stands (0: nothing historized).
 pub fn cursor(catalog: &Catalog) -> u64 {
@@ -41,7 +46,10 @@ pub fn catch_up(catalog: &Catalog, namespace: &str) -> Result<usize> {
     let mut written = 0;
     let mut conflicts = 0;
     loop {
-        let from = cursor(catalog);
+        // (through a commit log another process may have written the history meanwhile)
+        catalog.catch_up()?;
+        let before = stored(catalog);
+        let from = before.delivered_seq;
         if from >= head {
             return Ok(written);
         }
@@ -52,30 +60,44 @@ pub fn catch_up(catalog: &Catalog, namespace: &str) -> Result<usize> {
         if events.is_empty() && only_history(catalog, from, read)? {
             return Ok(written); // (its own commits: the next batch moves the cursor past them)
         }
-        let txn = catalog.begin_system();
-        let uuid = ensure_table(&txn)?;
-        if !events.is_empty() {
-            let naming = Naming { catalog, namespace };
-            let json: Vec<String> = events.iter().map(|e| run_event(&naming, e).to_string()).collect();
-            let batch = rows::batch(&events, SeqType::Signed, Some(&json))?;
-            let mut writer = txn.writer(&uuid)?;
-            writer.write(&StructArray::from(batch))?;
-            txn.stage_files(&uuid, writer.finish()?)?;
-            txn.end_statement(&uuid)?;
-        }
-        let before = catalog.state().sinks.get(SINK).map(|s| (**s).clone()).unwrap_or_default();
-        let from_owner = before.owner.clone();
-        let record =
-            SinkRecord { delivered_seq: read, delivered_at_us: Some(chrono::Utc::now().timestamp_micros()), ..before };
-        txn.stage_sink(SinkChange { name: SINK.into(), from_seq: from, from_owner, record })?;
-        match txn.commit() {
-            Ok(_) => written += events.len(),
-            // another writer (a process of a log-resident lake) moved the cursor or took the sink
-            // meanwhile: look again from where it stands now (its rows are exactly once)
-            Err(e) if e.kind == ErrorKind::Conflict && conflicts < MAX_CONFLICTS => conflicts += 1,
+        match write(catalog, namespace, &events, before.clone(), read) {
+            Ok(()) => written += events.len(),
+            // another writer (a process of a log-resident lake) wrote these rows and moved the
+            // cursor meanwhile: the rows' primary key or the cursor's compare-and-swap refused
+            // this one; look again from where the cursor stands now (each row is there once)
+            Err(e)
+                if matches!(e.kind, ErrorKind::Conflict | ErrorKind::Constraint)
+                    && conflicts < MAX_CONFLICTS
+                    && catalog.catch_up().is_ok()
+                    && stored(catalog) != before =>
+            {
+                conflicts += 1
+            }
             Err(e) => return Err(e),
         }
     }
+}
+
+/// One transaction of the history: the rows of `events` and the cursor moved from `before` to
+/// `read`.
+fn write(catalog: &Catalog, namespace: &str, events: &[LineageEvent], before: SinkRecord, read: u64) -> Result<()> {
+    let txn = catalog.begin_system();
+    let uuid = ensure_table(&txn)?;
+    if !events.is_empty() {
+        let naming = Naming { catalog, namespace };
+        let json: Vec<String> = events.iter().map(|e| run_event(&naming, e).to_string()).collect();
+        let batch = rows::batch(events, SeqType::Signed, Some(&json))?;
+        let mut writer = txn.writer(&uuid)?;
+        writer.write(&StructArray::from(batch))?;
+        txn.stage_files(&uuid, writer.finish()?)?;
+        txn.end_statement(&uuid)?;
+    }
+    let (from_seq, from_owner) = (before.delivered_seq, before.owner.clone());
+    let record =
+        SinkRecord { delivered_seq: read, delivered_at_us: Some(chrono::Utc::now().timestamp_micros()), ..before };
+    txn.stage_sink(SinkChange { name: SINK.into(), from_seq, from_owner, record })?;
+    txn.commit()?;
+    Ok(())
 }
 
 /// Whether every commit in (from, to] wrote the history table.

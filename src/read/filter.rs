@@ -286,6 +286,14 @@ impl Translator<'_> {
             (DataType::Int8, PrimitiveType::Boolean) => Datum::bool(array.as_primitive::<Int8Type>().value(0) != 0),
             (DataType::Int32, PrimitiveType::Int) => Datum::int(array.as_primitive::<Int32Type>().value(0)),
             (DataType::Int64, PrimitiveType::Long) => Datum::long(array.as_primitive::<Int64Type>().value(0)),
+            // narrow DuckDB integers kept on wider Iceberg columns (format::duckdb_types)
+            (DataType::Int8 | DataType::Int16 | DataType::UInt8 | DataType::UInt16, PrimitiveType::Int) => {
+                let wide = arrow::compute::cast(array, &DataType::Int32).ok()?;
+                Datum::int(wide.as_primitive::<Int32Type>().value(0))
+            }
+            (DataType::UInt32, PrimitiveType::Long) => {
+                Datum::long(array.as_primitive::<arrow::datatypes::UInt32Type>().value(0) as i64)
+            }
             (DataType::Float32, _) => Datum::float(array.as_primitive::<Float32Type>().value(0)),
             (DataType::Float64, _) => Datum::double(array.as_primitive::<Float64Type>().value(0)),
             (DataType::Date32, PrimitiveType::Date) => Datum::date(array.as_primitive::<Date32Type>().value(0)),

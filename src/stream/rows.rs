@@ -17,6 +17,7 @@ use crate::catalog::Catalog;
 use crate::changelog::types::{changelog_schema, CHANGE_TYPE, COMMIT_SNAPSHOT_ID, FULL_RELOAD};
 use crate::changelog::window::{self, Bound, Request};
 use crate::error::{Error, Result};
+use crate::format::duckdb_types::Facing;
 use crate::format::schema::arrow_schema;
 
 pub const TABLE: &str = "_table";
@@ -46,7 +47,7 @@ pub fn schema(catalog: &Catalog, consumer: &ConsumerRecord) -> Result<SchemaRef>
     let mut tags: Vec<Field> = vec![];
     for table in &consumer.tables {
         let metadata = table_metadata(catalog, table)?;
-        let own = arrow_schema(metadata.current_schema())?;
+        let own = Facing::of(&metadata)?.schema(&arrow_schema(metadata.current_schema())?);
         if let Some(f) = own.fields().iter().find(|f| RESERVED.contains(&f.name().as_str())) {
             return Err(Error::invalid(format!(
                 "consumer {}: table {} has a column named {}, which a consumer's rows use for their own \
@@ -171,6 +172,15 @@ pub fn rows(catalog: &Catalog, pending: &Pending, schema: &SchemaRef, used: &[us
             ..Request::default()
         };
         let batches = window::rows(&metadata, &catalog.read_caches(), &name, request)?;
+        // (each table's rows in its columns' kept DuckDB types, as the consumer's schema has them)
+        let facing = Facing::of(&metadata)?;
+        let batches = match facing.is_empty() {
+            true => batches,
+            false => batches
+                .into_iter()
+                .map(|b| facing.batch(b.clone(), &facing.schema(&b.schema())))
+                .collect::<Result<Vec<_>>>()?,
+        };
         let seq_of: BTreeMap<i64, u64> = commits.iter().map(|c| (c.snapshot_id.unwrap_or_default(), c.seq)).collect();
         for batch in batches {
             for (snapshot, part) in split_by_snapshot(&batch)? {

@@ -306,3 +306,84 @@ def test_lineage_from_several_processes_reaches_the_collector_once(tmp_path):
             p.p.kill()
             p.p.wait()
         collector.close()
+
+
+def test_a_slow_collector_keeps_one_process_delivering(tmp_path):
+    """A round of deliveries can outlast the sink's lease (a slow or failing collector): the owner
+    renews it event by event, so the other processes never take over from a stale cursor while it
+    is still sending (each event would reach the collector once per process). The lease is made
+    short here (SKADE_LINEAGE_LEASE_MS) so a few seconds show it."""
+    from openlineage_collector import Collector
+
+    collector = Collector()
+    slow = collector.set_mode
+    procs = []
+    try:
+        attach = (f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade, COMMIT_LOG '{tmp_path / 'lake.log'}', "
+                  f"COMMIT_LOG_POLL_MS 20, OPENLINEAGE_URL '{collector.url}')")
+        slow(lambda event: (time.sleep(0.03), 201)[1])
+        for _ in range(3):
+            procs.append(Process(env={"SKADE_LINEAGE_LEASE_MS": "600"}))
+            procs[-1].sql(attach)
+        procs[0].sql("CREATE TABLE lake.t (id BIGINT)")
+        for k in range(80):
+            procs[k % 3].sql(f"INSERT INTO lake.t VALUES ({k})")
+        collector.wait_for(81, timeout=60)
+        time.sleep(1.5)
+        runs = [e["run"]["runId"] for e in collector.events]
+        assert len(set(runs)) == 81
+        assert len(runs) <= 81 + 3, f"{len(runs)} deliveries of 81 events: processes took the sink from each other"
+    finally:
+        for p in procs:
+            p.p.kill()
+            p.p.wait()
+        collector.close()
+
+
+def test_several_processes_flushing_the_history_at_once(lake):
+    """skade_lineage_flush writes the history in the calling process, whoever holds the sink: two
+    processes writing the same rows meet at the rows' key or the cursor, and the loser looks again
+    (never an error to the caller); each event is in the history once."""
+    attach, _ = lake
+    procs = []
+    try:
+        for _ in range(3):
+            procs.append(Process())
+            procs[-1].sql(attach.replace("COMMIT_LOG_POLL_MS 20)", "COMMIT_LOG_POLL_MS 20, LINEAGE true)"))
+        procs[0].sql("CREATE TABLE lake.t (id BIGINT)")
+
+        def work(i, p):
+            for k in range(15):
+                p.sql(f"INSERT INTO lake.t VALUES ({i * 100 + k})")
+                p.sql("SELECT * FROM skade_lineage_flush('lake', 20000)")
+
+        threads = [threading.Thread(target=work, args=(i, p)) for i, p in enumerate(procs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        procs[0].sql("SELECT * FROM skade_lineage_flush('lake', 20000)")
+        assert procs[1].sql("SELECT count(*), count(DISTINCT commit_seq) FROM lake.skade_lineage.events") == [[46, 46]]
+    finally:
+        for p in procs:
+            p.p.kill()
+            p.p.wait()
+
+
+def test_a_process_holding_a_tables_turn_does_not_stop_the_others(lake, tmp_path):
+    """Processes committing to one table take turns (a byte-range lock of <catalog>.turns); one
+    that keeps the turn (stopped, hung) delays the others' commits by at most two seconds, after
+    which they commit without it (the log's race decides)."""
+    import fcntl
+
+    _, process = lake
+    a = process()
+    a.sql("CREATE TABLE lake.t (id BIGINT)")
+    a.sql("INSERT INTO lake.t VALUES (1)")  # (the turns file exists from the first commit)
+    with open(tmp_path / "lake.skade.turns", "r+b") as held:
+        fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB, 0, 0)  # every table's turn, kept
+        start = time.time()
+        a.sql("INSERT INTO lake.t VALUES (2)")
+        waited = time.time() - start
+    assert 1.5 < waited < 10, waited
+    assert a.sql("SELECT count(*) FROM lake.t") == [[2]]

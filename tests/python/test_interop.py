@@ -198,3 +198,33 @@ def test_delta_encoded_columns_read_the_same_everywhere(lake):
             assert "DELTA_BINARY_PACKED" in column.encodings, column.path_in_schema
             # Packed deltas are already small: no block compression to undo on every read.
             assert column.compression == "UNCOMPRESSED", column.path_in_schema
+
+
+@needs_iceberg
+def test_kept_duckdb_types_read_as_their_iceberg_types_everywhere(tmp_path):
+    """TINYINT ... HUGEINT and TIMESTAMP_MS columns are stored as Iceberg's int, long, decimal and
+    timestamp: DuckDB's iceberg extension and PyIceberg read the same values (in those types)."""
+    import decimal
+
+    con = connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
+    con.execute("CREATE TABLE lake.k (id SMALLINT PRIMARY KEY, t TINYINT, u UTINYINT, ui UINTEGER, ub UBIGINT, "
+                "h HUGEINT, ms TIMESTAMP_MS)")
+    con.execute("INSERT INTO lake.k SELECT i, (i % 100)::TINYINT, (i % 250)::UTINYINT, i * 100000, "
+                "18446744073709551615 - i, i::HUGEINT * 1000000000000000000000000000000, "
+                "TIMESTAMP_MS '2024-01-01 00:00:00.001' + INTERVAL (i) SECOND FROM range(2000) r(i)")
+    con.execute("UPDATE lake.k SET t = -t WHERE id % 3 = 0")
+    ours = sorted(con.execute("SELECT id::BIGINT, t::BIGINT, u::BIGINT, ui::BIGINT, ub::DECIMAL(20,0), "
+                              "h::DECIMAL(38,0), ms::TIMESTAMP FROM lake.k").fetchall())
+    meta = metadata_location(con, "k")
+    iceberg(con)
+    theirs = sorted(con.execute(f"SELECT id::BIGINT, t::BIGINT, u::BIGINT, ui::BIGINT, ub, h, ms "
+                                f"FROM iceberg_scan('{meta}')").fetchall())
+    assert len(ours) == 2000 and ours == theirs
+    table = StaticTable.from_metadata(meta).scan().to_arrow().sort_by([("id", "ascending")])
+    assert str(table.schema.field("t").type) == "int32" and str(table.schema.field("ub").type) == "decimal128(20, 0)"
+    py = list(zip(*(table.column(c).to_pylist() for c in ("id", "t", "u", "ui", "ub", "h"))))
+    assert py == [r[:6] for r in ours]
+    assert py[5][4] == decimal.Decimal(18446744073709551610)
+    con.close()
