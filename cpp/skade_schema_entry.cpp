@@ -1,4 +1,4 @@
-// Schemas of a skade catalog: table lookups, CREATE TABLE and DROP TABLE go to the core.
+// Schemas of a skade catalog: table lookups, CREATE TABLE, DROP TABLE and ALTER TABLE go to the core.
 #include "skade/schema_entry.hpp"
 
 #include "skade/catalog.hpp"
@@ -9,6 +9,10 @@
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
 #include "duckdb/parser/constraints/not_null_constraint.hpp"
 #include "duckdb/parser/constraints/unique_constraint.hpp"
+#include "duckdb/parser/expression/cast_expression.hpp"
+#include "duckdb/parser/expression/constant_expression.hpp"
+#include "duckdb/parser/keyword_helper.hpp"
+#include "duckdb/parser/parsed_data/alter_table_info.hpp"
 #include "duckdb/parser/parsed_data/drop_info.hpp"
 #include "duckdb/planner/parsed_data/bound_create_table_info.hpp"
 
@@ -52,7 +56,30 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::LookupEntry(CatalogTransaction tran
 	if (lookup_info.GetCatalogType() != CatalogType::TABLE_ENTRY) {
 		return nullptr;
 	}
-	return GetTable(transaction.GetContext(), lookup_info.GetEntryName()).get();
+	auto &context = transaction.GetContext();
+	auto table = GetTable(context, lookup_info.GetEntryName());
+	auto at = lookup_info.GetAtClause();
+	if (!table || !at) {
+		return table.get();
+	}
+	// AT (VERSION / TIMESTAMP): the table as that snapshot has it, its columns included (a snapshot
+	// reads with the schema it was written with, whatever ALTERs came after)
+	string unit;
+	int64_t value;
+	SkadeResolveAt(context, *at, unit, value);
+	auto key = SkadeNameString(table->name) + "@" + StringUtil::Lower(unit) + " " + to_string(value);
+	{
+		lock_guard<mutex> guard(lock);
+		auto it = pinned.find(key);
+		if (it != pinned.end()) {
+			return it->second.get();
+		}
+	}
+	SkadeTableHandle handle;
+	SkadeCheck(skade_table_at(table->Handle(), unit.c_str(), value, handle.out()));
+	auto entry = SkadeTableEntry::Create(context, *this, std::move(handle));
+	lock_guard<mutex> guard(lock);
+	return pinned.emplace(key, std::move(entry)).first->second.get();
 }
 
 void SkadeSchemaEntry::Scan(ClientContext &context, CatalogType type,
@@ -219,13 +246,128 @@ void SkadeSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
 	transaction.InvalidateEntries();
 }
 
+//! One column's type as DuckDB exports it (the core maps it to Iceberg's, as CREATE TABLE does).
+static void ExportColumnType(ClientContext &context, const string &name, const LogicalType &type,
+                             ArrowSchemaWrapper &out) {
+	if (type.id() == LogicalTypeId::VARCHAR && !StringType::GetCollation(type).empty()) {
+		throw NotImplementedException("column \"%s\" has COLLATE %s, which skade tables do not keep", name,
+		                              StringType::GetCollation(type));
+	}
+	try {
+		auto props = SkadeArrowProperties(context);
+		ArrowConverter::ToArrowSchema(&out.arrow_schema, {type}, {name}, props);
+	} catch (std::exception &) {
+		throw NotImplementedException("column \"%s\" has type %s, which a skade (Iceberg) table cannot store", name,
+		                              type.ToString());
+	}
+}
+
 void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 	if (info.type == AlterType::SET_COMMENT || info.type == AlterType::SET_COLUMN_COMMENT) {
 		throw NotImplementedException("COMMENT ON is not supported on skade catalogs (\"%s\"): Iceberg tables "
 		                              "keep no comments",
 		                              SkadeEntryName(info));
 	}
-	throw NotImplementedException("ALTER is not supported on skade catalogs yet");
+	if (info.type != AlterType::ALTER_TABLE) {
+		throw NotImplementedException("skade catalogs hold only tables: this ALTER is not supported");
+	}
+	auto &alter = info.Cast<AlterTableInfo>();
+	auto &context = transaction.GetContext();
+	string op, column, to, type_name;
+	bool if_flag = false;
+	ArrowSchemaWrapper column_type;
+	bool typed = false;
+	switch (alter.alter_table_type) {
+	case AlterTableType::RENAME_TABLE:
+		op = "rename_table";
+		to = SkadeNameString(alter.Cast<RenameTableInfo>().new_table_name);
+		break;
+	case AlterTableType::RENAME_COLUMN: {
+		auto &rename = alter.Cast<RenameColumnInfo>();
+		op = "rename_column";
+		column = SkadeNameString(rename.old_name);
+		to = SkadeNameString(rename.new_name);
+		break;
+	}
+	case AlterTableType::ADD_COLUMN: {
+		auto &add = alter.Cast<AddColumnInfo>();
+		auto &col = add.new_column;
+		op = "add_column";
+		column = SkadeNameString(col.Name());
+		if_flag = add.if_column_not_exists;
+		if (col.Generated()) {
+			throw NotImplementedException("generated column \"%s\": skade tables store every column", column);
+		}
+		if (col.HasDefaultValue() && !(col.DefaultValue().GetExpressionClass() == ExpressionClass::CONSTANT &&
+		                               col.DefaultValue().ToString() == "NULL")) {
+			throw NotImplementedException("ADD COLUMN \"%s\" with a DEFAULT: an Iceberg v2 table cannot give the rows "
+			                              "it holds a value (they read NULL); add the column, then UPDATE it",
+			                              column);
+		}
+		if (SkadeAddColumnConstrained(add)) {
+			throw NotImplementedException("ADD COLUMN \"%s\" with NOT NULL or UNIQUE: the rows a table holds would "
+			                              "have it NULL; add it nullable",
+			                              column);
+		}
+		type_name = col.Type().ToString();
+		ExportColumnType(context, column, col.Type(), column_type);
+		typed = true;
+		break;
+	}
+	case AlterTableType::REMOVE_COLUMN: {
+		auto &remove = alter.Cast<RemoveColumnInfo>();
+		op = "drop_column";
+		column = SkadeNameString(remove.removed_column);
+		if_flag = remove.if_column_exists;
+		break;
+	}
+	case AlterTableType::ALTER_COLUMN_TYPE: {
+		auto &change = alter.Cast<ChangeColumnTypeInfo>();
+		op = "alter_type";
+		column = SkadeAlteredColumn(change);
+		// USING <expression> other than the column itself cast to the type would rewrite every row
+		auto &expr = change.expression;
+		bool plain = !expr || (expr->GetExpressionClass() == ExpressionClass::CAST &&
+		                       SkadeCastChild(expr->Cast<CastExpression>()).GetExpressionClass() ==
+		                           ExpressionClass::COLUMN_REF &&
+		                       StringUtil::CIEquals(SkadeCastChild(expr->Cast<CastExpression>()).ToString(),
+		                                            KeywordHelper::WriteOptionallyQuoted(column)));
+		if (!plain) {
+			throw NotImplementedException("ALTER COLUMN \"%s\" TYPE ... USING: a skade table changes a column's type "
+			                              "only to a wider one, its values as they are",
+			                              column);
+		}
+		type_name = change.target_type.ToString();
+		ExportColumnType(context, column, change.target_type, column_type);
+		typed = true;
+		break;
+	}
+	case AlterTableType::DROP_NOT_NULL:
+		op = "drop_not_null";
+		column = SkadeAlteredColumn(alter.Cast<DropNotNullInfo>());
+		break;
+	case AlterTableType::SET_NOT_NULL:
+		op = "set_not_null";
+		column = SkadeAlteredColumn(alter.Cast<SetNotNullInfo>());
+		break;
+	case AlterTableType::SET_DEFAULT:
+		throw NotImplementedException("SET DEFAULT: Iceberg v2 tables keep no column defaults");
+	case AlterTableType::ADD_CONSTRAINT:
+		throw NotImplementedException("adding a constraint to an existing skade table is not supported: create a "
+		                              "table with it and INSERT ... SELECT into it");
+	case AlterTableType::SET_PARTITIONED_BY:
+		throw NotImplementedException("ALTER TABLE ... SET PARTITIONED BY is not supported on skade tables yet");
+	default:
+		throw NotImplementedException("this ALTER TABLE is not supported on skade tables");
+	}
+	auto &txn = SkadeTransaction::Get(transaction, catalog);
+	bool changed = false;
+	auto table = SkadeEntryName(info);
+	SkadeCheck(skade_txn_alter_table(txn.Handle(), name.c_str(), table.c_str(), op.c_str(),
+	                                 column.empty() ? nullptr : column.c_str(), to.empty() ? nullptr : to.c_str(),
+	                                 if_flag, typed ? &column_type.arrow_schema : nullptr,
+	                                 typed ? type_name.c_str() : nullptr, &changed));
+	txn.InvalidateEntries();
 }
 
 #define SKADE_UNSUPPORTED(what)                                                                                        \

@@ -70,39 +70,44 @@ TableFunction SkadeTableEntry::GetScanFunction(ClientContext &context, unique_pt
 	return SkadeScanFunction();
 }
 
+void SkadeResolveAt(ClientContext &context, const BoundAtClause &at, string &unit, int64_t &value) {
+	unit = SkadeNameString(at.Unit());
+	if (at.GetValue().IsNull()) {
+		throw BinderException("AT (%s => NULL): a snapshot needs a %s", StringUtil::Upper(unit),
+		                      StringUtil::CIEquals(unit, "timestamp") ? "time" : "snapshot id");
+	}
+	// Cast with the client's context, as a WHERE clause would: a TIMESTAMP or a string is a time in
+	// the session's TimeZone, and a snapshot id must be an integer (1.7 is not rounded to 2).
+	auto &given = at.GetValue();
+	Value cast;
+	string error;
+	if (StringUtil::CIEquals(unit, "timestamp")) {
+		// (1.5's text-to-time cast can answer NULL instead of failing)
+		if (!SkadeTryCast(context, given, LogicalType::TIMESTAMP_TZ, cast, &error) || cast.IsNull()) {
+			throw BinderException("AT (TIMESTAMP => %s): not a time%s", given.ToString(),
+			                      error.empty() ? string() : ": " + error);
+		}
+		value = Timestamp::GetEpochMicroSeconds(timestamp_t(TimestampTZValue::Get(cast)));
+	} else {
+		Value back;
+		if (!SkadeTryCast(context, given, LogicalType::BIGINT, cast, &error) || cast.IsNull() ||
+		    !SkadeTryCast(context, cast, given.type(), back, &error) || back != given) {
+			throw BinderException("AT (VERSION => %s): a snapshot id is an integer (skade_snapshots lists them)",
+			                      given.ToString());
+		}
+		value = cast.GetValue<int64_t>();
+	}
+}
+
 TableFunction SkadeTableEntry::GetScanFunction(ClientContext &context, unique_ptr<FunctionData> &bind_data,
                                               const EntryLookupInfo &lookup) {
 	auto function = GetScanFunction(context, bind_data);
 	auto at = lookup.GetAtClause();
 	if (at) {
-		auto &unit = SkadeNameString(at->Unit());
 		// AT (VERSION => id) or AT (TIMESTAMP => ts): the core pins the snapshot.
-		if (at->GetValue().IsNull()) {
-			throw BinderException("AT (%s => NULL): a snapshot needs a %s", StringUtil::Upper(unit),
-			                      StringUtil::CIEquals(unit, "timestamp") ? "time" : "snapshot id");
-		}
-		// Cast with the client's context, as a WHERE clause would: a TIMESTAMP or a string is a time in
-		// the session's TimeZone, and a snapshot id must be an integer (1.7 is not rounded to 2).
-		auto &given = at->GetValue();
+		string unit;
 		int64_t value;
-		Value cast;
-		string error;
-		if (StringUtil::CIEquals(unit, "timestamp")) {
-			// (1.5's text-to-time cast can answer NULL instead of failing)
-			if (!SkadeTryCast(context, given, LogicalType::TIMESTAMP_TZ, cast, &error) || cast.IsNull()) {
-				throw BinderException("AT (TIMESTAMP => %s): not a time%s", given.ToString(),
-				                      error.empty() ? string() : ": " + error);
-			}
-			value = Timestamp::GetEpochMicroSeconds(timestamp_t(TimestampTZValue::Get(cast)));
-		} else {
-			Value back;
-			if (!SkadeTryCast(context, given, LogicalType::BIGINT, cast, &error) || cast.IsNull() ||
-			    !SkadeTryCast(context, cast, given.type(), back, &error) || back != given) {
-				throw BinderException("AT (VERSION => %s): a snapshot id is an integer (skade_snapshots lists them)",
-				                      given.ToString());
-			}
-			value = cast.GetValue<int64_t>();
-		}
+		SkadeResolveAt(context, *at, unit, value);
 		auto &bind = bind_data->Cast<SkadeScanBindData>();
 		SkadeCheck(skade_table_at(table.get(), unit.c_str(), value, bind.at.out()));
 		bind.at_clause = StringUtil::Upper(unit) + " " + to_string(value);

@@ -89,6 +89,13 @@ skade_status *skade_txn_delete_rows(const skade_txn *txn, const char *uuid, cons
 // duplicated or already live; otherwise its files become part of the transaction.
 skade_status *skade_txn_end_statement(const skade_txn *txn, const char *uuid);
 skade_status *skade_txn_drop_table(const skade_txn *txn, const char *schema, const char *name, bool if_exists);
+// ALTER TABLE: `op` add_column, drop_column, rename_column, alter_type, drop_not_null, set_not_null or
+// rename_table; `column` the column, `to` a new name, `if_flag` IF [NOT] EXISTS, `column_type` (a one-column
+// schema) and `duckdb_type` the new type (add_column, alter_type; else null). `changed`: whether anything did.
+skade_status *skade_txn_alter_table(const skade_txn *txn, const char *schema, const char *name, const char *op,
+                                    const char *column, const char *to, bool if_flag,
+                                    const struct ArrowSchema *column_type, const char *duckdb_type,
+                                    bool *changed);
 
 // ---- tables ----
 void skade_table_free(skade_table *table);

@@ -20,6 +20,7 @@ pub(crate) mod state;
 pub(crate) mod store;
 pub mod tables;
 pub mod transaction;
+mod transaction_alter;
 mod transaction_consumers;
 
 pub use self::log_commit::LogStatus;

@@ -52,6 +52,21 @@ impl TableInfo {
         let version = time_travel::resolve(&self.metadata, &self.record.qualified_name(), unit, value)?;
         Ok(TableInfo { version, ..self.clone() })
     }
+
+    /// The columns a read of this table sees: its current schema, or the schema a snapshot an AT
+    /// clause pins was written with.
+    pub fn schema(&self) -> Result<iceberg::spec::SchemaRef> {
+        Ok(time_travel::snapshot_and_schema(&self.metadata, self.version)?.1)
+    }
+
+    /// What the columns DuckDB sees depend on: the schema read and the DuckDB types kept (an
+    /// ALTER of a kept type alone keeps the Iceberg schema). Equal ids, equal columns.
+    pub fn shape_id(&self) -> Result<i32> {
+        let schema_id = self.schema()?.schema_id();
+        let kept = self.metadata.properties().get(crate::format::duckdb_types::PROPERTY);
+        let text = format!("{schema_id}/{}", kept.map(String::as_str).unwrap_or(""));
+        Ok(twox_hash::XxHash3_64::oneshot(text.as_bytes()) as i32)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,18 +76,29 @@ pub enum OnConflict {
     Replace,
 }
 
-enum Ddl {
+pub(super) enum Ddl {
     CreateSchema(String),
     DropSchema(String),
     CreateTable(TableRecord),
     DropTable(Arc<TableRecord>),
+    /// A change of a table's columns (`transaction_alter`): its pointer from `before` to `after`.
+    AlterTable {
+        before: Arc<TableRecord>,
+        after: TableRecord,
+        operation: &'static str,
+    },
+    /// RENAME TO: the same table (uuid, location) under another name.
+    RenameTable {
+        before: Arc<TableRecord>,
+        after: TableRecord,
+    },
 }
 
 pub(super) struct TxnState {
     /// The catalog as this transaction sees it: shared with the committed state until the
     /// transaction's first DDL copies it.
     pub(super) view: Arc<CatalogState>,
-    ddl: Vec<Ddl>,
+    pub(super) ddl: Vec<Ddl>,
     /// Staged changes to named consumers, by name key (see `transaction_consumers`).
     pub(super) consumers: BTreeMap<String, StagedConsumer>,
     /// The statement (query id) that last read each consumer, by name key.
@@ -86,7 +112,7 @@ pub(super) struct TxnState {
     /// Numbers for the data files this transaction's scans read, for row ids.
     file_ids: FileIds,
     /// Files this transaction created; removed if it does not commit.
-    written: Vec<String>,
+    pub(super) written: Vec<String>,
     /// Staged moves of lineage sinks' cursors, by sink name.
     sinks: BTreeMap<String, SinkChange>,
     /// What its statements read (lineage inputs), each once (a few: found by a scan, no key to
@@ -249,7 +275,7 @@ impl Transaction {
     }
 
     /// Refuses a user's change to skade's reserved schema (the lineage history).
-    fn check_not_reserved(&self, schema: &str, what: &str) -> Result<()> {
+    pub(super) fn check_not_reserved(&self, schema: &str, what: &str) -> Result<()> {
         if names::is_reserved(schema) && !self.system {
             return Err(Error::permission(format!(
                 "cannot {what}: schema \"{}\" is skade's lineage history, written by skade only (read it, \
@@ -261,7 +287,7 @@ impl Transaction {
     }
 
     /// Refuses a user's write to a table of skade's reserved schema.
-    fn check_table_writable(&self, table: &TableInfo) -> Result<()> {
+    pub(super) fn check_table_writable(&self, table: &TableInfo) -> Result<()> {
         let name = table.record.qualified_name();
         self.check_not_reserved(&table.record.schema, &format!("write to table {}", names::shown(&name)))
     }
@@ -773,11 +799,14 @@ impl Transaction {
     fn commit_staged(&self, st: &mut TxnState, written: &mut Vec<String>) -> Result<Vec<CommitRecord>> {
         self.check_writable()?;
         let inner = &self.catalog.inner;
+        // Tables whose snapshots build on this transaction's own pointer: created, altered or
+        // renamed here (their DDL checks the pointer read; a concurrent commit is a conflict).
         let created: HashSet<String> = st
             .ddl
             .iter()
             .filter_map(|d| match d {
                 Ddl::CreateTable(t) => Some(t.uuid.clone()),
+                Ddl::AlterTable { after, .. } | Ddl::RenameTable { after, .. } => Some(after.uuid.clone()),
                 _ => None,
             })
             .collect();
@@ -845,6 +874,23 @@ impl Transaction {
             let mut changes = Vec::new();
             let mut dropped_uuids = std::collections::HashMap::new();
             for d in &st.ddl {
+                if let Ddl::RenameTable { before, after } = d {
+                    // the old name's pointer goes (naming the table's identity), the new one comes
+                    dropped_uuids.insert(before.key(), before.uuid.clone());
+                    changes.push(Change {
+                        effect: StateChange::DropTable { schema: before.schema.clone(), name: before.name.clone() },
+                        expect: Expect::TableAt(before.metadata_location.clone()),
+                        operation: "rename_table".into(),
+                        snapshot_id: None,
+                    });
+                    changes.push(Change {
+                        effect: StateChange::PutTable(after.clone()),
+                        expect: Expect::TableAbsent,
+                        operation: "rename_table".into(),
+                        snapshot_id: None,
+                    });
+                    continue;
+                }
                 changes.push(match d {
                     Ddl::CreateSchema(n) => Change {
                         effect: StateChange::PutSchema(SchemaRecord { name: n.clone() }),
@@ -873,6 +919,13 @@ impl Transaction {
                             snapshot_id: None,
                         }
                     }
+                    Ddl::AlterTable { before, after, operation } => Change {
+                        effect: StateChange::PutTable(after.clone()),
+                        expect: Expect::TableAt(before.metadata_location.clone()),
+                        operation: (*operation).into(),
+                        snapshot_id: None,
+                    },
+                    Ddl::RenameTable { .. } => unreachable!("handled above"),
                 });
             }
             let mut attempt_files = vec![];
@@ -1023,19 +1076,30 @@ impl Transaction {
                 Ddl::CreateSchema(n) => view.schema(n).is_none(),
                 Ddl::DropSchema(n) => view.schema(n).is_some() && view.tables_in(n).next().is_none(),
                 Ddl::CreateTable(t) => view.schema(&t.schema).is_some() && view.table(&t.schema, &t.name).is_none(),
-                Ddl::DropTable(t) => {
+                Ddl::DropTable(t) | Ddl::AlterTable { before: t, .. } | Ddl::RenameTable { before: t, .. } => {
                     view.table(&t.schema, &t.name).map(|h| h.metadata_location == t.metadata_location).unwrap_or(false)
                 }
             };
+            let ok = ok
+                && match d {
+                    Ddl::RenameTable { after, .. } => view.table(&after.schema, &after.name).is_none(),
+                    _ => true,
+                };
             if !ok {
                 return Err(Error::conflict("DDL premise changed"));
             }
-            view.apply(&match d {
-                Ddl::CreateSchema(n) => StateChange::PutSchema(SchemaRecord { name: n.clone() }),
-                Ddl::DropSchema(n) => StateChange::DropSchema(n.clone()),
-                Ddl::CreateTable(t) => StateChange::PutTable(t.clone()),
-                Ddl::DropTable(t) => StateChange::DropTable { schema: t.schema.clone(), name: t.name.clone() },
-            });
+            match d {
+                Ddl::CreateSchema(n) => view.apply(&StateChange::PutSchema(SchemaRecord { name: n.clone() })),
+                Ddl::DropSchema(n) => view.apply(&StateChange::DropSchema(n.clone())),
+                Ddl::CreateTable(t) | Ddl::AlterTable { after: t, .. } => view.apply(&StateChange::PutTable(t.clone())),
+                Ddl::DropTable(t) => {
+                    view.apply(&StateChange::DropTable { schema: t.schema.clone(), name: t.name.clone() })
+                }
+                Ddl::RenameTable { before, after } => {
+                    view.apply(&StateChange::DropTable { schema: before.schema.clone(), name: before.name.clone() });
+                    view.apply(&StateChange::PutTable(after.clone()));
+                }
+            }
         }
         Ok(())
     }

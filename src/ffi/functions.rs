@@ -259,7 +259,7 @@ pub unsafe extern "C" fn skade_fn_lookup(
                 arg(name, "table name")?
             )));
         };
-        if table.metadata.current_schema_id() != schema_id {
+        if table.shape_id()? != schema_id {
             return Err(Error::invalid(format!(
                 "the columns of table {} changed since this statement was prepared: prepare it again",
                 arg(name, "table name")?
@@ -318,7 +318,7 @@ mod tests {
         let (types, key) = (["BIGINT".to_string(), "VARCHAR".to_string()], ["id".to_string()]);
         let txn = catalog.begin();
         let table = txn.create_table("main", "t", &columns, &types, &key, &key, OnConflict::Error).unwrap().unwrap();
-        let (uuid, schema_id) = (table.record.uuid.clone(), table.metadata.current_schema_id());
+        let (uuid, schema_id) = (table.record.uuid.clone(), table.shape_id().unwrap());
         let mut writer = txn.writer(&uuid).unwrap();
         let id: ArrayRef = Arc::new(Int64Array::from(vec![1, 2]));
         let v: ArrayRef = Arc::new(StringArray::from(vec!["a", "b"]));

@@ -41,7 +41,7 @@ pub unsafe extern "C" fn skade_scan_open(
         };
         let table = &handle(table, "table")?.info;
         let (json, constants) = unsafe { super::filters(filter_json, constants, constants_schema) }?;
-        let prune = Prune::parse(json, constants.as_ref(), table.metadata.current_schema())?;
+        let prune = Prune::parse(json, constants.as_ref(), table.schema()?.as_ref())?;
         // each task's stream carries its own schema (dictionary-encoded strings, narrow
         // decimals): the shim converts per stream
         let plan = txn.scan(table, columns, prune, row_ids)?.with_duckdb_types();

@@ -68,11 +68,12 @@ pub unsafe extern "C" fn skade_table_uuid(table: *const SkadeTable) -> *const c_
     guard_value(std::ptr::null(), || unsafe { table.as_ref() }.map(|t| t.uuid.as_ptr()).unwrap_or(std::ptr::null()))
 }
 
-/// The id of the table's current Iceberg schema. A (uuid, schema id) pair never changes meaning
-/// (schemas are immutable), so the shim caches what it derives from the columns under it.
+/// The id of the columns a read of the table sees (its schema, pinned by an AT clause or
+/// current, and the DuckDB types it keeps: `TableInfo::shape_id`). A (uuid, id) pair never changes
+/// meaning, so the shim caches what it derives from the columns under it.
 #[no_mangle]
 pub unsafe extern "C" fn skade_table_schema_id(table: *const SkadeTable) -> i32 {
-    guard_value(-1, || unsafe { table.as_ref() }.map(|t| t.info.metadata.current_schema_id()).unwrap_or(-1))
+    guard_value(-1, || unsafe { table.as_ref() }.and_then(|t| t.info.shape_id().ok()).unwrap_or(-1))
 }
 
 /// The columns, as the Arrow schema scans produce.
@@ -83,7 +84,7 @@ pub unsafe extern "C" fn skade_table_arrow_schema(
 ) -> *mut SkadeStatus {
     guard(|| {
         let t = handle(table, "table")?;
-        let schema = arrow_schema(t.info.metadata.current_schema())?;
+        let schema = arrow_schema(t.info.schema()?.as_ref())?;
         let schema = Facing::of(&t.info.metadata)?.schema(&schema); // (DuckDB's own types kept)
         out(result, FFI_ArrowSchema::try_from(schema.as_ref())?)
     })

@@ -13,6 +13,7 @@ use crate::catalog::store::ColumnRecord;
 use crate::catalog::transaction::OnConflict;
 use crate::catalog::Transaction;
 use crate::error::Error;
+use crate::format::evolve::SchemaChange;
 
 pub struct SkadeTxn(pub(crate) Arc<Transaction>);
 
@@ -179,6 +180,60 @@ pub unsafe extern "C" fn skade_txn_drop_table(
     if_exists: bool,
 ) -> *mut SkadeStatus {
     guard(|| handle(txn, "transaction")?.0.drop_table(arg(schema, "schema name")?, arg(name, "table name")?, if_exists))
+}
+
+/// ALTER TABLE `schema.name`. `op`: add_column, drop_column, rename_column, alter_type,
+/// drop_not_null, set_not_null or rename_table. `column` names the column (or, for rename_table,
+/// nothing); `to` the new name (rename_column, rename_table); `if_flag` is IF NOT EXISTS
+/// (add_column) or IF EXISTS (drop_column); `column_type` a one-column Arrow schema of the new
+/// column's type as DuckDB exports it and `duckdb_type` its name (add_column, alter_type).
+/// `changed`: whether anything changed.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn skade_txn_alter_table(
+    txn: *const SkadeTxn,
+    schema: *const c_char,
+    name: *const c_char,
+    op: *const c_char,
+    column: *const c_char,
+    to: *const c_char,
+    if_flag: bool,
+    column_type: *const FFI_ArrowSchema,
+    duckdb_type: *const c_char,
+    changed: *mut bool,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let txn = &handle(txn, "transaction")?.0;
+        let (schema, name) = (arg(schema, "schema name")?, arg(name, "table name")?);
+        let typed = || -> crate::error::Result<(arrow::datatypes::Field, String)> {
+            let columns = ArrowSchema::try_from(handle(column_type, "column type")?)?;
+            let field = columns.fields().first().ok_or_else(|| Error::internal("no column type"))?;
+            Ok((field.as_ref().clone(), arg(duckdb_type, "column type name")?.to_string()))
+        };
+        let column = || arg(column, "column name").map(str::to_string);
+        let to = || arg(to, "new name").map(str::to_string);
+        let change = match arg(op, "ALTER operation")? {
+            "rename_table" => {
+                txn.rename_table(schema, name, &to()?)?;
+                return out(changed, true);
+            }
+            "add_column" => {
+                let (field, duckdb_type) = typed()?;
+                let field = field.with_name(column()?);
+                SchemaChange::AddColumn { field, duckdb_type, if_not_exists: if_flag }
+            }
+            "drop_column" => SchemaChange::DropColumn { name: column()?, if_exists: if_flag },
+            "rename_column" => SchemaChange::RenameColumn { from: column()?, to: to()? },
+            "alter_type" => {
+                let (field, duckdb_type) = typed()?;
+                SchemaChange::ChangeType { name: column()?, field, duckdb_type }
+            }
+            "drop_not_null" => SchemaChange::DropNotNull { name: column()? },
+            "set_not_null" => SchemaChange::SetNotNull { name: column()? },
+            other => return Err(Error::internal(format!("unknown ALTER operation {other}"))),
+        };
+        out(changed, txn.alter_table(schema, name, &change)?)
+    })
 }
 
 /// Notes that the transaction read a file (`path` as the query named it, or a URL): a lineage

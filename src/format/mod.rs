@@ -3,6 +3,7 @@
 
 pub(crate) mod avro_names;
 pub mod duckdb_types;
+pub mod evolve;
 pub mod expire;
 pub mod manifests;
 pub mod metadata;

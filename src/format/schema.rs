@@ -40,13 +40,10 @@ pub fn iceberg_schema(
                 f.name()
             ))
         };
-        let ty = match duckdb_types::stored_as(f, nanoseconds).map_err(cannot)? {
-            Some((ty, name)) => {
-                kept.push((f.name().clone(), name.to_string()));
-                ty
-            }
-            None => iceberg_type(f, &mut next_id).map_err(cannot)?,
-        };
+        let (ty, kept_as) = column_type(f, &mut next_id, nanoseconds).map_err(cannot)?;
+        if let Some(name) = kept_as {
+            kept.push((f.name().clone(), name.to_string()));
+        }
         next_id += 1;
         let required = is_in(not_null, f.name()) || is_in(primary_key, f.name());
         fields.push(Arc::new(NestedField::new(next_id, f.name(), ty, required)));
@@ -84,6 +81,19 @@ pub fn iceberg_schema(
 
 fn is_in(list: &[String], name: &str) -> bool {
     list.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// The Iceberg type of one top-level column DuckDB exported as `field`, its nested fields numbered
+/// from `next_id` on (advanced past them), and the DuckDB type kept for it (see `duckdb_types`).
+pub(crate) fn column_type(
+    field: &Field,
+    next_id: &mut i32,
+    nanoseconds: Nanoseconds,
+) -> std::result::Result<(Type, Option<&'static str>), String> {
+    match duckdb_types::stored_as(field, nanoseconds)? {
+        Some((ty, name)) => Ok((ty, Some(name))),
+        None => Ok((iceberg_type(field, next_id)?, None)),
+    }
 }
 
 fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, String> {

@@ -76,19 +76,21 @@ fn format_ms(ms: i64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
-/// The snapshot a read at `version` sees (None: the table had none) and the schema it reads with
-/// (the snapshot's; the current one without a snapshot).
+/// The snapshot a read at `version` sees (None: the table had none) and the schema it reads with:
+/// the table's current one for its current version (an ALTER changes the schema without a
+/// snapshot), the one the snapshot was written with for time travel (each snapshot reads as it
+/// was).
 pub fn snapshot_and_schema(metadata: &TableMetadata, version: Version) -> Result<(Option<SnapshotRef>, SchemaRef)> {
-    let snapshot = match version {
-        Version::Snapshot(id) => Some(
-            metadata.snapshot_by_id(id).ok_or_else(|| Error::catalog(format!("snapshot {id} does not exist")))?.clone(),
-        ),
-        Version::Current => metadata.current_snapshot().cloned(),
-        Version::Empty => None,
-    };
-    let schema = match &snapshot {
-        Some(s) => s.schema(metadata)?,
-        None => metadata.current_schema().clone(),
-    };
-    Ok((snapshot, schema))
+    Ok(match version {
+        Version::Snapshot(id) => {
+            let snapshot = metadata
+                .snapshot_by_id(id)
+                .ok_or_else(|| Error::catalog(format!("snapshot {id} does not exist")))?
+                .clone();
+            let schema = snapshot.schema(metadata)?;
+            (Some(snapshot), schema)
+        }
+        Version::Current => (metadata.current_snapshot().cloned(), metadata.current_schema().clone()),
+        Version::Empty => (None, metadata.current_schema().clone()),
+    })
 }

@@ -13,7 +13,9 @@
 #include "duckdb/catalog/catalog_entry/table_catalog_entry.hpp"
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
 #include "duckdb/function/table_function.hpp"
+#include "duckdb/parser/expression/cast_expression.hpp"
 #include "duckdb/parser/parsed_data/alter_info.hpp"
+#include "duckdb/parser/parsed_data/alter_table_info.hpp"
 #include "duckdb/parser/parsed_data/create_schema_info.hpp"
 #include "duckdb/parser/parsed_data/create_table_info.hpp"
 #include "duckdb/parser/parsed_data/drop_info.hpp"
@@ -169,6 +171,24 @@ inline const string &SkadeFunctionName(const BoundTableFunction &function) {
 	return function.GetName().GetIdentifierName();
 }
 
+//! The column an ALTER COLUMN names: 2.0 takes a path (a nested field); skade alters top-level
+//! columns only, so a longer path is an error.
+template <class INFO>
+inline string SkadeAlteredColumn(const INFO &info) {
+	if (info.column_path.size() != 1) {
+		throw NotImplementedException("ALTER of a nested field is not supported on skade tables");
+	}
+	return info.column_path[0].GetIdentifierName();
+}
+//! The expression a CAST casts.
+inline const ParsedExpression &SkadeCastChild(const CastExpression &cast) {
+	return cast.Child();
+}
+//! Whether ADD COLUMN asked for NOT NULL or UNIQUE (2.0's ADD COLUMN constraints).
+inline bool SkadeAddColumnConstrained(const AddColumnInfo &info) {
+	return info.add_column_constraints.add_not_null || info.add_column_constraints.add_unique;
+}
+
 #else
 
 using SkadeName = string;
@@ -273,6 +293,17 @@ inline idx_t SkadeFilterIndex(const ENTRY &entry) {
 template <class ENTRY>
 inline const TableFilter &SkadeFilterOf(const ENTRY &entry) {
 	return *entry.second;
+}
+
+template <class INFO>
+inline string SkadeAlteredColumn(const INFO &info) {
+	return info.column_name;
+}
+inline bool SkadeAddColumnConstrained(const AddColumnInfo &) {
+	return false;
+}
+inline const ParsedExpression &SkadeCastChild(const CastExpression &cast) {
+	return *cast.child;
 }
 
 //! Marks a dictionary vector made from an Arrow dictionary of `size` entries (its NULL slot

@@ -44,6 +44,8 @@ private:
 	SkadeTransaction &transaction;
 	mutex lock;
 	case_insensitive_map_t<unique_ptr<SkadeTableEntry>> tables;
+	//! Tables as an AT clause pins them ("name@unit value"), with that snapshot's columns.
+	unordered_map<string, unique_ptr<SkadeTableEntry>> pinned;
 };
 
 } // namespace duckdb

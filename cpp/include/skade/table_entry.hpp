@@ -20,6 +20,10 @@ struct SkadeTableShape {
 	static shared_ptr<SkadeTableShape> Build(ClientContext &context, skade_table *table);
 };
 
+//! An AT clause's unit ("version" or "timestamp") and value (a snapshot id, or microseconds since
+//! the epoch), cast with the client's context as a WHERE clause would; a binder error otherwise.
+void SkadeResolveAt(ClientContext &context, const BoundAtClause &at, string &unit, int64_t &value);
+
 class SkadeTableEntry : public TableCatalogEntry {
 public:
 	SkadeTableEntry(Catalog &catalog, SchemaCatalogEntry &schema, CreateTableInfo &info, SkadeTableHandle table,

@@ -1,0 +1,69 @@
+//! ALTER TABLE within a transaction (issue 24): a change of a table's columns is a new
+//! metadata.json with a new current schema, written at once and staged as DDL (the transaction's
+//! own later statements see it and write their files in it); RENAME TO moves the table's pointer
+//! to a new name (its uuid, location and files stay). Each is a change of its own at commit (a
+//! commit_seq), checked against the table's pointer as read: a concurrent commit to the table
+//! makes it a retryable conflict, never a file written in the wrong schema.
+
+use std::sync::Arc;
+
+use super::names;
+use super::state::{StateChange, TableRecord};
+use super::transaction::{Ddl, Transaction};
+use crate::error::{Error, Result};
+use crate::format::evolve::{evolve, SchemaChange};
+use crate::format::metadata;
+
+impl Transaction {
+    /// Applies `change` to the columns of `schema.name`; false when it changed nothing (IF [NOT]
+    /// EXISTS, a constraint already so).
+    pub fn alter_table(&self, schema: &str, name: &str, change: &SchemaChange) -> Result<bool> {
+        self.check_writable()?;
+        let table = self.table(schema, name)?.ok_or_else(|| missing(schema, name))?;
+        self.check_table_writable(&table)?;
+        let record = table.record.clone();
+        let location = record.metadata_location.clone();
+        let shown = record.qualified_name();
+        let Some(next) = evolve(&table.metadata, &location, change, self.catalog().nanoseconds(), &shown)? else {
+            return Ok(false);
+        };
+        let table_location = next.location().to_string();
+        let md_location = metadata::metadata_location(&table_location, metadata::next_version(&location));
+        let inner = &self.catalog().inner;
+        self.lock()?.written.push(md_location.clone());
+        inner.metadata.write(&md_location, &next)?;
+        inner.metadata.insert(&md_location, Arc::new(next));
+        let after = TableRecord { metadata_location: md_location, ..(*record).clone() };
+        let mut st = self.lock()?;
+        Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(after.clone()));
+        st.ddl.push(Ddl::AlterTable { before: record, after, operation: change.operation() });
+        Ok(true)
+    }
+
+    /// ALTER TABLE ... RENAME TO `to`, in the same schema.
+    pub fn rename_table(&self, schema: &str, name: &str, to: &str) -> Result<()> {
+        self.check_writable()?;
+        let table = self.table(schema, name)?.ok_or_else(|| missing(schema, name))?;
+        self.check_table_writable(&table)?;
+        self.check_not_reserved(schema, &format!("rename a table to {}", names::shown(to)))?;
+        // (the new name must be one a table could be created with; the files stay where they are)
+        names::table_location(self.catalog().data_path(), &table.record.schema, to)?;
+        let mut st = self.lock()?;
+        if st.view.table(schema, to).is_some_and(|t| t.uuid != table.record.uuid) {
+            return Err(Error::catalog(format!(
+                "Could not rename \"{name}\" to \"{to}\": another table with this name exists"
+            )));
+        }
+        let before = table.record.clone();
+        let after = TableRecord { name: to.to_string(), ..(*before).clone() };
+        let view = Arc::make_mut(&mut st.view);
+        view.apply(&StateChange::DropTable { schema: before.schema.clone(), name: before.name.clone() });
+        view.apply(&StateChange::PutTable(after.clone()));
+        st.ddl.push(Ddl::RenameTable { before, after });
+        Ok(())
+    }
+}
+
+fn missing(schema: &str, name: &str) -> Error {
+    Error::catalog(format!("Table with name \"{schema}.{name}\" does not exist!"))
+}
