@@ -380,6 +380,10 @@ fn write_change(
             tx.open_table(TABLES)?.remove((key(schema).as_str(), key(name).as_str()))?;
             record.table = Some(name.clone());
             record.table_uuid = request.dropped_uuids.get(&(key(schema), key(name))).cloned();
+            // (the pointer it removed: where the table lies, whatever its name)
+            if let Expect::TableAt(location) = &change.expect {
+                record.metadata_location = Some(location.clone());
+            }
         }
     }
     tx.open_table(COMMIT_LOG)?.insert(seq, serde_json::to_vec(&record)?.as_slice())?;

@@ -16,6 +16,8 @@ pub enum Operation {
     Overwrite,
     Create,
     Drop,
+    /// ALTER TABLE: a table's columns or name changed (no rows).
+    Alter,
     /// A transaction that changed several tables at once.
     Release,
 }
@@ -28,6 +30,7 @@ impl Operation {
             Operation::Overwrite => "OVERWRITE",
             Operation::Create => "CREATE",
             Operation::Drop => "DROP",
+            Operation::Alter => "ALTER",
             Operation::Release => "RELEASE",
         }
     }
@@ -60,6 +63,8 @@ pub enum Lifecycle {
     Drop,
     /// Replaced by a new table of the same name (CREATE OR REPLACE).
     Overwrite,
+    /// Its columns or its name changed (ALTER TABLE; its location, the dataset's name, stays).
+    Alter,
 }
 
 impl Lifecycle {
@@ -68,6 +73,7 @@ impl Lifecycle {
             Lifecycle::Create => "CREATE",
             Lifecycle::Drop => "DROP",
             Lifecycle::Overwrite => "OVERWRITE",
+            Lifecycle::Alter => "ALTER",
         }
     }
 }
@@ -122,6 +128,8 @@ struct Touched {
     operation: Operation,
     created: bool,
     dropped: bool,
+    /// ALTERed (its columns or name), by this transaction.
+    altered: bool,
     uuids: Vec<String>,
 }
 
@@ -141,20 +149,31 @@ fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
             "append" => Operation::Append,
             "delete" => Operation::Delete,
             "overwrite" => Operation::Overwrite,
+            "add_column" | "drop_column" | "rename_column" | "alter_column_type" | "drop_not_null" | "rename_table" => {
+                Operation::Alter
+            }
             _ => continue, // compaction (replace), expiry
         };
         let mut dataset = own_dataset(catalog, &r.schema, table, r.snapshot_id);
         dataset.metadata_location = r.metadata_location.clone();
+        if let Some(location) = r.metadata_location.as_deref().and_then(table_location_of) {
+            dataset.name = location; // (a renamed table's files stay where they were)
+        }
         let t = by_uuid.entry(uuid.to_string()).or_insert_with(|| Touched {
             dataset: dataset.clone(),
             operation: op,
             created: false,
             dropped: false,
+            altered: false,
             uuids: vec![uuid.to_string()],
         });
         // CREATE TABLE ... AS: created with rows; a later snapshot names the version
         if dataset.snapshot_id.is_some() {
             t.dataset.snapshot_id = dataset.snapshot_id;
+        }
+        if op == Operation::Alter {
+            t.dataset.table = dataset.table.clone(); // RENAME TO: the name it has now
+            t.altered = true;
         }
         if dataset.metadata_location.is_some() {
             t.dataset.metadata_location = dataset.metadata_location;
@@ -186,9 +205,10 @@ fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
     }
     for t in by_name.values_mut() {
         if t.dataset.lifecycle.is_none() {
-            t.dataset.lifecycle = match (t.created, t.dropped) {
-                (true, _) => Some(Lifecycle::Create),
-                (_, true) => Some(Lifecycle::Drop),
+            t.dataset.lifecycle = match (t.created, t.dropped, t.altered) {
+                (true, _, _) => Some(Lifecycle::Create),
+                (_, true, _) => Some(Lifecycle::Drop),
+                (_, _, true) => Some(Lifecycle::Alter),
                 _ => None,
             };
         }
@@ -224,6 +244,13 @@ fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
         inputs,
         outputs,
     })
+}
+
+/// The table folder a metadata.json lies in (`<table>/metadata/<file>`).
+fn table_location_of(metadata_location: &str) -> Option<String> {
+    let path = crate::io::local_path(metadata_location);
+    let dir = std::path::Path::new(path).parent()?;
+    (dir.file_name()? == "metadata").then(|| dir.parent().map(|p| p.display().to_string()))?
 }
 
 fn own_dataset(catalog: &Catalog, schema: &str, table: &str, snapshot_id: Option<i64>) -> DatasetRef {
