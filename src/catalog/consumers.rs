@@ -36,6 +36,7 @@ pub struct ConsumedTable {
 }
 
 impl ConsumedTable {
+    /// The name the consumer was created with.
     pub fn qualified_name(&self) -> String {
         format!("{}.{}", self.schema, self.name)
     }

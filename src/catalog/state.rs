@@ -62,6 +62,12 @@ impl CatalogState {
         self.tables.range((k.clone(), String::new())..).take_while(move |((s, _), _)| *s == k).map(|(_, t)| t)
     }
 
+    /// The name of a table a consumer follows as it is now (renamed since: the new name), the
+    /// recorded one for a table gone.
+    pub fn name_of(&self, table: &super::consumers::ConsumedTable) -> String {
+        self.table_by_uuid(&table.uuid).map(|t| t.qualified_name()).unwrap_or_else(|| table.qualified_name())
+    }
+
     pub fn consumer(&self, name: &str) -> Option<&Arc<ConsumerRecord>> {
         self.consumers.get(&key(name))
     }

@@ -59,12 +59,22 @@ impl TableInfo {
         Ok(time_travel::snapshot_and_schema(&self.metadata, self.version)?.1)
     }
 
+    /// How this table's rows leave for DuckDB (the DuckDB types kept: the table's, or those a
+    /// snapshot an AT clause pins was written with).
+    pub fn facing(&self) -> Result<crate::format::duckdb_types::Facing> {
+        use crate::format::duckdb_types::Facing;
+        match self.version {
+            Version::Snapshot(id) => Facing::at(&self.metadata, id),
+            _ => Facing::of(&self.metadata),
+        }
+    }
+
     /// What the columns DuckDB sees depend on: the schema read and the DuckDB types kept (an
     /// ALTER of a kept type alone keeps the Iceberg schema). Equal ids, equal columns.
     pub fn shape_id(&self) -> Result<i32> {
         let schema_id = self.schema()?.schema_id();
-        let kept = self.metadata.properties().get(crate::format::duckdb_types::PROPERTY);
-        let text = format!("{schema_id}/{}", kept.map(String::as_str).unwrap_or(""));
+        let kept = format!("{:?}", self.facing()?);
+        let text = format!("{schema_id}/{kept}");
         Ok(twox_hash::XxHash3_64::oneshot(text.as_bytes()) as i32)
     }
 }
@@ -847,8 +857,17 @@ impl Transaction {
         // Writers of one table take turns from reading its head to committing, so concurrent
         // appends queue instead of racing and redoing their metadata; writers of different tables
         // still share group commits. Locks are taken in uuid order (no deadlock).
-        let mut uuids: Vec<&str> = staged.iter().map(|(r, _)| r.uuid.as_str()).collect();
+        // (DDL of a table takes its turn too: an ALTER committing without one starved the DML of
+        // other processes, which waited for the turn and then lost to it)
+        let ddl_uuids = st.ddl.iter().filter_map(|d| match d {
+            Ddl::AlterTable { before, .. } | Ddl::RenameTable { before, .. } | Ddl::DropTable(before) => {
+                Some(before.uuid.as_str())
+            }
+            _ => None,
+        });
+        let mut uuids: Vec<&str> = staged.iter().map(|(r, _)| r.uuid.as_str()).chain(ddl_uuids).collect();
         uuids.sort_unstable();
+        uuids.dedup();
         let locks: Vec<_> = uuids.iter().map(|u| self.catalog.table_lock(u)).collect();
         let _turns: Vec<_> = locks.iter().map(|l| l.lock().unwrap_or_else(|p| p.into_inner())).collect();
         let _shared_turns = self.catalog.cross_process_turns(uuids.iter().copied())?;

@@ -45,7 +45,7 @@ pub unsafe extern "C" fn skade_scan_open(
         // each task's stream carries its own schema (dictionary-encoded strings, narrow
         // decimals): the shim converts per stream
         let plan = txn.scan(table, columns, prune, row_ids)?.with_duckdb_types();
-        let facing = Facing::of(&table.metadata)?;
+        let facing = table.facing()?;
         out(result, Box::into_raw(Box::new(SkadeScan(plan, facing))))
     })
 }

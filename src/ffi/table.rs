@@ -7,7 +7,6 @@ use arrow::ffi::FFI_ArrowSchema;
 use super::{free, guard, guard_value, handle, out, SkadeStatus, SkadeStrings};
 use crate::catalog::TableInfo;
 use crate::error::Result;
-use crate::format::duckdb_types::Facing;
 use crate::format::schema::arrow_schema;
 
 pub struct SkadeTable {
@@ -85,7 +84,7 @@ pub unsafe extern "C" fn skade_table_arrow_schema(
     guard(|| {
         let t = handle(table, "table")?;
         let schema = arrow_schema(t.info.schema()?.as_ref())?;
-        let schema = Facing::of(&t.info.metadata)?.schema(&schema); // (DuckDB's own types kept)
+        let schema = t.info.facing()?.schema(&schema); // (DuckDB's own types kept)
         out(result, FFI_ArrowSchema::try_from(schema.as_ref())?)
     })
 }

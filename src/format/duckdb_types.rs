@@ -161,13 +161,25 @@ fn facing_type(duckdb_type: &str) -> Option<(DataType, Option<&'static str>)> {
 /// by its field id) to the Arrow type DuckDB imports as that type.
 #[derive(Debug, Clone, Default)]
 pub struct Facing {
-    by_field_id: HashMap<i32, (DataType, Option<&'static str>)>,
+    /// (ordered: its Debug text names a table's shape, see `TableInfo::shape_id`)
+    by_field_id: BTreeMap<i32, (DataType, Option<&'static str>)>,
 }
 
 impl Facing {
     /// The conversion of the table whose metadata is `metadata` (its current property).
     pub fn of(metadata: &iceberg::spec::TableMetadata) -> Result<Facing> {
         Ok(Facing::new(&DuckdbTypes::of(metadata.properties())?))
+    }
+
+    /// The conversion of the table as snapshot `snapshot_id` has it (an AT clause): the DuckDB
+    /// types the snapshot was written with, recorded in its summary (snapshots written before
+    /// they were: the table's current ones, always wider).
+    pub fn at(metadata: &iceberg::spec::TableMetadata, snapshot_id: i64) -> Result<Facing> {
+        let recorded = metadata.snapshot_by_id(snapshot_id).map(|s| &s.summary().additional_properties);
+        match recorded.filter(|p| p.contains_key(PROPERTY)) {
+            Some(properties) => Ok(Facing::new(&DuckdbTypes::of(properties)?)),
+            None => Facing::of(metadata),
+        }
     }
 
     pub fn new(types: &DuckdbTypes) -> Facing {

@@ -263,6 +263,33 @@ fn check_time_of_day(col: &ArrayRef, table_name: &str, column: &str) -> Result<(
     Ok(())
 }
 
+/// `batch` (rows of a table in one of its schemas) in the columns of `target` (another schema
+/// of the table): each column found by its Iceberg field id (the `PARQUET:field_id` metadata
+/// Arrow fields of tables carry), so a rename or a drop and re-add never hands one column's values
+/// to another; widened where the type was promoted; NULL where the rows' schema lacks it. A column
+/// without a field id (a changelog's own) is found by its name.
+pub fn by_field_id(batch: &RecordBatch, target: &ArrowSchemaRef) -> Result<RecordBatch> {
+    const FIELD_ID: &str = "PARQUET:field_id";
+    let id = |f: &Field| f.metadata().get(FIELD_ID).cloned();
+    let source = batch.schema();
+    let columns = target
+        .fields()
+        .iter()
+        .map(|f| {
+            let found = match id(f) {
+                Some(want) => source.fields().iter().position(|s| id(s).as_ref() == Some(&want)),
+                None => source.index_of(f.name()).ok(),
+            };
+            match found {
+                Some(i) => conform_array(batch.column(i), f.data_type()),
+                None => Ok(arrow::array::new_null_array(f.data_type(), batch.num_rows())),
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(RecordBatch::try_new_with_options(target.clone(), columns, &options)?)
+}
+
 /// One column into the table's Arrow type (see [`conform`]).
 pub(crate) fn conform_array(array: &ArrayRef, target: &DataType) -> Result<ArrayRef> {
     if array.data_type() == target {

@@ -171,10 +171,13 @@ pub async fn produce(
     }
     caches.remember_list(&list_path, Arc::new(listed));
 
-    let summary = Summary {
-        operation: staged.operation.clone(),
-        additional_properties: with_totals(&summary, parent.as_ref().map(|p| p.summary())),
-    };
+    let mut properties = with_totals(&summary, parent.as_ref().map(|p| p.summary()));
+    // the DuckDB types the snapshot was written with (time travel reads them back, whatever
+    // ALTERs widen later: see `duckdb_types`)
+    if let Some(kept) = base.properties().get(super::duckdb_types::PROPERTY) {
+        properties.insert(super::duckdb_types::PROPERTY.to_string(), kept.clone());
+    }
+    let summary = Summary { operation: staged.operation.clone(), additional_properties: properties };
     let timestamp_ms = chrono::Utc::now().timestamp_millis().max(base.last_updated_ms());
     let snapshot = Snapshot::builder()
         .with_snapshot_id(staged.snapshot_id)

@@ -66,7 +66,7 @@ fn listing(txn: &Transaction, consumers: &[ConsumerRecord]) -> Result<RecordBatc
     for c in consumers {
         name.append_value(&c.name);
         for t in &c.tables {
-            tables.values().append_value(t.qualified_name());
+            tables.values().append_value(txn.catalog().state().name_of(t));
         }
         tables.append(true);
         cursor.append_value(c.cursor);

@@ -18,7 +18,7 @@ use crate::changelog::types::{changelog_schema, CHANGE_TYPE, COMMIT_SNAPSHOT_ID,
 use crate::changelog::window::{self, Bound, Request};
 use crate::error::{Error, Result};
 use crate::format::duckdb_types::Facing;
-use crate::format::schema::arrow_schema;
+use crate::format::schema::{arrow_schema, by_field_id};
 
 pub const TABLE: &str = "_table";
 pub const COMMIT_SEQ: &str = "_commit_seq";
@@ -162,9 +162,12 @@ pub fn rows(catalog: &Catalog, pending: &Pending, schema: &SchemaRef, used: &[us
     for (uuid, commits) in by_table(pending) {
         let table = consumed(consumer, uuid)?;
         let (metadata, from) = window_of(catalog, consumer, table, &commits)?;
-        let name = table.qualified_name();
+        let name = catalog.state().name_of(table);
         let last = commits.last().and_then(|c| c.snapshot_id).unwrap_or_default();
-        let table_used = table_columns(&metadata, schema, used);
+        // (the window is read with the metadata of its last commit; the consumer's columns are
+        // those of the table's newest schema: matched by field id, never by name)
+        let newest = table_metadata(catalog, table)?;
+        let table_used = table_columns(&metadata, &newest, schema, used);
         let request = Request {
             from: from.map(Bound::Snapshot),
             to: Some(Bound::Snapshot(last)),
@@ -172,8 +175,10 @@ pub fn rows(catalog: &Catalog, pending: &Pending, schema: &SchemaRef, used: &[us
             ..Request::default()
         };
         let batches = window::rows(&metadata, &catalog.read_caches(), &name, request)?;
+        let target = changelog_schema(arrow_schema(newest.current_schema())?.as_ref());
+        let batches = batches.iter().map(|b| by_field_id(b, &target)).collect::<Result<Vec<_>>>()?;
         // (each table's rows in its columns' kept DuckDB types, as the consumer's schema has them)
-        let facing = Facing::of(&metadata)?;
+        let facing = Facing::of(&newest)?;
         let batches = match facing.is_empty() {
             true => batches,
             false => batches
@@ -215,15 +220,18 @@ pub fn rows(catalog: &Catalog, pending: &Pending, schema: &SchemaRef, used: &[us
 /// columns of the consumer's `schema` name; empty (every column) when nothing is narrowed. A
 /// query of the consumer's own columns only (`count(*)`, `_commit_seq`) still reads one of the
 /// table's: the changelog's rows are counted on its columns.
-fn table_columns(metadata: &TableMetadata, schema: &SchemaRef, used: &[usize]) -> Vec<usize> {
+fn table_columns(metadata: &TableMetadata, newest: &TableMetadata, schema: &SchemaRef, used: &[usize]) -> Vec<usize> {
     if used.is_empty() {
         return vec![];
     }
+    // consumer column (a name of the newest schema) -> field id -> its place in the read schema
     let fields = metadata.current_schema().as_struct().fields();
+    let newest = newest.current_schema();
     let mut columns: Vec<usize> = used
         .iter()
         .filter_map(|&i| schema.fields().get(i))
-        .filter_map(|f| fields.iter().position(|t| t.name == *f.name()))
+        .filter_map(|f| newest.field_by_name(f.name()))
+        .filter_map(|f| fields.iter().position(|t| t.id == f.id))
         .collect();
     columns.sort_unstable();
     columns.dedup();
