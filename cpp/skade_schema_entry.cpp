@@ -262,6 +262,44 @@ static void ExportColumnType(ClientContext &context, const string &name, const L
 	}
 }
 
+static string JsonString(const string &text) {
+	string out = "\"";
+	for (unsigned char c : text) {
+		if (c == '"' || c == '\\') {
+			out += '\\';
+			out += (char)c;
+		} else if (c < 0x20) {
+			out += StringUtil::Format("\\u%04x", (int)c);
+		} else {
+			out += (char)c;
+		}
+	}
+	return out + "\"";
+}
+
+//! A partition key of SET PARTITIONED BY as the core reads it: a column, a constant, or a call of
+//! a function on them.
+static string PartitionKeyJson(const ParsedExpression &expr) {
+	switch (expr.GetExpressionClass()) {
+	case ExpressionClass::COLUMN_REF:
+		return "{\"column\":" + JsonString(SkadeNameString(expr.Cast<ColumnRefExpression>().GetColumnName())) + "}";
+	case ExpressionClass::CONSTANT:
+		return "{\"constant\":" + JsonString(expr.ToString()) + "}";
+	case ExpressionClass::FUNCTION: {
+		auto &call = expr.Cast<FunctionExpression>();
+		string args;
+		for (auto arg : SkadeCallArguments(call)) {
+			args += (args.empty() ? "" : ",") + PartitionKeyJson(*arg);
+		}
+		return "{\"function\":{\"name\":" + JsonString(SkadeCallName(call)) + ",\"args\":[" + args + "]}}";
+	}
+	default:
+		throw NotImplementedException("cannot partition a skade table by %s: use a column, year(c), month(c), day(c), "
+		                              "hour(c), bucket(N, c) or truncate(W, c)",
+		                              expr.ToString());
+	}
+}
+
 void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 	if (info.type == AlterType::SET_COMMENT || info.type == AlterType::SET_COLUMN_COMMENT) {
 		throw NotImplementedException("COMMENT ON is not supported on skade catalogs (\"%s\"): Iceberg tables "
@@ -355,8 +393,16 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 	case AlterTableType::ADD_CONSTRAINT:
 		throw NotImplementedException("adding a constraint to an existing skade table is not supported: create a "
 		                              "table with it and INSERT ... SELECT into it");
-	case AlterTableType::SET_PARTITIONED_BY:
-		throw NotImplementedException("ALTER TABLE ... SET PARTITIONED BY is not supported on skade tables yet");
+	case AlterTableType::SET_PARTITIONED_BY: {
+		// the keys as written (the core maps them to Iceberg transforms); none: RESET
+		op = "set_partitioned_by";
+		to = "[";
+		for (auto &key : alter.Cast<SetPartitionedByInfo>().partition_keys) {
+			to += (to.size() > 1 ? "," : "") + PartitionKeyJson(*key);
+		}
+		to += "]";
+		break;
+	}
 	default:
 		throw NotImplementedException("this ALTER TABLE is not supported on skade tables");
 	}

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use arrow::array::{ArrayRef, StructArray};
 use arrow::datatypes::Schema as ArrowSchema;
-use iceberg::spec::{DataFile, Operation, TableMetadata};
+use iceberg::spec::{DataFile, Operation, Struct, TableMetadata};
 use uuid::Uuid;
 
 use super::commit::{Change, CommitRequest, Expect};
@@ -173,6 +173,11 @@ impl TxnState {
     fn staged(&self, uuid: &str) -> Option<&TableChanges> {
         self.changes.get(uuid).or_else(|| self.dropped.get(uuid))
     }
+
+    /// Whether this transaction wrote to table `uuid` (files or deletes staged).
+    pub(super) fn wrote_to(&self, uuid: &str) -> bool {
+        self.changes.get(uuid).is_some_and(|c| !c.is_empty())
+    }
 }
 
 #[derive(Default)]
@@ -191,6 +196,8 @@ struct TableChanges {
     /// Live files a rewrite removes (computed on `delete_base`), and its operation.
     removed: Vec<String>,
     operation: Option<Operation>,
+    /// The partition spec of each delete file not of the table's default spec, by path.
+    spec_ids: HashMap<String, i32>,
 }
 
 impl TableChanges {
@@ -706,14 +713,68 @@ impl Transaction {
         if count == 0 {
             return Ok(0);
         }
-        let mut written = vec![];
-        let result = block_on(delete_writer::position_deletes(&inner.file_io, &table.metadata, &by_path, &mut written));
-        st.written.extend(written);
-        let file = result?;
+        // (a position delete file is in the partition of the data files it deletes from: Iceberg
+        // readers such as PyIceberg match them by partition)
+        let partitions = self.partitions_of(&table, &st, by_path.keys())?;
+        type Positions = BTreeMap<String, Vec<u64>>;
+        let mut groups: BTreeMap<(i32, String), (Struct, Positions)> = BTreeMap::new();
+        let default_spec = table.metadata.default_partition_spec_id();
+        for (path, positions) in by_path {
+            let (spec_id, partition) = partitions.get(&path).cloned().unwrap_or((default_spec, Struct::empty()));
+            let group =
+                groups.entry((spec_id, format!("{partition:?}"))).or_insert_with(|| (partition, BTreeMap::new()));
+            group.1.insert(path, positions);
+        }
+        let mut files = vec![];
+        for ((spec_id, _), (partition, positions)) in groups {
+            let mut written = vec![];
+            let result = block_on(delete_writer::position_deletes(
+                &inner.file_io,
+                &table.metadata,
+                &positions,
+                (spec_id, partition),
+                &mut written,
+            ));
+            st.written.extend(written);
+            files.push((result?, spec_id));
+        }
         let changes = st.changes.entry(uuid.to_string()).or_default();
-        changes.deletes.push(file);
+        for (file, spec_id) in files {
+            if spec_id != default_spec {
+                changes.spec_ids.insert(file.file_path().to_string(), spec_id);
+            }
+            changes.deletes.push(file);
+        }
         changes.delete_base.get_or_insert_with(|| table.record.metadata_location.clone());
         Ok(count)
+    }
+
+    /// The partition spec and values of data files `paths` of `table` (its live files, and this
+    /// transaction's own); empty when the table was never partitioned.
+    fn partitions_of<'a>(
+        &self,
+        table: &TableInfo,
+        st: &TxnState,
+        paths: impl Iterator<Item = &'a String>,
+    ) -> Result<HashMap<String, (i32, Struct)>> {
+        let md = &table.metadata;
+        if md.partition_specs_iter().all(|s| s.is_unpartitioned()) {
+            return Ok(HashMap::new());
+        }
+        let wanted: HashSet<&String> = paths.collect();
+        let mut out = HashMap::new();
+        if let Some(c) = st.staged(&table.record.uuid) {
+            for f in c.appends.iter().chain(&c.pending).filter(|f| wanted.contains(&f.file_path().to_string())) {
+                out.insert(f.file_path().to_string(), (md.default_partition_spec_id(), f.partition().clone()));
+            }
+        }
+        if let Some(snapshot) = md.current_snapshot() {
+            let files = self.catalog.inner.read_caches.manifests.snapshot_files(md, snapshot)?;
+            for e in files.data.iter().filter(|e| wanted.contains(&e.file().file_path().to_string())) {
+                out.insert(e.file().file_path().to_string(), (e.spec_id, e.file().partition().clone()));
+            }
+        }
+        Ok(out)
     }
 
     /// Adds delete files written elsewhere (another Iceberg writer) to this transaction's changes
@@ -848,6 +909,7 @@ impl Transaction {
                 removed: changes.removed,
                 operation: changes.operation,
                 delete_base: changes.delete_base,
+                spec_ids: changes.spec_ids,
             };
             let mut snap = block_on(stage_snapshot(&inner.file_io, &md, snapshot_id, delta, written))?;
             snap.key_check = key_check;

@@ -22,6 +22,15 @@ impl Transaction {
         let table = self.table(schema, name)?.ok_or_else(|| missing(schema, name))?;
         self.check_table_writable(&table)?;
         let record = table.record.clone();
+        // (the files a transaction stages for a table are all of one partition spec)
+        let wrote = self.lock()?.wrote_to(&record.uuid);
+        if wrote && matches!(change, SchemaChange::SetPartitioning { .. }) {
+            return Err(Error::invalid(format!(
+                "cannot change how table \"{}\" is partitioned in a transaction that already wrote to it: \
+                 commit the writes first",
+                record.qualified_name()
+            )));
+        }
         let location = record.metadata_location.clone();
         let shown = record.qualified_name();
         let Some(next) = evolve(&table.metadata, &location, change, self.catalog().nanoseconds(), &shown)? else {

@@ -230,6 +230,10 @@ pub unsafe extern "C" fn skade_txn_alter_table(
             }
             "drop_not_null" => SchemaChange::DropNotNull { name: column()? },
             "set_not_null" => SchemaChange::SetNotNull { name: column()? },
+            // (`to`: the partition keys as the shim describes them, JSON)
+            "set_partitioned_by" => {
+                SchemaChange::SetPartitioning { keys: crate::format::partition::parse_keys(&to()?)? }
+            }
             other => return Err(Error::internal(format!("unknown ALTER operation {other}"))),
         };
         out(changed, txn.alter_table(schema, name, &change)?)

@@ -12,6 +12,7 @@ use arrow::datatypes::Field;
 use iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, TableMetadata, TableMetadataBuilder, Type};
 
 use super::duckdb_types::{self, DuckdbTypes, Nanoseconds};
+use super::partition;
 use super::schema::column_type;
 use crate::error::{Error, Result};
 
@@ -44,6 +45,10 @@ pub enum SchemaChange {
     SetNotNull {
         name: String,
     },
+    /// SET PARTITIONED BY (RESET: no keys): a new default partition spec.
+    SetPartitioning {
+        keys: Vec<super::partition::PartitionKey>,
+    },
 }
 
 impl SchemaChange {
@@ -56,6 +61,8 @@ impl SchemaChange {
             SchemaChange::ChangeType { .. } => "alter_column_type",
             SchemaChange::DropNotNull { .. } => "drop_not_null",
             SchemaChange::SetNotNull { .. } => "set_not_null",
+            SchemaChange::SetPartitioning { keys } if keys.is_empty() => "reset_partitioned_by",
+            SchemaChange::SetPartitioning { .. } => "set_partitioned_by",
         }
     }
 }
@@ -69,6 +76,9 @@ pub fn evolve(
     nanoseconds: Nanoseconds,
     table: &str,
 ) -> Result<Option<TableMetadata>> {
+    if let SchemaChange::SetPartitioning { keys } = change {
+        return super::partition::set_spec(metadata, location, keys, table);
+    }
     let schema = metadata.current_schema();
     let mut fields: Vec<NestedFieldRef> = schema.as_struct().fields().to_vec();
     let keys: Vec<i32> = schema.identifier_field_ids().collect();
@@ -109,6 +119,13 @@ pub fn evolve(
                     fields[i].name
                 )));
             }
+            if partition::is_partition_source(metadata, fields[i].id) {
+                return Err(Error::invalid(format!(
+                    "cannot drop column \"{}\" of table \"{table}\": the table's files are partitioned by it \
+                     (Iceberg readers need it to read their partition values)",
+                    fields[i].name
+                )));
+            }
             if fields.len() == 1 {
                 return Err(Error::invalid(format!(
                     "cannot drop column \"{}\": it is the only column of table \"{table}\"",
@@ -138,6 +155,9 @@ pub fn evolve(
             };
             if keys.contains(&f.id) {
                 return Err(refuse("it is part of the PRIMARY KEY, whose type stays as created"));
+            }
+            if partition::is_partition_source(metadata, f.id) {
+                return Err(refuse("the table's files are partitioned by it, their partition values in its type"));
             }
             let mut next_id = metadata.last_column_id();
             let (ty, kept_as) = column_type(field, &mut next_id, nanoseconds).map_err(|why| refuse(&why))?;
@@ -185,6 +205,7 @@ pub fn evolve(
                 fields[i].name
             )));
         }
+        SchemaChange::SetPartitioning { .. } => return Err(Error::internal("a partitioning is no change of columns")),
     }
     let next = Schema::builder().with_fields(fields).with_identifier_field_ids(keys).build()?;
     let mut builder = TableMetadataBuilder::new_from_metadata(metadata.clone(), Some(location.to_string()))

@@ -22,6 +22,8 @@ pub struct FileEntry {
     pub sequence_number: i64,
     /// The sequence number of the snapshot that added the file.
     pub file_sequence_number: i64,
+    /// The partition spec the file was written with (its manifest's: a `DataFile` cannot say).
+    pub spec_id: i32,
 }
 
 impl FileEntry {
@@ -146,5 +148,5 @@ pub fn inherit(entry: Arc<ManifestEntry>, manifest: &ManifestFile) -> FileEntry 
     let snapshot_id = entry.snapshot_id.unwrap_or(manifest.added_snapshot_id);
     let sequence_number = entry.sequence_number.unwrap_or(manifest.sequence_number);
     let file_sequence_number = entry.file_sequence_number.unwrap_or(manifest.sequence_number);
-    FileEntry { entry, snapshot_id, sequence_number, file_sequence_number }
+    FileEntry { entry, snapshot_id, sequence_number, file_sequence_number, spec_id: manifest.partition_spec_id }
 }

@@ -7,5 +7,6 @@ pub mod evolve;
 pub mod expire;
 pub mod manifests;
 pub mod metadata;
+pub mod partition;
 pub(crate) mod schema;
 pub mod snapshot;

@@ -54,6 +54,9 @@ pub struct TableDelta {
     /// `replace`: same rows).
     pub operation: Option<Operation>,
     pub delete_base: Option<String>,
+    /// The partition spec of each file not written with the table's default one (a position
+    /// delete file has the spec and partition of the data file it deletes from), by path.
+    pub spec_ids: HashMap<String, i32>,
 }
 
 /// Writes the manifests of a transaction's changes to one table: one for new data files, one for
@@ -65,7 +68,7 @@ pub async fn stage_snapshot(
     delta: TableDelta,
     written: &mut Vec<String>,
 ) -> Result<StagedSnapshot> {
-    let TableDelta { data, deletes, removed, operation, delete_base } = delta;
+    let TableDelta { data, deletes, removed, operation, delete_base, spec_ids } = delta;
     let operation = operation.unwrap_or(match (data.is_empty(), deletes.is_empty(), removed.is_empty()) {
         (false, true, true) => Operation::Append,
         (true, false, true) => Operation::Delete,
@@ -73,18 +76,23 @@ pub async fn stage_snapshot(
     });
     let mut collector = SnapshotSummaryCollector::default();
     let schema = table.current_schema().clone();
-    let spec = table.default_partition_spec().clone();
-    for f in data.iter().chain(&deletes) {
-        collector.add_file(f, schema.clone(), spec.clone());
+    let default_spec = table.default_partition_spec_id();
+    // one manifest per content and partition spec (a manifest's entries share its spec)
+    let mut groups: BTreeMap<(bool, i32), Vec<DataFile>> = BTreeMap::new();
+    for (files, is_delete) in [(data, false), (deletes, true)] {
+        for f in files {
+            let spec_id = spec_ids.get(f.file_path()).copied().unwrap_or(default_spec);
+            let spec = spec_of(table, spec_id)?;
+            check_partition(&spec, &f)?;
+            collector.add_file(&f, schema.clone(), spec.clone());
+            groups.entry((is_delete, spec_id)).or_default().push(f);
+        }
     }
     let mut manifests = vec![];
     let mut entries = vec![];
-    for (files, is_delete) in [(data, false), (deletes, true)] {
-        if files.is_empty() {
-            continue;
-        }
+    for ((is_delete, spec_id), files) in groups {
         let content = if is_delete { ManifestContentType::Deletes } else { ManifestContentType::Data };
-        let mut writer = manifest_writer(file_io, table, snapshot_id, content, written)?;
+        let mut writer = manifest_writer(file_io, table, snapshot_id, content, spec_id, written)?;
         let mut added = Vec::with_capacity(files.len());
         for f in files {
             // What `add_file` writes, kept so the commit need not parse the manifest back.
@@ -218,20 +226,44 @@ fn manifest_writer(
     table: &TableMetadata,
     snapshot_id: i64,
     content: ManifestContentType,
+    spec_id: i32,
     written: &mut Vec<String>,
 ) -> Result<ManifestWriter> {
+    let spec = spec_of(table, spec_id)?;
     let path = format!("{}/metadata/{}-m0.avro", table.location(), Uuid::new_v4());
     written.push(path.clone());
     let builder = ManifestWriterBuilder::new(
         file_io.new_output(&path)?,
         Some(snapshot_id),
         table.current_schema().clone(),
-        table.default_partition_spec().as_ref().clone(),
+        spec.as_ref().clone(),
     );
     Ok(match content {
         ManifestContentType::Data => builder.build_v2_data(),
         ManifestContentType::Deletes => builder.build_v2_deletes(),
     })
+}
+
+/// The table's partition spec `spec_id`.
+fn spec_of(table: &TableMetadata, spec_id: i32) -> Result<iceberg::spec::PartitionSpecRef> {
+    table
+        .partition_spec_by_id(spec_id)
+        .cloned()
+        .ok_or_else(|| Error::corrupt(format!("table {} has no partition spec {spec_id}", table.location())))
+}
+
+/// A file's partition values must be a tuple of its spec's (the crate's manifest writer panics on
+/// one of another length).
+fn check_partition(spec: &iceberg::spec::PartitionSpec, f: &DataFile) -> Result<()> {
+    let (have, want) = (f.partition().fields().len(), spec.fields().len());
+    if have != want {
+        return Err(Error::invalid(format!(
+            "file {} has {have} partition values, its partition spec {} has {want} fields",
+            f.file_path(),
+            spec.spec_id()
+        )));
+    }
+    Ok(())
 }
 
 /// Removed entries written by [`remove_files`]: the manifests holding them, and the files.
@@ -252,7 +284,7 @@ async fn remove_files(
 ) -> Result<(Vec<ManifestFile>, Removals)> {
     let wanted: HashSet<&str> = removed.iter().map(String::as_str).collect();
     let mut kept = vec![];
-    let mut gone: HashMap<ManifestContentType, Vec<FileEntry>> = HashMap::new();
+    let mut gone: BTreeMap<(bool, i32), Vec<FileEntry>> = BTreeMap::new();
     let mut found = 0;
     for m in inherited {
         let entries = caches.manifest(&m)?;
@@ -260,12 +292,12 @@ async fn remove_files(
             kept.push(m);
             continue;
         }
-        let mut writer = manifest_writer(file_io, base, snapshot_id, m.content, written)?;
+        let mut writer = manifest_writer(file_io, base, snapshot_id, m.content, m.partition_spec_id, written)?;
         let mut rest = 0;
         for e in entries.iter().filter(|e| e.is_live()) {
             if wanted.contains(e.file().file_path()) {
                 found += 1;
-                gone.entry(m.content).or_default().push(e.clone());
+                gone.entry((m.content != ManifestContentType::Data, m.partition_spec_id)).or_default().push(e.clone());
             } else {
                 rest += 1;
                 writer.add_existing_file(
@@ -289,11 +321,9 @@ async fn remove_files(
     }
     let mut manifests = vec![];
     let mut files = vec![];
-    for content in [ManifestContentType::Data, ManifestContentType::Deletes] {
-        let Some(entries) = gone.remove(&content) else {
-            continue;
-        };
-        let mut writer = manifest_writer(file_io, base, snapshot_id, content, written)?;
+    for ((deletes, spec_id), entries) in gone {
+        let content = if deletes { ManifestContentType::Deletes } else { ManifestContentType::Data };
+        let mut writer = manifest_writer(file_io, base, snapshot_id, content, spec_id, written)?;
         for e in entries {
             writer.add_delete_file(e.file().clone(), e.sequence_number, Some(e.file_sequence_number))?;
             files.push(e.file().clone());
@@ -356,21 +386,23 @@ async fn merge_small_manifests(
     written: &mut Vec<String>,
 ) -> Result<Vec<ManifestFile>> {
     let mut out = vec![];
-    let mut groups: BTreeMap<(bool, u32), Vec<&ManifestFile>> = BTreeMap::new();
+    // (manifests of one content, partition spec and tier merge)
+    let mut groups: BTreeMap<(bool, i32, u32), Vec<&ManifestFile>> = BTreeMap::new();
     for m in inherited {
         if m.manifest_length < SMALL_MANIFEST_BYTES {
-            groups.entry((m.content != ManifestContentType::Data, manifest_tier(m))).or_default().push(m);
+            let key = (m.content != ManifestContentType::Data, m.partition_spec_id, manifest_tier(m));
+            groups.entry(key).or_default().push(m);
         } else {
             out.push(m.clone());
         }
     }
-    for ((deletes, _), small) in groups {
+    for ((deletes, spec_id, _), small) in groups {
         if small.len() <= MAX_INHERITED_MANIFESTS {
             out.extend(small.into_iter().cloned());
             continue;
         }
         let content = if deletes { ManifestContentType::Deletes } else { ManifestContentType::Data };
-        let mut writer = manifest_writer(file_io, base, snapshot_id, content, written)?;
+        let mut writer = manifest_writer(file_io, base, snapshot_id, content, spec_id, written)?;
         let mut merged = vec![];
         for m in small {
             for e in caches.manifest(m)?.iter().filter(|e| e.is_live()) {

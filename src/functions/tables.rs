@@ -1,4 +1,5 @@
-//! `skade_tables(catalog)`: every table the transaction sees.
+//! `skade_tables(catalog)`: every table the transaction sees, with its partitioning (the current
+//! partition spec as SET PARTITIONED BY would write it; NULL: unpartitioned).
 
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
 use crate::catalog::Transaction;
 use crate::error::Result;
+use crate::format::partition::describe;
 
 pub fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -15,6 +17,7 @@ pub fn schema() -> SchemaRef {
         Field::new("kind", DataType::Utf8, false),
         Field::new("current_snapshot_id", DataType::Int64, true),
         Field::new("metadata_location", DataType::Utf8, false),
+        Field::new("partitioned_by", DataType::Utf8, true),
     ]))
 }
 
@@ -24,6 +27,7 @@ pub fn rows(txn: &Transaction) -> Result<RecordBatch> {
     let mut kind = StringBuilder::new();
     let mut snapshot = Int64Builder::new();
     let mut location = StringBuilder::new();
+    let mut partitioned_by = StringBuilder::new();
     for s in txn.schemas()? {
         for t in txn.tables(&s.name)? {
             let Some(info) = txn.table(&t.schema, &t.name)? else {
@@ -35,6 +39,9 @@ pub fn rows(txn: &Transaction) -> Result<RecordBatch> {
             kind.append_value(if has_key { "primary_key" } else { "log" });
             snapshot.append_option(info.metadata.current_snapshot_id());
             location.append_value(&t.metadata_location);
+            let md = &info.metadata;
+            let spec = describe(md.default_partition_spec(), md.current_schema());
+            partitioned_by.append_option((!spec.is_empty()).then_some(spec));
         }
     }
     let columns: Vec<ArrayRef> = vec![
@@ -43,6 +50,7 @@ pub fn rows(txn: &Transaction) -> Result<RecordBatch> {
         Arc::new(kind.finish()),
         Arc::new(snapshot.finish()),
         Arc::new(location.finish()),
+        Arc::new(partitioned_by.finish()),
     ];
     Ok(RecordBatch::try_new(schema(), columns)?)
 }

@@ -26,6 +26,7 @@ use super::select::kept_rows;
 use super::skippable::group_can_skip;
 use super::time_travel::{snapshot_and_schema, Version};
 use crate::error::{Error, Result};
+use crate::format::partition;
 use crate::format::schema::{arrow_schema, conform_array, roots_by_field_id};
 use crate::io::input::InputFile;
 use crate::io::ranges::{chunk_range, FileRanges};
@@ -158,13 +159,22 @@ impl ScanPlan {
         delete_files.extend(req.staged_deletes.iter().map(|f| (STAGED_SEQUENCE, f)));
         let index = DeleteIndex::load(&caches.deletes, &self.iceberg_schema, &delete_files)?;
 
-        let may_match = |f: &DataFile| req.prune.as_ref().is_none_or(|p| p.may_match(f));
+        // (by the file's column bounds, and a committed file by its partition values too)
+        let may_match = |f: &DataFile, spec_id: Option<i32>| {
+            req.prune.as_ref().is_none_or(|p| {
+                p.may_match(f)
+                    && spec_id
+                        .and_then(|id| metadata.partition_spec_by_id(id))
+                        .is_none_or(|spec| partition::may_match(p, spec, f.partition()))
+            })
+        };
         // Oldest commit first (manifest lists name the newest first): tasks are batch indexes,
         // so a plain SELECT returns the rows of several INSERTs in the order they were inserted.
-        let mut oldest_first: Vec<_> = committed.data.iter().map(|e| (e.sequence_number, e.file())).collect();
-        oldest_first.sort_by_key(|(seq, _)| *seq);
-        let data = oldest_first.into_iter().chain(req.staged.iter().map(|f| (STAGED_SEQUENCE, f)));
-        for (seq, f) in data.filter(|(_, f)| may_match(f)) {
+        let mut oldest_first: Vec<_> =
+            committed.data.iter().map(|e| (e.sequence_number, e.file(), Some(e.spec_id))).collect();
+        oldest_first.sort_by_key(|(seq, _, _)| *seq);
+        let data = oldest_first.into_iter().chain(req.staged.iter().map(|f| (STAGED_SEQUENCE, f, None)));
+        for (seq, f, _) in data.filter(|(_, f, spec)| may_match(f, *spec)) {
             let path = f.file_path().to_string();
             let file_id = req.row_ids.map(|ids| ids(&path)).unwrap_or(0);
             let deletes = if index.is_empty() { FileDeletes::default() } else { index.for_file(&path, seq) };

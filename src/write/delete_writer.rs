@@ -19,11 +19,12 @@ use crate::format::schema::arrow_schema;
 use crate::read::deletes::{DELETE_FILE_PATH_ID, DELETE_POS_ID};
 
 /// A position-delete file for `positions` (data file path -> sorted positions): sorted by path
-/// then position, as the spec asks.
+/// then position, as the spec asks; in partition `partition` of spec `spec_id` (the data files').
 pub async fn position_deletes(
     file_io: &FileIO,
     table: &TableMetadata,
     positions: &BTreeMap<String, Vec<u64>>,
+    (spec_id, partition): (i32, Struct),
     written: &mut Vec<String>,
 ) -> Result<DataFile> {
     let schema = Schema::builder()
@@ -43,9 +44,6 @@ pub async fn position_deletes(
     writer.write(&batch).await?;
     let mut builders = writer.close().await?;
     let mut builder = builders.pop().ok_or_else(|| Error::internal("a delete file with no rows"))?;
-    builder
-        .content(DataContentType::PositionDeletes)
-        .partition(Struct::empty())
-        .partition_spec_id(table.default_partition_spec_id());
+    builder.content(DataContentType::PositionDeletes).partition(partition).partition_spec_id(spec_id);
     builder.build().map_err(|e| Error::internal(format!("cannot describe delete file {path}: {e}")))
 }

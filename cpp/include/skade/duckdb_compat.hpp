@@ -14,6 +14,8 @@
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
 #include "duckdb/function/table_function.hpp"
 #include "duckdb/parser/expression/cast_expression.hpp"
+#include "duckdb/parser/expression/columnref_expression.hpp"
+#include "duckdb/parser/expression/function_expression.hpp"
 #include "duckdb/parser/parsed_data/alter_info.hpp"
 #include "duckdb/parser/parsed_data/alter_table_info.hpp"
 #include "duckdb/parser/parsed_data/create_schema_info.hpp"
@@ -188,6 +190,17 @@ inline const ParsedExpression &SkadeCastChild(const CastExpression &cast) {
 inline bool SkadeAddColumnConstrained(const AddColumnInfo &info) {
 	return info.add_column_constraints.add_not_null || info.add_column_constraints.add_unique;
 }
+//! A parsed function call's name and arguments (2.0's arguments may be named).
+inline string SkadeCallName(const FunctionExpression &call) {
+	return call.FunctionName().GetIdentifierName();
+}
+inline vector<const ParsedExpression *> SkadeCallArguments(const FunctionExpression &call) {
+	vector<const ParsedExpression *> out;
+	for (auto &arg : call.GetArguments()) {
+		out.push_back(&arg.GetExpression());
+	}
+	return out;
+}
 
 #else
 
@@ -301,6 +314,16 @@ inline string SkadeAlteredColumn(const INFO &info) {
 }
 inline bool SkadeAddColumnConstrained(const AddColumnInfo &) {
 	return false;
+}
+inline string SkadeCallName(const FunctionExpression &call) {
+	return call.function_name;
+}
+inline vector<const ParsedExpression *> SkadeCallArguments(const FunctionExpression &call) {
+	vector<const ParsedExpression *> out;
+	for (auto &child : call.children) {
+		out.push_back(child.get());
+	}
+	return out;
 }
 inline const ParsedExpression &SkadeCastChild(const CastExpression &cast) {
 	return *cast.child;

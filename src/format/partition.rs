@@ -1,0 +1,383 @@
+//! Partitioned tables (issue 24): `ALTER TABLE t SET PARTITIONED BY (...)` / `RESET PARTITIONED
+//! BY` as an Iceberg partition spec, its description for `skade_tables`, and pruning a file by its
+//! partition values. A spec change is a new default spec: files keep the spec they were written
+//! with (their manifests say which), new writes use the new one. The iceberg crate assigns the
+//! partition field ids (a field equal to one of an earlier spec keeps its id) and checks each
+//! transform against its column's type; the crate's own pruning visitors are private to it, so
+//! the projection of a predicate onto a partition value is written here (a few rules per
+//! transform, below).
+
+use std::cmp::Ordering;
+
+use iceberg::spec::{
+    Literal, PartitionSpec, PrimitiveLiteral, Schema, Struct, TableMetadata, TableMetadataBuilder, Transform,
+    UnboundPartitionSpec,
+};
+use iceberg::transform::create_transform_function;
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::read::filter::{Cmp, Prune};
+
+/// One partition key as the shim describes DuckDB's parsed expression: a column, or a function
+/// of constants and one column (`day(ts)`, `bucket(16, id)`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum KeyExpr {
+    Column(String),
+    Constant(String),
+    Function { name: String, args: Vec<KeyExpr> },
+}
+
+/// A partition key: its transform of a column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionKey {
+    pub column: String,
+    pub transform: Transform,
+}
+
+/// The keys of SET PARTITIONED BY from the shim's JSON (an empty list: RESET).
+pub fn parse_keys(json: &str) -> Result<Vec<PartitionKey>> {
+    let exprs: Vec<KeyExpr> =
+        serde_json::from_str(json).map_err(|e| Error::internal(format!("malformed partition keys: {e}")))?;
+    exprs.iter().map(key).collect()
+}
+
+fn key(expr: &KeyExpr) -> Result<PartitionKey> {
+    let (name, args) = match expr {
+        KeyExpr::Column(c) => return Ok(PartitionKey { column: c.clone(), transform: Transform::Identity }),
+        KeyExpr::Constant(c) => {
+            return Err(Error::invalid(format!("cannot partition by the constant {c}: name a column")));
+        }
+        KeyExpr::Function { name, args } => (name.to_ascii_lowercase(), args),
+    };
+    const FORMS: &str = "a column, year(c), month(c), day(c), hour(c), bucket(N, c) or truncate(W, c)";
+    let column = |args: &[KeyExpr]| match args {
+        [KeyExpr::Column(c)] => Ok(c.clone()),
+        _ => Err(Error::invalid(format!("partition key {name}(...) takes one column: use {FORMS}"))),
+    };
+    let width = |args: &[KeyExpr]| -> Result<(u32, String)> {
+        match args {
+            [KeyExpr::Constant(n), KeyExpr::Column(c)] => match n.parse::<u32>() {
+                Ok(n) if n > 0 => Ok((n, c.clone())),
+                _ => Err(Error::invalid(format!("partition key {name}({n}, {c}): {n} is not a positive integer"))),
+            },
+            _ => Err(Error::invalid(format!(
+                "partition key {name}(...) takes a positive integer and a column, as {name}(16, c)"
+            ))),
+        }
+    };
+    let (transform, column) = match name.as_str() {
+        "identity" => (Transform::Identity, column(args)?),
+        "year" | "years" => (Transform::Year, column(args)?),
+        "month" | "months" => (Transform::Month, column(args)?),
+        "day" | "days" => (Transform::Day, column(args)?),
+        "hour" | "hours" => (Transform::Hour, column(args)?),
+        "bucket" => {
+            let (n, c) = width(args)?;
+            (Transform::Bucket(n), c)
+        }
+        "truncate" => {
+            let (w, c) = width(args)?;
+            (Transform::Truncate(w), c)
+        }
+        other => return Err(Error::invalid(format!("unknown partition transform {other}: use {FORMS}"))),
+    };
+    Ok(PartitionKey { column, transform })
+}
+
+/// The partition field's name, as Iceberg's Java API names them (`ts_day`, `id_bucket`).
+fn field_name(column: &str, transform: &Transform) -> String {
+    match transform {
+        Transform::Identity => column.to_string(),
+        Transform::Year => format!("{column}_year"),
+        Transform::Month => format!("{column}_month"),
+        Transform::Day => format!("{column}_day"),
+        Transform::Hour => format!("{column}_hour"),
+        Transform::Bucket(_) => format!("{column}_bucket"),
+        Transform::Truncate(_) => format!("{column}_trunc"),
+        _ => format!("{column}_{transform}"),
+    }
+}
+
+/// The metadata with `keys` as its partition spec (none: unpartitioned), or None when the
+/// table is partitioned so already. `table` names the table in messages.
+pub fn set_spec(
+    metadata: &TableMetadata,
+    location: &str,
+    keys: &[PartitionKey],
+    table: &str,
+) -> Result<Option<TableMetadata>> {
+    let schema = metadata.current_schema();
+    let mut builder = UnboundPartitionSpec::builder();
+    for k in keys {
+        let field =
+            schema.as_struct().fields().iter().find(|f| f.name.eq_ignore_ascii_case(&k.column)).ok_or_else(|| {
+                Error::catalog(format!("Table \"{table}\" does not have a column with name \"{}\"", k.column))
+            })?;
+        if k.transform.result_type(&field.field_type).is_err() {
+            return Err(Error::invalid(format!(
+                "cannot partition table \"{table}\" by {}: column \"{}\" is of type {}, which {} does not take",
+                describe_key(&field.name, &k.transform),
+                field.name,
+                field.field_type,
+                transform_name(&k.transform)
+            )));
+        }
+        builder = builder
+            .add_partition_field(field.id, field_name(&field.name, &k.transform), k.transform)
+            .map_err(|e| refused(table, &e))?;
+    }
+    let unbound = builder.build();
+    let current = metadata.default_partition_spec();
+    let same = current.fields().len() == unbound.fields().len()
+        && current
+            .fields()
+            .iter()
+            .zip(unbound.fields())
+            .all(|(a, b)| a.source_id == b.source_id && a.transform == b.transform);
+    if same {
+        return Ok(None);
+    }
+    let next = TableMetadataBuilder::new_from_metadata(metadata.clone(), Some(location.to_string()))
+        .add_partition_spec(unbound)
+        .and_then(|b| b.set_default_partition_spec(TableMetadataBuilder::LAST_ADDED))
+        .and_then(|b| b.build())
+        .map_err(|e| refused(table, &e))?;
+    Ok(Some(next.metadata))
+}
+
+fn refused(table: &str, e: &iceberg::Error) -> Error {
+    Error::invalid(format!("cannot partition table \"{table}\" so: {}", e.message()))
+}
+
+fn transform_name(t: &Transform) -> &'static str {
+    match t {
+        Transform::Identity => "identity",
+        Transform::Year => "year",
+        Transform::Month => "month",
+        Transform::Day => "day",
+        Transform::Hour => "hour",
+        Transform::Bucket(_) => "bucket",
+        Transform::Truncate(_) => "truncate",
+        Transform::Void => "void",
+        Transform::Unknown => "unknown",
+    }
+}
+
+fn describe_key(column: &str, t: &Transform) -> String {
+    match t {
+        Transform::Identity => column.to_string(),
+        Transform::Bucket(n) | Transform::Truncate(n) => format!("{}({n}, {column})", transform_name(t)),
+        _ => format!("{}({column})", transform_name(t)),
+    }
+}
+
+/// A spec as SET PARTITIONED BY would write it (`day(ts), bucket(16, id)`); empty: unpartitioned.
+/// Columns are named as `schema` has them now (a renamed source column shows its new name).
+pub fn describe(spec: &PartitionSpec, schema: &Schema) -> String {
+    spec.fields()
+        .iter()
+        .filter(|f| f.transform != Transform::Void)
+        .map(|f| {
+            let column = schema.field_by_id(f.source_id).map(|c| c.name.clone()).unwrap_or_else(|| f.name.clone());
+            describe_key(&column, &f.transform)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Whether a column is a source of any of the table's specs (its files keep it as partition
+/// values: Iceberg readers cannot read them without it).
+pub fn is_partition_source(metadata: &TableMetadata, field_id: i32) -> bool {
+    metadata.partition_specs_iter().any(|s| s.fields().iter().any(|f| f.source_id == field_id))
+}
+
+/// False only when no row of a file with partition values `partition` (under `spec`) can satisfy
+/// `prune`. Conservative: whatever cannot be projected onto a partition value prunes nothing.
+pub fn may_match(prune: &Prune, spec: &PartitionSpec, partition: &Struct) -> bool {
+    if spec.fields().is_empty() || partition.fields().len() != spec.fields().len() {
+        return true;
+    }
+    match prune {
+        Prune::And(parts) => parts.iter().all(|p| may_match(p, spec, partition)),
+        Prune::Or(parts) => parts.iter().any(|p| may_match(p, spec, partition)),
+        Prune::Hint(p) => may_match(p, spec, partition),
+        Prune::Compare { field_id, cmp, value } => {
+            fields_of(spec, *field_id, partition).all(|(t, part)| compare(t, *cmp, value, part))
+        }
+        Prune::In { field_id, values } => {
+            values.iter().any(|v| fields_of(spec, *field_id, partition).all(|(t, part)| compare(t, Cmp::Eq, v, part)))
+        }
+        // a transform of NULL is NULL, of a value a value (void aside)
+        Prune::IsNull(id) => fields_of(spec, *id, partition).all(|(_, part)| part.is_none()),
+        Prune::IsNotNull(id) => fields_of(spec, *id, partition).all(|(_, part)| part.is_some()),
+    }
+}
+
+/// The spec's fields of source `field_id` (void ones aside) with the file's value of each.
+fn fields_of<'a>(
+    spec: &'a PartitionSpec,
+    field_id: i32,
+    partition: &'a Struct,
+) -> impl Iterator<Item = (&'a Transform, Option<&'a Literal>)> {
+    spec.fields()
+        .iter()
+        .zip(partition.iter())
+        .filter(move |(f, _)| f.source_id == field_id && f.transform != Transform::Void)
+        .map(|(f, v)| (&f.transform, v))
+}
+
+/// Whether `source cmp value` may hold for a row whose partition value (under transform `t`) is
+/// `part`. Identity keeps every comparison; the time transforms and truncate are monotonic (a
+/// row below `value` has a partition value at most `t(value)`); bucket keeps equality only.
+fn compare(t: &Transform, cmp: Cmp, value: &iceberg::spec::Datum, part: Option<&Literal>) -> bool {
+    let Some(Literal::Primitive(part)) = part else {
+        return part.is_some(); // NULL: no comparison holds; a nested value: cannot tell
+    };
+    let Ok(Some(projected)) = create_transform_function(t).and_then(|f| f.transform_literal(value)) else {
+        return true;
+    };
+    let Some(order) = order(part, projected.literal()) else {
+        return true;
+    };
+    match t {
+        Transform::Identity => match cmp {
+            Cmp::Eq => order == Ordering::Equal,
+            Cmp::Ne => order != Ordering::Equal,
+            Cmp::Lt => order == Ordering::Less,
+            Cmp::Le => order != Ordering::Greater,
+            Cmp::Gt => order == Ordering::Greater,
+            Cmp::Ge => order != Ordering::Less,
+        },
+        Transform::Year | Transform::Month | Transform::Day | Transform::Hour | Transform::Truncate(_) => match cmp {
+            Cmp::Eq => order == Ordering::Equal,
+            Cmp::Ne => true,
+            Cmp::Lt | Cmp::Le => order != Ordering::Greater,
+            Cmp::Gt | Cmp::Ge => order != Ordering::Less,
+        },
+        Transform::Bucket(_) => cmp != Cmp::Eq || order == Ordering::Equal,
+        Transform::Void | Transform::Unknown => true,
+    }
+}
+
+/// Two values of one type compared (None: of different types, or unordered).
+fn order(a: &PrimitiveLiteral, b: &PrimitiveLiteral) -> Option<Ordering> {
+    if std::mem::discriminant(a) != std::mem::discriminant(b) {
+        return None;
+    }
+    a.partial_cmp(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iceberg::spec::{Datum, NestedField, PrimitiveType, Type};
+
+    fn schema() -> Schema {
+        let f = |id, name: &str, t| NestedField::optional(id, name, Type::Primitive(t)).into();
+        Schema::builder()
+            .with_fields(vec![
+                f(1, "id", PrimitiveType::Long),
+                f(2, "ts", PrimitiveType::Timestamp),
+                f(3, "s", PrimitiveType::String),
+            ])
+            .build()
+            .unwrap()
+    }
+
+    fn spec(fields: &[(i32, &str, Transform)]) -> PartitionSpec {
+        let mut b = PartitionSpec::builder(schema());
+        for (source, name, t) in fields {
+            b = b
+                .add_unbound_field(iceberg::spec::UnboundPartitionField {
+                    source_id: *source,
+                    field_id: None,
+                    name: name.to_string(),
+                    transform: *t,
+                })
+                .unwrap();
+        }
+        b.build().unwrap()
+    }
+
+    fn part(values: Vec<Option<Literal>>) -> Struct {
+        Struct::from_iter(values)
+    }
+
+    fn cmp(field_id: i32, cmp: Cmp, value: Datum) -> Prune {
+        Prune::Compare { field_id, cmp, value }
+    }
+
+    #[test]
+    fn keys_parse_from_the_shims_description() {
+        let keys = parse_keys(
+            r#"[{"column":"ts"},{"function":{"name":"DAY","args":[{"column":"ts"}]}},
+            {"function":{"name":"bucket","args":[{"constant":"16"},{"column":"id"}]}}]"#,
+        )
+        .unwrap();
+        assert_eq!(keys[0].transform, Transform::Identity);
+        assert_eq!(keys[1].transform, Transform::Day);
+        assert_eq!(keys[2], PartitionKey { column: "id".into(), transform: Transform::Bucket(16) });
+        let bad = parse_keys(r#"[{"function":{"name":"bucket","args":[{"column":"id"}]}}]"#).unwrap_err();
+        assert!(bad.to_string().contains("positive integer and a column"), "{bad}");
+        let bad = parse_keys(r#"[{"function":{"name":"week","args":[{"column":"ts"}]}}]"#).unwrap_err();
+        assert!(bad.to_string().contains("unknown partition transform week"), "{bad}");
+    }
+
+    #[test]
+    fn day_partitions_prune_by_range_and_equality() {
+        let spec = spec(&[(2, "ts_day", Transform::Day)]);
+        let day = |d: i32| part(vec![Some(Literal::date(d))]);
+        let at = |micros: i64| Datum::timestamp_micros(micros);
+        const DAY: i64 = 86_400_000_000;
+        // a row at day 10, 12:00
+        let noon10 = at(10 * DAY + DAY / 2);
+        assert!(may_match(&cmp(2, Cmp::Eq, noon10.clone()), &spec, &day(10)));
+        assert!(!may_match(&cmp(2, Cmp::Eq, noon10.clone()), &spec, &day(11)));
+        assert!(!may_match(&cmp(2, Cmp::Lt, noon10.clone()), &spec, &day(11)));
+        assert!(may_match(&cmp(2, Cmp::Lt, noon10.clone()), &spec, &day(10)));
+        assert!(!may_match(&cmp(2, Cmp::Ge, noon10.clone()), &spec, &day(9)));
+        assert!(may_match(&cmp(2, Cmp::Ne, noon10.clone()), &spec, &day(10)));
+        assert!(!may_match(&Prune::IsNull(2), &spec, &day(10)));
+        assert!(!may_match(&cmp(2, Cmp::Eq, noon10.clone()), &spec, &part(vec![None])));
+        // other columns prune nothing here
+        assert!(may_match(&cmp(1, Cmp::Eq, Datum::long(5)), &spec, &day(3)));
+    }
+
+    #[test]
+    fn buckets_prune_equality_only() {
+        let spec = spec(&[(1, "id_bucket", Transform::Bucket(16))]);
+        // Iceberg's bucket(16) of the long 34 is 3 (the spec's test vector)
+        let bucket = |b: i32| part(vec![Some(Literal::int(b))]);
+        assert!(may_match(&cmp(1, Cmp::Eq, Datum::long(34)), &spec, &bucket(3)));
+        assert!(!may_match(&cmp(1, Cmp::Eq, Datum::long(34)), &spec, &bucket(4)));
+        assert!(may_match(&cmp(1, Cmp::Lt, Datum::long(34)), &spec, &bucket(4)));
+        let within = Prune::In { field_id: 1, values: vec![Datum::long(1), Datum::long(34)] };
+        assert!(may_match(&within, &spec, &bucket(3)));
+        assert!(!may_match(&within, &spec, &bucket(7)));
+    }
+
+    #[test]
+    fn truncated_strings_and_identity() {
+        let spec = spec(&[(3, "s_trunc", Transform::Truncate(2)), (1, "id", Transform::Identity)]);
+        let p = part(vec![Some(Literal::string("ab")), Some(Literal::long(7))]);
+        assert!(may_match(&cmp(3, Cmp::Eq, Datum::string("abc")), &spec, &p));
+        assert!(!may_match(&cmp(3, Cmp::Eq, Datum::string("b")), &spec, &p));
+        assert!(!may_match(&cmp(3, Cmp::Lt, Datum::string("aa")), &spec, &p));
+        assert!(!may_match(&cmp(1, Cmp::Ne, Datum::long(7)), &spec, &p));
+        assert!(!may_match(&cmp(1, Cmp::Gt, Datum::long(7)), &spec, &p));
+        let either = Prune::Or(vec![cmp(1, Cmp::Eq, Datum::long(1)), cmp(3, Cmp::Eq, Datum::string("ab"))]);
+        assert!(may_match(&either, &spec, &p));
+    }
+
+    #[test]
+    fn specs_describe_as_sql() {
+        let spec = spec(&[
+            (2, "ts_day", Transform::Day),
+            (1, "id_bucket", Transform::Bucket(16)),
+            (3, "s", Transform::Identity),
+        ]);
+        assert_eq!(describe(&spec, &schema()), "day(ts), bucket(16, id), s");
+    }
+}
