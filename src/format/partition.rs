@@ -3,21 +3,12 @@
 //! partition values. A spec change is a new default spec: files keep the spec they were written
 //! with (their manifests say which), new writes use the new one. The iceberg crate assigns the
 //! partition field ids (a field equal to one of an earlier spec keeps its id) and checks each
-//! transform against its column's type; the crate's own pruning visitors are private to it, so
-//! the projection of a predicate onto a partition value is written here (a few rules per
-//! transform, below).
+//! transform against its column's type. Pruning by partition values: `read::partition_prune`.
 
-use std::cmp::Ordering;
-
-use iceberg::spec::{
-    Literal, PartitionSpec, PrimitiveLiteral, Schema, Struct, TableMetadata, TableMetadataBuilder, Transform,
-    UnboundPartitionSpec,
-};
-use iceberg::transform::create_transform_function;
+use iceberg::spec::{PartitionSpec, Schema, TableMetadata, TableMetadataBuilder, Transform, UnboundPartitionSpec};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::read::filter::{Cmp, Prune};
 
 /// One partition key as the shim describes DuckDB's parsed expression: a column, or a function
 /// of constants and one column (`day(ts)`, `bucket(16, id)`).
@@ -193,88 +184,12 @@ pub fn is_partition_source(metadata: &TableMetadata, field_id: i32) -> bool {
     metadata.partition_specs_iter().any(|s| s.fields().iter().any(|f| f.source_id == field_id))
 }
 
-/// False only when no row of a file with partition values `partition` (under `spec`) can satisfy
-/// `prune`. Conservative: whatever cannot be projected onto a partition value prunes nothing.
-pub fn may_match(prune: &Prune, spec: &PartitionSpec, partition: &Struct) -> bool {
-    if spec.fields().is_empty() || partition.fields().len() != spec.fields().len() {
-        return true;
-    }
-    match prune {
-        Prune::And(parts) => parts.iter().all(|p| may_match(p, spec, partition)),
-        Prune::Or(parts) => parts.iter().any(|p| may_match(p, spec, partition)),
-        Prune::Hint(p) => may_match(p, spec, partition),
-        Prune::Compare { field_id, cmp, value } => {
-            fields_of(spec, *field_id, partition).all(|(t, part)| compare(t, *cmp, value, part))
-        }
-        Prune::In { field_id, values } => {
-            values.iter().any(|v| fields_of(spec, *field_id, partition).all(|(t, part)| compare(t, Cmp::Eq, v, part)))
-        }
-        // a transform of NULL is NULL, of a value a value (void aside)
-        Prune::IsNull(id) => fields_of(spec, *id, partition).all(|(_, part)| part.is_none()),
-        Prune::IsNotNull(id) => fields_of(spec, *id, partition).all(|(_, part)| part.is_some()),
-    }
-}
-
-/// The spec's fields of source `field_id` (void ones aside) with the file's value of each.
-fn fields_of<'a>(
-    spec: &'a PartitionSpec,
-    field_id: i32,
-    partition: &'a Struct,
-) -> impl Iterator<Item = (&'a Transform, Option<&'a Literal>)> {
-    spec.fields()
-        .iter()
-        .zip(partition.iter())
-        .filter(move |(f, _)| f.source_id == field_id && f.transform != Transform::Void)
-        .map(|(f, v)| (&f.transform, v))
-}
-
-/// Whether `source cmp value` may hold for a row whose partition value (under transform `t`) is
-/// `part`. Identity keeps every comparison; the time transforms and truncate are monotonic (a
-/// row below `value` has a partition value at most `t(value)`); bucket keeps equality only.
-fn compare(t: &Transform, cmp: Cmp, value: &iceberg::spec::Datum, part: Option<&Literal>) -> bool {
-    let Some(Literal::Primitive(part)) = part else {
-        return part.is_some(); // NULL: no comparison holds; a nested value: cannot tell
-    };
-    let Ok(Some(projected)) = create_transform_function(t).and_then(|f| f.transform_literal(value)) else {
-        return true;
-    };
-    let Some(order) = order(part, projected.literal()) else {
-        return true;
-    };
-    match t {
-        Transform::Identity => match cmp {
-            Cmp::Eq => order == Ordering::Equal,
-            Cmp::Ne => order != Ordering::Equal,
-            Cmp::Lt => order == Ordering::Less,
-            Cmp::Le => order != Ordering::Greater,
-            Cmp::Gt => order == Ordering::Greater,
-            Cmp::Ge => order != Ordering::Less,
-        },
-        Transform::Year | Transform::Month | Transform::Day | Transform::Hour | Transform::Truncate(_) => match cmp {
-            Cmp::Eq => order == Ordering::Equal,
-            Cmp::Ne => true,
-            Cmp::Lt | Cmp::Le => order != Ordering::Greater,
-            Cmp::Gt | Cmp::Ge => order != Ordering::Less,
-        },
-        Transform::Bucket(_) => cmp != Cmp::Eq || order == Ordering::Equal,
-        Transform::Void | Transform::Unknown => true,
-    }
-}
-
-/// Two values of one type compared (None: of different types, or unordered).
-fn order(a: &PrimitiveLiteral, b: &PrimitiveLiteral) -> Option<Ordering> {
-    if std::mem::discriminant(a) != std::mem::discriminant(b) {
-        return None;
-    }
-    a.partial_cmp(b)
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use iceberg::spec::{Datum, NestedField, PrimitiveType, Type};
+    use iceberg::spec::{NestedField, PrimitiveType, Type};
 
-    fn schema() -> Schema {
+    pub(crate) fn schema() -> Schema {
         let f = |id, name: &str, t| NestedField::optional(id, name, Type::Primitive(t)).into();
         Schema::builder()
             .with_fields(vec![
@@ -286,7 +201,7 @@ mod tests {
             .unwrap()
     }
 
-    fn spec(fields: &[(i32, &str, Transform)]) -> PartitionSpec {
+    pub(crate) fn spec(fields: &[(i32, &str, Transform)]) -> PartitionSpec {
         let mut b = PartitionSpec::builder(schema());
         for (source, name, t) in fields {
             b = b
@@ -299,14 +214,6 @@ mod tests {
                 .unwrap();
         }
         b.build().unwrap()
-    }
-
-    fn part(values: Vec<Option<Literal>>) -> Struct {
-        Struct::from_iter(values)
-    }
-
-    fn cmp(field_id: i32, cmp: Cmp, value: Datum) -> Prune {
-        Prune::Compare { field_id, cmp, value }
     }
 
     #[test]
@@ -323,52 +230,6 @@ mod tests {
         assert!(bad.to_string().contains("positive integer and a column"), "{bad}");
         let bad = parse_keys(r#"[{"function":{"name":"week","args":[{"column":"ts"}]}}]"#).unwrap_err();
         assert!(bad.to_string().contains("unknown partition transform week"), "{bad}");
-    }
-
-    #[test]
-    fn day_partitions_prune_by_range_and_equality() {
-        let spec = spec(&[(2, "ts_day", Transform::Day)]);
-        let day = |d: i32| part(vec![Some(Literal::date(d))]);
-        let at = |micros: i64| Datum::timestamp_micros(micros);
-        const DAY: i64 = 86_400_000_000;
-        // a row at day 10, 12:00
-        let noon10 = at(10 * DAY + DAY / 2);
-        assert!(may_match(&cmp(2, Cmp::Eq, noon10.clone()), &spec, &day(10)));
-        assert!(!may_match(&cmp(2, Cmp::Eq, noon10.clone()), &spec, &day(11)));
-        assert!(!may_match(&cmp(2, Cmp::Lt, noon10.clone()), &spec, &day(11)));
-        assert!(may_match(&cmp(2, Cmp::Lt, noon10.clone()), &spec, &day(10)));
-        assert!(!may_match(&cmp(2, Cmp::Ge, noon10.clone()), &spec, &day(9)));
-        assert!(may_match(&cmp(2, Cmp::Ne, noon10.clone()), &spec, &day(10)));
-        assert!(!may_match(&Prune::IsNull(2), &spec, &day(10)));
-        assert!(!may_match(&cmp(2, Cmp::Eq, noon10.clone()), &spec, &part(vec![None])));
-        // other columns prune nothing here
-        assert!(may_match(&cmp(1, Cmp::Eq, Datum::long(5)), &spec, &day(3)));
-    }
-
-    #[test]
-    fn buckets_prune_equality_only() {
-        let spec = spec(&[(1, "id_bucket", Transform::Bucket(16))]);
-        // Iceberg's bucket(16) of the long 34 is 3 (the spec's test vector)
-        let bucket = |b: i32| part(vec![Some(Literal::int(b))]);
-        assert!(may_match(&cmp(1, Cmp::Eq, Datum::long(34)), &spec, &bucket(3)));
-        assert!(!may_match(&cmp(1, Cmp::Eq, Datum::long(34)), &spec, &bucket(4)));
-        assert!(may_match(&cmp(1, Cmp::Lt, Datum::long(34)), &spec, &bucket(4)));
-        let within = Prune::In { field_id: 1, values: vec![Datum::long(1), Datum::long(34)] };
-        assert!(may_match(&within, &spec, &bucket(3)));
-        assert!(!may_match(&within, &spec, &bucket(7)));
-    }
-
-    #[test]
-    fn truncated_strings_and_identity() {
-        let spec = spec(&[(3, "s_trunc", Transform::Truncate(2)), (1, "id", Transform::Identity)]);
-        let p = part(vec![Some(Literal::string("ab")), Some(Literal::long(7))]);
-        assert!(may_match(&cmp(3, Cmp::Eq, Datum::string("abc")), &spec, &p));
-        assert!(!may_match(&cmp(3, Cmp::Eq, Datum::string("b")), &spec, &p));
-        assert!(!may_match(&cmp(3, Cmp::Lt, Datum::string("aa")), &spec, &p));
-        assert!(!may_match(&cmp(1, Cmp::Ne, Datum::long(7)), &spec, &p));
-        assert!(!may_match(&cmp(1, Cmp::Gt, Datum::long(7)), &spec, &p));
-        let either = Prune::Or(vec![cmp(1, Cmp::Eq, Datum::long(1)), cmp(3, Cmp::Eq, Datum::string("ab"))]);
-        assert!(may_match(&either, &spec, &p));
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub(crate) mod deletes;
 pub mod filter;
 pub(crate) mod key_bounds;
 pub(crate) mod keys;
+pub(crate) mod partition_prune;
 pub(crate) mod row_groups;
 pub(crate) mod scan;
 pub(crate) mod select;

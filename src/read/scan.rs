@@ -21,12 +21,12 @@ use super::deletes::{with_sequence, DeleteIndex, EqualityDeletes, FileDeletes};
 use super::filter::Prune;
 use super::keys::probe;
 use super::keys::KeyColumns;
+use super::partition_prune;
 use super::row_groups::row_group_stats;
 use super::select::kept_rows;
 use super::skippable::group_can_skip;
 use super::time_travel::{snapshot_and_schema, Version};
 use crate::error::{Error, Result};
-use crate::format::partition;
 use crate::format::schema::{arrow_schema, conform_array, roots_by_field_id};
 use crate::io::input::InputFile;
 use crate::io::ranges::{chunk_range, FileRanges};
@@ -165,7 +165,7 @@ impl ScanPlan {
                 p.may_match(f)
                     && spec_id
                         .and_then(|id| metadata.partition_spec_by_id(id))
-                        .is_none_or(|spec| partition::may_match(p, spec, f.partition()))
+                        .is_none_or(|spec| partition_prune::may_match(p, spec, f.partition()))
             })
         };
         // Oldest commit first (manifest lists name the newest first): tasks are batch indexes,

@@ -84,7 +84,7 @@ pub struct TableWriter {
 
 /// Where a writer's rows go: one stream of files, or one per partition.
 enum Files {
-    One(FileStream),
+    One(Box<FileStream>),
     Partitioned(Box<Partitions>),
 }
 
@@ -245,7 +245,7 @@ impl TableWriter {
         let builder = DataFileWriterBuilder::new(rolling);
         let spec = metadata.default_partition_spec();
         let files = match spec.is_unpartitioned() {
-            true => Files::One(FileStream::new(&builder, None, keys.as_ref())?),
+            true => Files::One(Box::new(FileStream::new(&builder, None, keys.as_ref())?)),
             false => {
                 Files::Partitioned(Box::new(Partitions::new(builder, schema.clone(), spec.clone(), keys.clone())?))
             }
