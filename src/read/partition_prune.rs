@@ -26,9 +26,10 @@ pub fn may_match(prune: &Prune, spec: &PartitionSpec, partition: &Struct) -> boo
         Prune::In { field_id, values } => {
             values.iter().any(|v| fields_of(spec, *field_id, partition).all(|(t, part)| compare(t, Cmp::Eq, v, part)))
         }
-        // a transform of NULL is NULL, of a value a value (void aside)
+        // a transform of NULL is NULL; of a value, a value or (beyond the crate's date range:
+        // year, month of infinity) NULL too, so a NULL partition value proves nothing
         Prune::IsNull(id) => fields_of(spec, *id, partition).all(|(_, part)| part.is_none()),
-        Prune::IsNotNull(id) => fields_of(spec, *id, partition).all(|(_, part)| part.is_some()),
+        Prune::IsNotNull(_) => true,
     }
 }
 
@@ -49,8 +50,9 @@ fn fields_of<'a>(
 /// `part`. Identity keeps every comparison; the time transforms and truncate are monotonic (a
 /// row below `value` has a partition value at most `t(value)`); bucket keeps equality only.
 fn compare(t: &Transform, cmp: Cmp, value: &iceberg::spec::Datum, part: Option<&Literal>) -> bool {
+    // (NULL: the crate gives NULL for some values out of its range too; a nested value: cannot tell)
     let Some(Literal::Primitive(part)) = part else {
-        return part.is_some(); // NULL: no comparison holds; a nested value: cannot tell
+        return true;
     };
     let Ok(Some(projected)) = create_transform_function(t).and_then(|f| f.transform_literal(value)) else {
         return true;
@@ -67,6 +69,13 @@ fn compare(t: &Transform, cmp: Cmp, value: &iceberg::spec::Datum, part: Option<&
             Cmp::Gt => order == Ordering::Greater,
             Cmp::Ge => order != Ordering::Less,
         },
+        // The crate's truncate of an integer or decimal wraps at the type's minimum, and its hour
+        // wraps beyond year ~247,000: for them only equality (deterministic) prunes.
+        Transform::Hour | Transform::Truncate(_)
+            if cmp != Cmp::Eq && !matches!(part, PrimitiveLiteral::String(_) | PrimitiveLiteral::Binary(_)) =>
+        {
+            true
+        }
         Transform::Year | Transform::Month | Transform::Day | Transform::Hour | Transform::Truncate(_) => match cmp {
             Cmp::Eq => order == Ordering::Equal,
             Cmp::Ne => true,
@@ -115,7 +124,8 @@ mod tests {
         assert!(!may_match(&cmp(2, Cmp::Ge, noon10.clone()), &spec, &day(9)));
         assert!(may_match(&cmp(2, Cmp::Ne, noon10.clone()), &spec, &day(10)));
         assert!(!may_match(&Prune::IsNull(2), &spec, &day(10)));
-        assert!(!may_match(&cmp(2, Cmp::Eq, noon10.clone()), &spec, &part(vec![None])));
+        // a NULL partition value prunes no comparison (the crate makes NULLs of values out of range)
+        assert!(may_match(&cmp(2, Cmp::Eq, noon10.clone()), &spec, &part(vec![None])));
         // other columns prune nothing here
         assert!(may_match(&cmp(1, Cmp::Eq, Datum::long(5)), &spec, &day(3)));
     }
