@@ -716,17 +716,14 @@ impl Transaction {
         // (a position delete file is in the partition of the data files it deletes from: Iceberg
         // readers such as PyIceberg match them by partition)
         let partitions = self.partitions_of(&table, &st, by_path.keys())?;
-        type Positions = BTreeMap<String, Vec<u64>>;
-        let mut groups: BTreeMap<(i32, String), (Struct, Positions)> = BTreeMap::new();
+        let mut groups: HashMap<(i32, Struct), BTreeMap<String, Vec<u64>>> = HashMap::new();
         let default_spec = table.metadata.default_partition_spec_id();
         for (path, positions) in by_path {
-            let (spec_id, partition) = partitions.get(&path).cloned().unwrap_or((default_spec, Struct::empty()));
-            let group =
-                groups.entry((spec_id, format!("{partition:?}"))).or_insert_with(|| (partition, BTreeMap::new()));
-            group.1.insert(path, positions);
+            let partition = partitions.get(&path).cloned().unwrap_or((default_spec, Struct::empty()));
+            groups.entry(partition).or_default().insert(path, positions);
         }
         let mut files = vec![];
-        for ((spec_id, _), (partition, positions)) in groups {
+        for ((spec_id, partition), positions) in groups {
             let mut written = vec![];
             let result = block_on(delete_writer::position_deletes(
                 &inner.file_io,
@@ -761,16 +758,16 @@ impl Transaction {
         if md.partition_specs_iter().all(|s| s.is_unpartitioned()) {
             return Ok(HashMap::new());
         }
-        let wanted: HashSet<&String> = paths.collect();
+        let wanted: HashSet<&str> = paths.map(String::as_str).collect();
         let mut out = HashMap::new();
         if let Some(c) = st.staged(&table.record.uuid) {
-            for f in c.appends.iter().chain(&c.pending).filter(|f| wanted.contains(&f.file_path().to_string())) {
+            for f in c.appends.iter().chain(&c.pending).filter(|f| wanted.contains(f.file_path())) {
                 out.insert(f.file_path().to_string(), (md.default_partition_spec_id(), f.partition().clone()));
             }
         }
         if let Some(snapshot) = md.current_snapshot() {
             let files = self.catalog.inner.read_caches.manifests.snapshot_files(md, snapshot)?;
-            for e in files.data.iter().filter(|e| wanted.contains(&e.file().file_path().to_string())) {
+            for e in files.data.iter().filter(|e| wanted.contains(e.file().file_path())) {
                 out.insert(e.file().file_path().to_string(), (e.spec_id, e.file().partition().clone()));
             }
         }

@@ -2,40 +2,35 @@
 //! to a new file at the target size. Memory stays bounded by one row group per writer (and, on a
 //! table with a primary key, the rows held to be sorted: `key_order`).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{RecordBatch, StructArray};
+use arrow::array::StructArray;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
-use arrow::row::{RowConverter, SortField};
-use iceberg::arrow::{arrow_struct_to_literal, PartitionValueCalculator};
+use arrow::row::RowConverter;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, DataFileFormat, PrimitiveType, TableMetadata};
-use iceberg::spec::{Literal, PartitionKey as IcebergPartitionKey};
-use iceberg::writer::base_writer::data_file_writer::{DataFileWriter, DataFileWriterBuilder};
-use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, LocationGenerator};
+use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::writer::file_writer::location_generator::DefaultFileNameGenerator;
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
-use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use parquet::basic::{Compression, Encoding};
 use parquet::file::properties::{BloomFilterPosition, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use uuid::Uuid;
 
+pub use super::file_stream::ROW_GROUP_ROWS;
+use super::file_stream::{FileStream, FlatLocations};
 use super::key_check::{budget_bytes, KeyBudget};
-use super::key_order::KeyOrder;
-use crate::error::{Error, Result};
+use super::partitions::Partitions;
+use crate::error::Result;
 use crate::format::schema::{arrow_schema, conform};
 use crate::read::keys::{KeyColumns, PackedKeys};
-use crate::runtime::block_on;
 
 /// Data files roll over at this size unless the ATTACH or the table says otherwise (DuckLake's
 /// and Iceberg's default too).
 pub const TARGET_FILE_SIZE: u64 = 512 << 20;
 /// The Iceberg table property other engines set for the same purpose.
 const TARGET_FILE_SIZE_PROPERTY: &str = "write.target-file-size-bytes";
-/// Rows per row group: DuckDB's own row-group size.
-pub const ROW_GROUP_ROWS: usize = 122_880;
 /// Data pages of a table with a primary key: a point lookup reads and decodes the page holding its
 /// row in each column (the offset index locates it), so pages are kept to a few thousand rows and
 /// a few KB; a key column's pages smaller still, since a probe decodes a whole key page to find
@@ -57,20 +52,6 @@ const SMALL_VALUE_DICTIONARY_BYTES: usize = 32 << 10;
 /// False-positive rate of the key columns' bloom filters (one per row group).
 const KEY_BLOOM_FPP: f64 = 0.01;
 
-type Inner = DataFileWriter<ParquetWriterBuilder, FlatLocations, DefaultFileNameGenerator>;
-type InnerBuilder = DataFileWriterBuilder<ParquetWriterBuilder, FlatLocations, DefaultFileNameGenerator>;
-
-/// Data files go to the table's `data/` folder whatever their partition (Iceberg finds files by
-/// their manifests, never by path; a partition value in a path would need escaping).
-#[derive(Clone)]
-pub struct FlatLocations(String);
-
-impl LocationGenerator for FlatLocations {
-    fn generate_location(&self, _partition: Option<&iceberg::spec::PartitionKey>, file_name: &str) -> String {
-        format!("{}/{file_name}", self.0)
-    }
-}
-
 pub struct TableWriter {
     files: Files,
     schema: ArrowSchemaRef,
@@ -86,41 +67,6 @@ pub struct TableWriter {
 enum Files {
     One(Box<FileStream>),
     Partitioned(Box<Partitions>),
-}
-
-/// The files of one partition (or of an unpartitioned table) being written.
-struct FileStream {
-    inner: Inner,
-    /// On a table with a primary key: rows are written sorted by key, a row group at a time.
-    key_order: Option<KeyOrder>,
-}
-
-impl FileStream {
-    fn new(builder: &InnerBuilder, partition: Option<IcebergPartitionKey>, key: Option<&KeyColumns>) -> Result<Self> {
-        let inner = block_on(builder.build(partition))?;
-        let key_order = key.map(|k| KeyOrder::new(k.indexes.clone(), ROW_GROUP_ROWS));
-        Ok(FileStream { inner, key_order })
-    }
-
-    fn write(&mut self, batch: RecordBatch) -> Result<()> {
-        let runs = match &mut self.key_order {
-            Some(order) => order.push(batch)?,
-            None => vec![batch],
-        };
-        for run in runs {
-            block_on(self.inner.write(run))?;
-        }
-        Ok(())
-    }
-
-    fn finish(mut self) -> Result<Vec<DataFile>> {
-        if let Some(order) = self.key_order.take() {
-            for run in order.finish()? {
-                block_on(self.inner.write(run))?;
-            }
-        }
-        Ok(block_on(self.inner.close())?)
-    }
 }
 
 /// What a writer wrote: its files (fsynced) and, on a table with a primary key, their rows' keys.
@@ -290,172 +236,5 @@ impl TableWriter {
             Files::Partitioned(partitions) => partitions.finish()?,
         };
         Ok(Written { files, keys: self.keys.map(|(_, _, packed)| packed) })
-    }
-}
-
-/// At most this many partitions' files are open at once: rows of another partition close the
-/// one written least recently (its rows so far are a file of their own). An open partition's
-/// Parquet writer holds at most a row group of encoded rows, so this bounds a partitioned
-/// write's memory with [`PARTITION_BUFFER_BYTES`].
-pub const MAX_OPEN_PARTITIONS: usize = 128;
-/// Rows of a partition are gathered in Arrow until this many (a DuckDB chunk spread over many
-/// partitions would otherwise reach each writer a few rows at a time)...
-const PARTITION_BATCH_ROWS: usize = 8192;
-/// ... or until all partitions' gathered rows reach this many bytes (the largest goes first).
-const PARTITION_BUFFER_BYTES: usize = 64 << 20;
-
-/// Rows split by the table's partition spec, each partition's to its own files.
-struct Partitions {
-    builder: InnerBuilder,
-    calculator: PartitionValueCalculator,
-    spec: iceberg::spec::PartitionSpecRef,
-    schema: iceberg::spec::SchemaRef,
-    converter: RowConverter,
-    key: Option<KeyColumns>,
-    /// Open partitions by their values (in the converter's row format).
-    open: HashMap<Vec<u8>, Open>,
-    writes: u64,
-    buffered_bytes: usize,
-    closed: Vec<DataFile>,
-}
-
-struct Open {
-    stream: FileStream,
-    /// The write count when it was last written.
-    used: u64,
-    gathered: Vec<RecordBatch>,
-    rows: usize,
-    bytes: usize,
-}
-
-impl Partitions {
-    fn new(
-        builder: InnerBuilder,
-        schema: iceberg::spec::SchemaRef,
-        spec: iceberg::spec::PartitionSpecRef,
-        key: Option<KeyColumns>,
-    ) -> Result<Self> {
-        let calculator = PartitionValueCalculator::try_new(&spec, &schema)?;
-        let fields = match calculator.partition_arrow_type() {
-            arrow::datatypes::DataType::Struct(fields) => fields.clone(),
-            other => return Err(Error::internal(format!("partition values of type {other}"))),
-        };
-        let sort_fields = fields.iter().map(|f| SortField::new(f.data_type().clone())).collect();
-        let converter = RowConverter::new(sort_fields)?;
-        Ok(Partitions {
-            builder,
-            calculator,
-            spec,
-            schema,
-            converter,
-            key,
-            open: HashMap::new(),
-            writes: 0,
-            buffered_bytes: 0,
-            closed: vec![],
-        })
-    }
-
-    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        // each row's partition values, grouped by their row encoding (one pass over the rows)
-        let values = self.calculator.calculate(batch)?;
-        let values = values
-            .as_any()
-            .downcast_ref::<arrow::array::StructArray>()
-            .ok_or_else(|| Error::internal("partition values are not a struct"))?;
-        let rows = self.converter.convert_columns(values.columns())?;
-        let mut groups: HashMap<&[u8], Vec<u32>> = HashMap::new();
-        for (i, row) in rows.iter().enumerate() {
-            groups.entry(row.data()).or_default().push(i as u32);
-        }
-        for (key, indexes) in groups {
-            let first = indexes[0] as usize;
-            let part = arrow::compute::take_record_batch(batch, &arrow::array::UInt32Array::from(indexes))?;
-            self.gather(key, || Ok(Arc::new(values.slice(first, 1)) as arrow::array::ArrayRef), part)?;
-        }
-        while self.buffered_bytes > PARTITION_BUFFER_BYTES {
-            let largest = self.open.iter().max_by_key(|(_, o)| o.bytes).map(|(k, _)| k.clone());
-            match largest.and_then(|k| self.open.get_mut(&k)) {
-                Some(open) => {
-                    self.buffered_bytes -= open.bytes;
-                    open.flush()?;
-                }
-                None => break,
-            }
-        }
-        Ok(())
-    }
-
-    /// Adds `rows` of the partition whose values encode as `key` (`value`: its values, one row).
-    fn gather(
-        &mut self,
-        key: &[u8],
-        value: impl FnOnce() -> Result<arrow::array::ArrayRef>,
-        rows: RecordBatch,
-    ) -> Result<()> {
-        self.writes += 1;
-        if !self.open.contains_key(key) {
-            if self.open.len() >= MAX_OPEN_PARTITIONS {
-                self.close_least_recent()?;
-            }
-            let literal = arrow_struct_to_literal(&value()?, self.calculator.partition_type())?;
-            let data = match literal.into_iter().next().flatten() {
-                Some(Literal::Struct(data)) => data,
-                _ => return Err(Error::internal("partition values are not a struct")),
-            };
-            let partition = IcebergPartitionKey::new(self.spec.as_ref().clone(), self.schema.clone(), data);
-            let stream = FileStream::new(&self.builder, Some(partition), self.key.as_ref())?;
-            let open = Open { stream, used: 0, gathered: vec![], rows: 0, bytes: 0 };
-            self.open.insert(key.to_vec(), open);
-        }
-        let open = self.open.get_mut(key).ok_or_else(|| Error::internal("partition not open"))?;
-        open.used = self.writes;
-        let bytes = rows.get_array_memory_size();
-        open.rows += rows.num_rows();
-        open.bytes += bytes;
-        self.buffered_bytes += bytes;
-        open.gathered.push(rows);
-        if open.rows >= PARTITION_BATCH_ROWS {
-            self.buffered_bytes -= open.bytes;
-            open.flush()?;
-        }
-        Ok(())
-    }
-
-    fn close_least_recent(&mut self) -> Result<()> {
-        let oldest = self.open.iter().min_by_key(|(_, o)| o.used).map(|(k, _)| k.clone());
-        if let Some(open) = oldest.and_then(|k| self.open.remove(&k)) {
-            self.buffered_bytes -= open.bytes;
-            self.closed.extend(open.finish()?);
-        }
-        Ok(())
-    }
-
-    fn finish(mut self) -> Result<Vec<DataFile>> {
-        let mut open: Vec<_> = self.open.drain().map(|(_, o)| o).collect();
-        open.sort_by_key(|o| o.used);
-        for o in open {
-            self.closed.extend(o.finish()?);
-        }
-        Ok(self.closed)
-    }
-}
-
-impl Open {
-    /// Hands the gathered rows to the partition's writer.
-    fn flush(&mut self) -> Result<()> {
-        let gathered = std::mem::take(&mut self.gathered);
-        if let Some(first) = gathered.first() {
-            let batch = arrow::compute::concat_batches(&first.schema(), &gathered)?;
-            self.stream.write(batch)?;
-        }
-        self.rows = 0;
-        self.bytes = 0;
-        Ok(())
-    }
-
-    fn finish(mut self) -> Result<Vec<DataFile>> {
-        self.flush()?;
-        self.stream.finish()
     }
 }

@@ -1,0 +1,167 @@
+//! A partitioned table's writes (issue 24): each chunk's rows grouped by their partition values
+//! in one pass (the iceberg crate's value calculator, hashed in Arrow's row format), gathered per
+//! partition in Arrow, and written to one file stream per partition. Memory is bounded: at most
+//! [`MAX_OPEN_PARTITIONS`] partitions open (the least recently written closes: its rows so far are
+//! a file of their own), [`PARTITION_BUFFER_BYTES`] of gathered rows, and a row group per open
+//! Parquet writer.
+
+use std::collections::HashMap;
+
+use arrow::array::{ArrayRef, AsArray, RecordBatch, StructArray, UInt32Array};
+use arrow::compute::{concat_batches, take_record_batch};
+use arrow::datatypes::DataType;
+use arrow::row::{RowConverter, SortField};
+use iceberg::arrow::{arrow_struct_to_literal, PartitionValueCalculator};
+use iceberg::spec::{DataFile, Literal, PartitionKey, PartitionSpecRef, SchemaRef};
+
+use super::file_stream::{FileStream, InnerBuilder};
+use crate::error::{Error, Result};
+use crate::read::keys::KeyColumns;
+
+/// At most this many partitions' files are open at once.
+pub const MAX_OPEN_PARTITIONS: usize = 128;
+/// Rows of a partition are gathered in Arrow until this many (a DuckDB chunk spread over many
+/// partitions would otherwise reach each writer a few rows at a time)...
+const PARTITION_BATCH_ROWS: usize = 8192;
+/// ... or until all partitions' gathered rows reach this many bytes (the largest goes first).
+const PARTITION_BUFFER_BYTES: usize = 64 << 20;
+
+pub struct Partitions {
+    builder: InnerBuilder,
+    calculator: PartitionValueCalculator,
+    spec: PartitionSpecRef,
+    schema: SchemaRef,
+    converter: RowConverter,
+    key: Option<KeyColumns>,
+    /// Open partitions by their values (in the converter's row format).
+    open: HashMap<Vec<u8>, Open>,
+    writes: u64,
+    gathered_bytes: usize,
+    closed: Vec<DataFile>,
+}
+
+struct Open {
+    stream: FileStream,
+    /// The write count when it was last written.
+    used: u64,
+    gathered: Vec<RecordBatch>,
+    rows: usize,
+    bytes: usize,
+}
+
+impl Partitions {
+    pub fn new(
+        builder: InnerBuilder,
+        schema: SchemaRef,
+        spec: PartitionSpecRef,
+        key: Option<KeyColumns>,
+    ) -> Result<Self> {
+        let calculator = PartitionValueCalculator::try_new(&spec, &schema)?;
+        let DataType::Struct(fields) = calculator.partition_arrow_type() else {
+            return Err(Error::internal("partition values are not a struct"));
+        };
+        let converter = RowConverter::new(fields.iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
+        Ok(Partitions {
+            builder,
+            calculator,
+            spec,
+            schema,
+            converter,
+            key,
+            open: HashMap::new(),
+            writes: 0,
+            gathered_bytes: 0,
+            closed: vec![],
+        })
+    }
+
+    /// Rows of the table, in its columns.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let values = self.calculator.calculate(batch)?;
+        let values: &StructArray =
+            values.as_struct_opt().ok_or_else(|| Error::internal("partition values are not a struct"))?;
+        let rows = self.converter.convert_columns(values.columns())?;
+        let mut groups: HashMap<&[u8], Vec<u32>> = HashMap::new();
+        for (i, row) in rows.iter().enumerate() {
+            groups.entry(row.data()).or_default().push(i as u32);
+        }
+        for (key, indexes) in groups {
+            let first = indexes[0] as usize;
+            let rows = take_record_batch(batch, &UInt32Array::from(indexes))?;
+            self.gather(key, values, first, rows)?;
+        }
+        while self.gathered_bytes > PARTITION_BUFFER_BYTES {
+            let largest = self.open.values_mut().max_by_key(|o| o.bytes);
+            match largest {
+                Some(open) => self.gathered_bytes -= open.flush()?,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `rows` to the partition whose values encode as `key` (row `at` of `values`).
+    fn gather(&mut self, key: &[u8], values: &StructArray, at: usize, rows: RecordBatch) -> Result<()> {
+        self.writes += 1;
+        if !self.open.contains_key(key) {
+            if self.open.len() >= MAX_OPEN_PARTITIONS {
+                self.close_least_recent()?;
+            }
+            let value: ArrayRef = std::sync::Arc::new(values.slice(at, 1));
+            let Some(Literal::Struct(data)) =
+                arrow_struct_to_literal(&value, self.calculator.partition_type())?.into_iter().next().flatten()
+            else {
+                return Err(Error::internal("partition values are not a struct"));
+            };
+            let partition = PartitionKey::new(self.spec.as_ref().clone(), self.schema.clone(), data);
+            let stream = FileStream::new(&self.builder, Some(partition), self.key.as_ref())?;
+            self.open.insert(key.to_vec(), Open { stream, used: 0, gathered: vec![], rows: 0, bytes: 0 });
+        }
+        let open = self.open.get_mut(key).ok_or_else(|| Error::internal("partition not open"))?;
+        open.used = self.writes;
+        open.rows += rows.num_rows();
+        open.bytes += rows.get_array_memory_size();
+        self.gathered_bytes += rows.get_array_memory_size();
+        open.gathered.push(rows);
+        if open.rows >= PARTITION_BATCH_ROWS {
+            self.gathered_bytes -= open.flush()?;
+        }
+        Ok(())
+    }
+
+    fn close_least_recent(&mut self) -> Result<()> {
+        let oldest = self.open.iter().min_by_key(|(_, o)| o.used).map(|(k, _)| k.clone());
+        if let Some(open) = oldest.and_then(|k| self.open.remove(&k)) {
+            self.gathered_bytes -= open.bytes;
+            self.closed.extend(open.finish()?);
+        }
+        Ok(())
+    }
+
+    /// Every file written, once the open partitions are closed.
+    pub fn finish(mut self) -> Result<Vec<DataFile>> {
+        let mut open: Vec<_> = self.open.drain().map(|(_, o)| o).collect();
+        open.sort_by_key(|o| o.used);
+        for o in open {
+            self.closed.extend(o.finish()?);
+        }
+        Ok(self.closed)
+    }
+}
+
+impl Open {
+    /// Hands the gathered rows to the partition's writer; returns the bytes they held.
+    fn flush(&mut self) -> Result<usize> {
+        let gathered = std::mem::take(&mut self.gathered);
+        if let Some(first) = gathered.first() {
+            self.stream.write(concat_batches(&first.schema(), &gathered)?)?;
+        }
+        self.rows = 0;
+        Ok(std::mem::take(&mut self.bytes))
+    }
+
+    fn finish(mut self) -> Result<Vec<DataFile>> {
+        self.flush()?;
+        self.stream.finish()
+    }
+}
