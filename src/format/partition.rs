@@ -156,7 +156,8 @@ fn transform_name(t: &Transform) -> &'static str {
     }
 }
 
-fn describe_key(column: &str, t: &Transform) -> String {
+/// One key as SET PARTITIONED BY writes it (`day(ts)`).
+pub fn describe_key(column: &str, t: &Transform) -> String {
     match t {
         Transform::Identity => column.to_string(),
         Transform::Bucket(n) | Transform::Truncate(n) => format!("{}({n}, {column})", transform_name(t)),

@@ -3,19 +3,20 @@
 //! partition in Arrow, and written to one file stream per partition. Memory is bounded: at most
 //! [`MAX_OPEN_PARTITIONS`] partitions open (the least recently written closes: its rows so far are
 //! a file of their own), [`PARTITION_BUFFER_BYTES`] of gathered rows, and a row group per open
-//! Parquet writer.
+//! Parquet writer. Rows whose partition value the crate cannot compute are refused.
 
 use std::collections::HashMap;
 
-use arrow::array::{ArrayRef, AsArray, RecordBatch, StructArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray, UInt32Array};
 use arrow::compute::{concat_batches, take_record_batch};
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, Date32Type, Int32Type, Int64Type, TimeUnit, TimestampMicrosecondType};
 use arrow::row::{RowConverter, SortField};
 use iceberg::arrow::{arrow_struct_to_literal, PartitionValueCalculator};
-use iceberg::spec::{DataFile, Literal, PartitionKey, PartitionSpecRef, SchemaRef};
+use iceberg::spec::{DataFile, Literal, PartitionKey, PartitionSpecRef, SchemaRef, Transform};
 
 use super::file_stream::{FileStream, InnerBuilder};
 use crate::error::{Error, Result};
+use crate::format::partition::describe_key;
 use crate::read::keys::KeyColumns;
 
 /// At most this many partitions' files are open at once.
@@ -26,6 +27,12 @@ const PARTITION_BATCH_ROWS: usize = 8192;
 /// ... or until all partitions' gathered rows reach this many bytes (the largest goes first).
 const PARTITION_BUFFER_BYTES: usize = 64 << 20;
 
+/// The iceberg crate computes time partitions in i32 hours (they wrap beyond year ~247,000) and
+/// renders dates through chrono (it panics beyond year 262,143): instants and dates beyond these
+/// bounds have no partition value.
+const MAX_TIME_MICROS: i64 = i32::MAX as i64 * 3_600_000_000;
+const MAX_DATE_DAYS: i32 = 95_000_000;
+
 pub struct Partitions {
     builder: InnerBuilder,
     calculator: PartitionValueCalculator,
@@ -33,6 +40,7 @@ pub struct Partitions {
     schema: SchemaRef,
     converter: RowConverter,
     key: Option<KeyColumns>,
+    table_name: String,
     /// Open partitions by their values (in the converter's row format).
     open: HashMap<Vec<u8>, Open>,
     writes: u64,
@@ -55,6 +63,7 @@ impl Partitions {
         schema: SchemaRef,
         spec: PartitionSpecRef,
         key: Option<KeyColumns>,
+        table_name: &str,
     ) -> Result<Self> {
         let calculator = PartitionValueCalculator::try_new(&spec, &schema)?;
         let DataType::Struct(fields) = calculator.partition_arrow_type() else {
@@ -68,6 +77,7 @@ impl Partitions {
             schema,
             converter,
             key,
+            table_name: table_name.to_string(),
             open: HashMap::new(),
             writes: 0,
             gathered_bytes: 0,
@@ -77,6 +87,7 @@ impl Partitions {
 
     /// Rows of the table, in its columns.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.check_transformable(batch)?;
         let values = self.calculator.calculate(batch)?;
         let values: &StructArray =
             values.as_struct_opt().ok_or_else(|| Error::internal("partition values are not a struct"))?;
@@ -147,6 +158,52 @@ impl Partitions {
         }
         Ok(self.closed)
     }
+
+    /// Refuses rows whose partition value the crate would get wrong (see [`MAX_TIME_MICROS`]; its
+    /// truncate wraps below an integer type's minimum plus the width), naming the column.
+    fn check_transformable(&self, batch: &RecordBatch) -> Result<()> {
+        for field in self.spec.fields() {
+            let Some(i) = self.schema.as_struct().fields().iter().position(|f| f.id == field.source_id) else {
+                continue;
+            };
+            let column = batch.column(i);
+            let time = matches!(field.transform, Transform::Year | Transform::Month | Transform::Day | Transform::Hour);
+            let fits = match (field.transform, column.data_type()) {
+                (_, DataType::Timestamp(TimeUnit::Microsecond, _)) if time => {
+                    let a = column.as_primitive::<TimestampMicrosecondType>();
+                    within(arrow::compute::min(a), arrow::compute::max(a), -MAX_TIME_MICROS, MAX_TIME_MICROS)
+                }
+                (_, DataType::Date32) if time => {
+                    let a = column.as_primitive::<Date32Type>();
+                    within(arrow::compute::min(a), arrow::compute::max(a), -MAX_DATE_DAYS, MAX_DATE_DAYS)
+                }
+                (Transform::Truncate(w), DataType::Int32) => {
+                    let a = column.as_primitive::<Int32Type>();
+                    arrow::compute::min(a).is_none_or(|m| m >= i32::MIN.saturating_add(w as i32))
+                }
+                (Transform::Truncate(w), DataType::Int64) => {
+                    let a = column.as_primitive::<Int64Type>();
+                    arrow::compute::min(a).is_none_or(|m| m >= i64::MIN + w as i64)
+                }
+                _ => true,
+            };
+            if !fits {
+                let name = &self.schema.as_struct().fields()[i].name;
+                return Err(Error::invalid(format!(
+                    "cannot write a row of table \"{}\" partitioned by {}: a value of column \"{name}\" is \
+                     outside the range that transform takes (an infinity, a year beyond about ±247,000, or \
+                     an integer at its type's minimum)",
+                    self.table_name,
+                    describe_key(name, &field.transform),
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn within<T: PartialOrd>(min: Option<T>, max: Option<T>, low: T, high: T) -> bool {
+    min.is_none_or(|m| m >= low) && max.is_none_or(|m| m <= high)
 }
 
 impl Open {

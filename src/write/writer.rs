@@ -192,9 +192,13 @@ impl TableWriter {
         let spec = metadata.default_partition_spec();
         let files = match spec.is_unpartitioned() {
             true => Files::One(Box::new(FileStream::new(&builder, None, keys.as_ref())?)),
-            false => {
-                Files::Partitioned(Box::new(Partitions::new(builder, schema.clone(), spec.clone(), keys.clone())?))
-            }
+            false => Files::Partitioned(Box::new(Partitions::new(
+                builder,
+                schema.clone(),
+                spec.clone(),
+                keys.clone(),
+                table_name,
+            )?)),
         };
         let keys = match keys {
             Some(k) => Some((k.clone(), k.converter()?, PackedKeys::default())),
