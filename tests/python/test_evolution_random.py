@@ -1,8 +1,9 @@
 """Randomized schema evolution (issue 24): random ALTER TABLEs (add, drop, rename, promote a
-column) mixed with INSERT, UPDATE, DELETE and upserts, run on a skade table and on a DuckDB table
-side by side. After every statement the two must hold the same rows; at the end every snapshot
-skade wrote must read, through time travel, exactly as the DuckDB table was when it was written,
-with the columns it had then."""
+column, partition the skade table by random transforms or reset it) mixed with INSERT, UPDATE,
+DELETE and upserts, run on a skade table and on a DuckDB table side by side. After every statement
+the two must hold the same rows, also under a random filter (which partition values may prune);
+at the end every snapshot skade wrote must read, through time travel, exactly as the DuckDB table
+was when it was written, with the columns it had then."""
 import random
 
 import pytest
@@ -12,6 +13,12 @@ from conftest import connect
 PROMOTIONS = {"INTEGER": "BIGINT", "TINYINT": "SMALLINT", "SMALLINT": "INTEGER", "FLOAT": "DOUBLE",
               "UTINYINT": "USMALLINT", "DECIMAL(9,2)": "DECIMAL(18,2)"}
 NEW_TYPES = ["INTEGER", "VARCHAR", "DOUBLE", "TINYINT", "FLOAT", "UTINYINT", "DECIMAL(9,2)", "BIGINT"]
+# the partition transforms each column type takes (identity: the bare column)
+TRANSFORMS = {"BIGINT": ["id", "bucket", "truncate"], "INTEGER": ["id", "bucket", "truncate"],
+              "SMALLINT": ["id", "bucket", "truncate"], "TINYINT": ["id", "bucket", "truncate"],
+              "UTINYINT": ["id", "bucket"], "USMALLINT": ["id", "bucket"], "VARCHAR": ["id", "bucket", "truncate"],
+              "DECIMAL(9,2)": ["id", "bucket", "truncate"], "DECIMAL(18,2)": ["id", "bucket", "truncate"],
+              "DOUBLE": ["id"], "FLOAT": ["id"]}
 
 
 def literal(ty, rng):
@@ -43,6 +50,7 @@ class Mirror:
         self.next_id, self.serial = 0, 0
         self.snapshots = []  # (snapshot id, column names, rows)
         self.history = []
+        self.sources = set()  # columns any partition spec used: never dropped or retyped
         self.both("CREATE TABLE {t} (id BIGINT PRIMARY KEY, a INTEGER, s VARCHAR)")
 
     def both(self, sql):
@@ -57,6 +65,10 @@ class Mirror:
     def check(self):
         ours, theirs = self.rows("lake.t"), self.rows("memory.main.t")
         assert ours == theirs, f"after {self.history[-1]}\nhistory: {self.history}"
+        c = self.rng.choice(list(self.columns))
+        where = f' WHERE "{c}" {self.rng.choice(["=", "<", ">=", "<>"])} {literal(self.columns[c], self.rng)}'
+        ours, theirs = self.rows("lake.t", where), self.rows("memory.main.t", where)
+        assert ours == theirs, f"{where} after {self.history[-1]}\nhistory: {self.history}"
         described = [(r[0], r[1]) for r in self.con.execute("DESCRIBE lake.t").fetchall()]
         assert described == list(self.columns.items()), f"after {self.history[-1]}"
 
@@ -74,7 +86,8 @@ class Mirror:
 
     def step(self):
         rng, others = self.rng, [c for c in self.columns if c != "id"]
-        op = rng.choice(["insert", "insert", "update", "delete", "upsert", "add", "drop", "rename", "promote"])
+        op = rng.choice(["insert", "insert", "update", "delete", "upsert", "add", "drop", "rename", "promote",
+                         "partition"])
         if op == "insert":
             rows = ", ".join(f"({self.values()})" for _ in range(rng.randint(1, 20)))
             self.both(f"INSERT INTO {{t}} VALUES {rows}")
@@ -92,8 +105,8 @@ class Mirror:
             name, ty = f"c{self.serial}", rng.choice(NEW_TYPES)
             self.both(f'ALTER TABLE {{t}} ADD COLUMN "{name}" {ty}')
             self.columns[name] = ty
-        elif op == "drop" and len(others) > 1:
-            c = rng.choice(others)
+        elif op == "drop" and len([c for c in others if c not in self.sources]) > 1:
+            c = rng.choice([c for c in others if c not in self.sources])
             self.both(f'ALTER TABLE {{t}} DROP COLUMN "{c}"')
             del self.columns[c]
         elif op == "rename" and others:
@@ -102,12 +115,25 @@ class Mirror:
             new = f"r{self.serial}"
             self.both(f'ALTER TABLE {{t}} RENAME COLUMN "{c}" TO "{new}"')
             self.columns = {(new if k == c else k): v for k, v in self.columns.items()}
+            if c in self.sources:
+                self.sources = (self.sources - {c}) | {new}
         elif op == "promote":
-            promotable = [c for c in others if self.columns[c] in PROMOTIONS]
+            promotable = [c for c in others if self.columns[c] in PROMOTIONS and c not in self.sources]
             if promotable:
                 c = rng.choice(promotable)
                 self.both(f'ALTER TABLE {{t}} ALTER COLUMN "{c}" TYPE {PROMOTIONS[self.columns[c]]}')
                 self.columns[c] = PROMOTIONS[self.columns[c]]
+        elif op == "partition":
+            keys = []
+            for c in rng.sample(list(self.columns), rng.randint(0, 2)):
+                form = rng.choice(TRANSFORMS[self.columns[c]])
+                keys.append({"id": f'"{c}"', "bucket": f'bucket({rng.randint(1, 8)}, "{c}")',
+                             "truncate": f'truncate({rng.randint(1, 5)}, "{c}")'}[form])
+                self.sources.add(c)
+            sql = f"ALTER TABLE lake.t SET PARTITIONED BY ({', '.join(keys)})" if keys else \
+                "ALTER TABLE lake.t RESET PARTITIONED BY"
+            self.history.append(sql)
+            self.con.execute(sql)
         self.check()
         self.snapshot()
 
