@@ -312,7 +312,9 @@ def test_a_slow_collector_keeps_one_process_delivering(tmp_path):
     """A round of deliveries can outlast the sink's lease (a slow or failing collector): the owner
     renews it event by event, so the other processes never take over from a stale cursor while it
     is still sending (each event would reach the collector once per process). The lease is made
-    short here (SKADE_LINEAGE_LEASE_MS) so a few seconds show it."""
+    short here (SKADE_LINEAGE_LEASE_MS) so a few seconds show it: the round (81 events of 50 ms)
+    outlasts two leases. Not shorter: a lease is renewed when half of it is left, and 300 ms (of a
+    600 ms lease) were not always enough on a loaded 2-core machine."""
     from openlineage_collector import Collector
 
     collector = Collector()
@@ -321,15 +323,15 @@ def test_a_slow_collector_keeps_one_process_delivering(tmp_path):
     try:
         attach = (f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade, COMMIT_LOG '{tmp_path / 'lake.log'}', "
                   f"COMMIT_LOG_POLL_MS 20, OPENLINEAGE_URL '{collector.url}')")
-        slow(lambda event: (time.sleep(0.03), 201)[1])
+        slow(lambda event: (time.sleep(0.05), 201)[1])
         for _ in range(3):
-            procs.append(Process(env={"SKADE_LINEAGE_LEASE_MS": "600"}))
+            procs.append(Process(env={"SKADE_LINEAGE_LEASE_MS": "2000"}))
             procs[-1].sql(attach)
         procs[0].sql("CREATE TABLE lake.t (id BIGINT)")
         for k in range(80):
             procs[k % 3].sql(f"INSERT INTO lake.t VALUES ({k})")
         collector.wait_for(81, timeout=60)
-        time.sleep(1.5)
+        time.sleep(2.5)
         runs = [e["run"]["runId"] for e in collector.events]
         assert len(set(runs)) == 81
         assert len(runs) <= 81 + 3, f"{len(runs)} deliveries of 81 events: processes took the sink from each other"
