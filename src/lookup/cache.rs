@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
-use iceberg::spec::{DataFile, Schema, Snapshot, TableMetadata};
+use iceberg::spec::{DataFile, PartitionSpecRef, Schema, Snapshot, Struct, TableMetadata};
 
 use super::data_file::{Bounds, DataFileIndex};
 use super::dictionaries::Dictionaries;
@@ -37,6 +37,9 @@ pub struct CandidateFile {
     pub seq: i64,
     /// Per key column.
     pub bounds: Vec<Bounds>,
+    /// Its partition spec and values, when the spec partitions by a key column (a lookup then
+    /// skips files whose partition cannot hold the key).
+    pub partition: Option<(PartitionSpecRef, Struct)>,
 }
 
 impl CandidateFile {
@@ -49,7 +52,15 @@ impl CandidateFile {
                 (encoders.bound(c, file.lower_bounds().get(id)), encoders.bound(c, file.upper_bounds().get(id)))
             })
             .collect();
-        CandidateFile { path: file.file_path().to_string(), seq, bounds }
+        CandidateFile { path: file.file_path().to_string(), seq, bounds, partition: None }
+    }
+
+    /// With its partition, when spec `spec` partitions by one of `key`'s columns.
+    fn with_partition(mut self, file: &DataFile, spec: Option<&PartitionSpecRef>, key: &KeyColumns) -> Self {
+        if let Some(spec) = spec.filter(|s| s.fields().iter().any(|f| key.field_ids.contains(&f.source_id))) {
+            self.partition = Some((spec.clone(), file.partition().clone()));
+        }
+        self
     }
 }
 
@@ -92,8 +103,17 @@ impl LookupCache {
         }
         let files = caches.manifests.snapshot_files(metadata, snapshot)?;
         let deletes = DeleteIndex::load(&caches.deletes, schema, &with_sequence(&files.deletes))?;
-        let mut data: Vec<CandidateFile> =
-            files.data.iter().map(|e| CandidateFile::new(e.file(), e.sequence_number, key, encoders)).collect();
+        let mut data: Vec<CandidateFile> = files
+            .data
+            .iter()
+            .map(|e| {
+                CandidateFile::new(e.file(), e.sequence_number, key, encoders).with_partition(
+                    e.file(),
+                    metadata.partition_spec_by_id(e.spec_id),
+                    key,
+                )
+            })
+            .collect();
         data.sort_by_key(|f| std::cmp::Reverse(f.seq)); // an upsert's newest row is found first
         let index = Arc::new(SnapshotIndex { files: data, deletes });
         let mut snapshots = self.snapshots.lock().unwrap();

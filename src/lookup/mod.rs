@@ -34,8 +34,10 @@ use crate::error::{Error, Result};
 use crate::format::schema::conform_array;
 use crate::read::caches::ReadCaches;
 use crate::read::deletes::{DeleteIndex, EqualityDeletes};
+use crate::read::filter::{datum_at, Cmp, Prune};
 use crate::read::key_bounds::ColumnEncoders;
 use crate::read::keys::{KeyColumns, KeySet};
+use crate::read::partition_prune;
 use crate::read::scan::STAGED_SEQUENCE;
 use crate::read::time_travel::snapshot_and_schema;
 use crate::read::time_travel::Version;
@@ -127,9 +129,16 @@ pub fn lookup(
     // First every key's candidate rows, then each row group's candidates decoded together (one
     // pass over the other columns' pages for all the keys of a call that fall in it).
     let mut candidates: Vec<Candidate> = vec![];
+    let partitioned = files.iter().any(|f| f.partition.is_some());
     for (n, probe) in probes.iter().enumerate() {
         let columns: Vec<&[u8]> = probe.columns.iter().map(|c| &**c).collect();
-        'files: for (f, file) in files.iter().enumerate().filter(|(_, f)| within(&f.bounds, &columns)) {
+        // (a file partitioned by a key column: its partition must be the key's)
+        let equal = if partitioned { key_equality(&schema, key, &keys, probe.row) } else { None };
+        let may_hold = |f: &CandidateFile| match (&f.partition, &equal) {
+            (Some((spec, values)), Some(equal)) => partition_prune::may_match(equal, spec, values),
+            _ => true,
+        };
+        'files: for (f, file) in files.iter().enumerate().filter(|(_, f)| within(&f.bounds, &columns) && may_hold(f)) {
             let index = match indexes.entry(f) {
                 Entry::Occupied(e) => e.get().clone(),
                 Entry::Vacant(e) => e.insert(lookup_cache.data_file(file, &schema, key, encoders)?).clone(),
@@ -221,6 +230,21 @@ pub fn lookup(
         },
         positions: found.into_iter().map(|(_, _, p)| p).collect(),
     })
+}
+
+/// The key at row `row` of `keys` as an equality on the key's columns (None: a column cannot be
+/// translated, so nothing is pruned by it).
+fn key_equality(schema: &Schema, key: &KeyColumns, keys: &[ArrayRef], row: usize) -> Option<Prune> {
+    let parts = key
+        .field_ids
+        .iter()
+        .zip(keys)
+        .map(|(&field_id, array)| {
+            let ty = schema.field_by_id(field_id)?.field_type.as_primitive_type()?;
+            Some(Prune::Compare { field_id, cmp: Cmp::Eq, value: datum_at(array, row, ty)? })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Prune::And(parts))
 }
 
 /// The distinct keys of `keys`, in order; keys with a NULL column match nothing and are dropped.

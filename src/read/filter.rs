@@ -5,7 +5,7 @@
 
 use std::cmp::Ordering;
 
-use arrow::array::{Array, AsArray, StructArray};
+use arrow::array::{Array, ArrayRef, AsArray, StructArray};
 use arrow::datatypes::{
     DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type, Int8Type,
     Time64MicrosecondType, TimeUnit, TimestampMicrosecondType,
@@ -273,57 +273,60 @@ impl Translator<'_> {
     }
 
     fn datum(&self, k: usize, ty: &PrimitiveType) -> Option<Datum> {
-        if matches!(ty, PrimitiveType::Float | PrimitiveType::Double) {
-            return None; // NaN sorts last in DuckDB but is excluded from Iceberg bounds.
-        }
-        let array = self.constants?.columns().get(k)?;
-        if array.len() != 1 || array.is_null(0) {
-            return None;
-        }
-        let d = match (array.data_type(), ty) {
-            (DataType::Boolean, PrimitiveType::Boolean) => Datum::bool(array.as_boolean().value(0)),
-            // DuckDB's lossless export: BOOLEAN as arrow.bool8 (one byte per value)
-            (DataType::Int8, PrimitiveType::Boolean) => Datum::bool(array.as_primitive::<Int8Type>().value(0) != 0),
-            (DataType::Int32, PrimitiveType::Int) => Datum::int(array.as_primitive::<Int32Type>().value(0)),
-            (DataType::Int64, PrimitiveType::Long) => Datum::long(array.as_primitive::<Int64Type>().value(0)),
-            // narrow DuckDB integers kept on wider Iceberg columns (format::duckdb_types)
-            (DataType::Int8 | DataType::Int16 | DataType::UInt8 | DataType::UInt16, PrimitiveType::Int) => {
-                let wide = arrow::compute::cast(array, &DataType::Int32).ok()?;
-                Datum::int(wide.as_primitive::<Int32Type>().value(0))
-            }
-            (DataType::UInt32, PrimitiveType::Long) => {
-                Datum::long(array.as_primitive::<arrow::datatypes::UInt32Type>().value(0) as i64)
-            }
-            (DataType::Float32, _) => Datum::float(array.as_primitive::<Float32Type>().value(0)),
-            (DataType::Float64, _) => Datum::double(array.as_primitive::<Float64Type>().value(0)),
-            (DataType::Date32, PrimitiveType::Date) => Datum::date(array.as_primitive::<Date32Type>().value(0)),
-            (DataType::Time64(TimeUnit::Microsecond), PrimitiveType::Time) => {
-                Datum::time_micros(array.as_primitive::<Time64MicrosecondType>().value(0)).ok()?
-            }
-            (DataType::Timestamp(TimeUnit::Microsecond, None), PrimitiveType::Timestamp) => {
-                Datum::timestamp_micros(array.as_primitive::<TimestampMicrosecondType>().value(0))
-            }
-            (DataType::Timestamp(TimeUnit::Microsecond, Some(_)), PrimitiveType::Timestamptz) => {
-                Datum::timestamptz_micros(array.as_primitive::<TimestampMicrosecondType>().value(0))
-            }
-            (DataType::Utf8, PrimitiveType::String) => Datum::string(array.as_string::<i32>().value(0)),
-            (DataType::Utf8View, PrimitiveType::String) => Datum::string(array.as_string_view().value(0)),
-            (DataType::Binary, PrimitiveType::Binary) => {
-                Datum::binary(array.as_binary::<i32>().value(0).iter().copied())
-            }
-            (DataType::FixedSizeBinary(16), PrimitiveType::Uuid) => {
-                Datum::uuid(uuid::Uuid::from_slice(array.as_fixed_size_binary().value(0)).ok()?)
-            }
-            (DataType::Decimal128(p, s), PrimitiveType::Decimal { precision, scale })
-                if *p as u32 == *precision && *s as u32 == *scale =>
-            {
-                let v = array.as_primitive::<Decimal128Type>().value(0);
-                Datum::try_from_bytes(&v.to_be_bytes(), ty.clone()).ok()?
-            }
-            _ => return None,
-        };
-        Some(d)
+        datum_at(self.constants?.columns().get(k)?, 0, ty)
     }
+}
+
+/// Row `row` of `array` as a value of Iceberg type `ty` (None: NULL, a float, or a type pair it
+/// cannot translate).
+pub fn datum_at(array: &ArrayRef, row: usize, ty: &PrimitiveType) -> Option<Datum> {
+    if matches!(ty, PrimitiveType::Float | PrimitiveType::Double) {
+        return None; // NaN sorts last in DuckDB but is excluded from Iceberg bounds.
+    }
+    if row >= array.len() || array.is_null(row) {
+        return None;
+    }
+    let d = match (array.data_type(), ty) {
+        (DataType::Boolean, PrimitiveType::Boolean) => Datum::bool(array.as_boolean().value(row)),
+        // DuckDB's lossless export: BOOLEAN as arrow.bool8 (one byte per value)
+        (DataType::Int8, PrimitiveType::Boolean) => Datum::bool(array.as_primitive::<Int8Type>().value(row) != 0),
+        (DataType::Int32, PrimitiveType::Int) => Datum::int(array.as_primitive::<Int32Type>().value(row)),
+        (DataType::Int64, PrimitiveType::Long) => Datum::long(array.as_primitive::<Int64Type>().value(row)),
+        // narrow DuckDB integers kept on wider Iceberg columns (format::duckdb_types)
+        (DataType::Int8 | DataType::Int16 | DataType::UInt8 | DataType::UInt16, PrimitiveType::Int) => {
+            let wide = arrow::compute::cast(&array.slice(row, 1), &DataType::Int32).ok()?;
+            Datum::int(wide.as_primitive::<Int32Type>().value(0))
+        }
+        (DataType::UInt32, PrimitiveType::Long) => {
+            Datum::long(array.as_primitive::<arrow::datatypes::UInt32Type>().value(row) as i64)
+        }
+        (DataType::Float32, _) => Datum::float(array.as_primitive::<Float32Type>().value(row)),
+        (DataType::Float64, _) => Datum::double(array.as_primitive::<Float64Type>().value(row)),
+        (DataType::Date32, PrimitiveType::Date) => Datum::date(array.as_primitive::<Date32Type>().value(row)),
+        (DataType::Time64(TimeUnit::Microsecond), PrimitiveType::Time) => {
+            Datum::time_micros(array.as_primitive::<Time64MicrosecondType>().value(row)).ok()?
+        }
+        (DataType::Timestamp(TimeUnit::Microsecond, None), PrimitiveType::Timestamp) => {
+            Datum::timestamp_micros(array.as_primitive::<TimestampMicrosecondType>().value(row))
+        }
+        (DataType::Timestamp(TimeUnit::Microsecond, Some(_)), PrimitiveType::Timestamptz) => {
+            Datum::timestamptz_micros(array.as_primitive::<TimestampMicrosecondType>().value(row))
+        }
+        (DataType::Utf8, PrimitiveType::String) => Datum::string(array.as_string::<i32>().value(row)),
+        (DataType::Utf8View, PrimitiveType::String) => Datum::string(array.as_string_view().value(row)),
+        (DataType::Binary, PrimitiveType::Binary) => Datum::binary(array.as_binary::<i32>().value(row).iter().copied()),
+        (DataType::FixedSizeBinary(16), PrimitiveType::Uuid) => {
+            Datum::uuid(uuid::Uuid::from_slice(array.as_fixed_size_binary().value(row)).ok()?)
+        }
+        (DataType::Decimal128(p, s), PrimitiveType::Decimal { precision, scale })
+            if *p as u32 == *precision && *s as u32 == *scale =>
+        {
+            let v = array.as_primitive::<Decimal128Type>().value(row);
+            Datum::try_from_bytes(&v.to_be_bytes(), ty.clone()).ok()?
+        }
+        _ => return None,
+    };
+    Some(d)
 }
 
 #[cfg(test)]
