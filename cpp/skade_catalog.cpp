@@ -9,6 +9,7 @@
 #include "skade/transaction.hpp"
 
 #include "duckdb/execution/physical_plan_generator.hpp"
+#include "duckdb/parser/constraints/unique_constraint.hpp"
 #include "duckdb/parser/parsed_data/alter_table_info.hpp"
 #include "duckdb/parser/parsed_data/create_index_info.hpp"
 #include "duckdb/parser/parsed_data/create_schema_info.hpp"
@@ -18,6 +19,11 @@
 #include "duckdb/planner/operator/logical_delete.hpp"
 #include "duckdb/planner/operator/logical_update.hpp"
 #include "duckdb/planner/operator/logical_insert.hpp"
+#if SKADE_DUCKDB_MAJOR >= 2
+#include "duckdb/planner/operator/logical_alter.hpp"
+#else
+#include "duckdb/planner/operator/logical_simple.hpp"
+#endif
 #include "duckdb/storage/database_size.hpp"
 
 namespace duckdb {
@@ -138,8 +144,20 @@ unique_ptr<LogicalOperator> SkadeCatalog::BindAlterAddIndex(Binder &binder, Tabl
                                                             unique_ptr<LogicalOperator> plan,
                                                             unique_ptr<CreateIndexInfo> create_info,
                                                             unique_ptr<AlterTableInfo> alter_info) {
-	throw NotImplementedException("adding an index or key to skade table \"%s\" is not supported",
-	                              SkadeNameString(table_entry.name));
+	// ADD PRIMARY KEY: a plain ALTER (no index to build; the core checks the rows itself)
+	auto &constraint = *alter_info->Cast<AddConstraintInfo>().constraint;
+	if (constraint.type == ConstraintType::UNIQUE && !constraint.Cast<UniqueConstraint>().IsPrimaryKey()) {
+		throw NotImplementedException("UNIQUE constraints are not supported on skade tables; use PRIMARY KEY");
+	}
+#if SKADE_DUCKDB_MAJOR >= 2
+	return make_uniq<LogicalAlter>(unique_ptr<AlterInfo>(std::move(alter_info)));
+#else
+	return make_uniq<LogicalSimple>(LogicalOperatorType::LOGICAL_ALTER, std::move(alter_info));
+#endif
+}
+
+ErrorData SkadeCatalog::SupportsCreateTable(BoundCreateTableInfo &info) {
+	return ErrorData(); // PARTITIONED BY is a skade table's; the schema entry refuses what is not
 }
 
 void SkadeCatalog::OnDetach(ClientContext &context) {

@@ -116,15 +116,61 @@ string ColumnName(const ColumnList &columns, LogicalIndex index) {
 
 } // namespace
 
+static string JsonString(const string &text) {
+	string out = "\"";
+	for (unsigned char c : text) {
+		if (c == '"' || c == '\\') {
+			out += '\\';
+			out += (char)c;
+		} else if (c < 0x20) {
+			out += StringUtil::Format("\\u%04x", (int)c);
+		} else {
+			out += (char)c;
+		}
+	}
+	return out + "\"";
+}
+
+//! A partition key of SET PARTITIONED BY as the core reads it: a column, a constant, or a call of
+//! a function on them.
+static string PartitionKeyJson(const ParsedExpression &expr) {
+	switch (expr.GetExpressionClass()) {
+	case ExpressionClass::COLUMN_REF:
+		return "{\"column\":" + JsonString(SkadeNameString(expr.Cast<ColumnRefExpression>().GetColumnName())) + "}";
+	case ExpressionClass::CONSTANT:
+		return "{\"constant\":" + JsonString(expr.ToString()) + "}";
+	case ExpressionClass::FUNCTION: {
+		auto &call = expr.Cast<FunctionExpression>();
+		string args;
+		for (auto arg : SkadeCallArguments(call)) {
+			args += (args.empty() ? "" : ",") + PartitionKeyJson(*arg);
+		}
+		return "{\"function\":{\"name\":" + JsonString(SkadeCallName(call)) + ",\"args\":[" + args + "]}}";
+	}
+	default:
+		throw NotImplementedException("cannot partition a skade table by %s: use a column, year(c), month(c), day(c), "
+		                              "hour(c), bucket(N, c) or truncate(W, c)",
+		                              expr.ToString());
+	}
+}
+
+//! The keys of PARTITIONED BY as a JSON list.
+static string PartitionKeysJson(const vector<unique_ptr<ParsedExpression>> &keys) {
+	string json;
+	for (auto &key : keys) {
+		json += (json.empty() ? "" : ",") + PartitionKeyJson(*key);
+	}
+	return "[" + json + "]";
+}
+
 optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction transaction, BoundCreateTableInfo &info) {
 	auto &context = transaction.GetContext();
 	auto &base = info.Base();
 	if (base.temporary) {
 		throw NotImplementedException("skade catalogs do not hold temporary tables");
 	}
-	if (!base.partition_keys.empty()) {
-		throw NotImplementedException("PARTITION BY is not supported on skade tables yet");
-	}
+	// PARTITIONED BY: the keys as written, the core maps them to Iceberg transforms
+	auto partitioned_by = base.partition_keys.empty() ? string() : PartitionKeysJson(base.partition_keys);
 	if (!base.sort_keys.empty()) {
 		throw NotImplementedException("SORTED BY is not supported on skade tables yet");
 	}
@@ -221,7 +267,9 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 	SkadeTableHandle table;
 	SkadeCheck(skade_txn_create_table(txn.Handle(), name.c_str(), SkadeTableName(base).c_str(), &arrow.arrow_schema,
 	                                  type_ptrs.data(), type_ptrs.size(), not_null_ptrs.data(), not_null_ptrs.size(),
-	                                  key_ptrs.data(), key_ptrs.size(), on_conflict, table.out()));
+	                                  key_ptrs.data(), key_ptrs.size(),
+	                                  partitioned_by.empty() ? nullptr : partitioned_by.c_str(), on_conflict,
+	                                  table.out()));
 	txn.InvalidateEntries();
 	if (!table) {
 		return nullptr;
@@ -262,43 +310,6 @@ static void ExportColumnType(ClientContext &context, const string &name, const L
 	}
 }
 
-static string JsonString(const string &text) {
-	string out = "\"";
-	for (unsigned char c : text) {
-		if (c == '"' || c == '\\') {
-			out += '\\';
-			out += (char)c;
-		} else if (c < 0x20) {
-			out += StringUtil::Format("\\u%04x", (int)c);
-		} else {
-			out += (char)c;
-		}
-	}
-	return out + "\"";
-}
-
-//! A partition key of SET PARTITIONED BY as the core reads it: a column, a constant, or a call of
-//! a function on them.
-static string PartitionKeyJson(const ParsedExpression &expr) {
-	switch (expr.GetExpressionClass()) {
-	case ExpressionClass::COLUMN_REF:
-		return "{\"column\":" + JsonString(SkadeNameString(expr.Cast<ColumnRefExpression>().GetColumnName())) + "}";
-	case ExpressionClass::CONSTANT:
-		return "{\"constant\":" + JsonString(expr.ToString()) + "}";
-	case ExpressionClass::FUNCTION: {
-		auto &call = expr.Cast<FunctionExpression>();
-		string args;
-		for (auto arg : SkadeCallArguments(call)) {
-			args += (args.empty() ? "" : ",") + PartitionKeyJson(*arg);
-		}
-		return "{\"function\":{\"name\":" + JsonString(SkadeCallName(call)) + ",\"args\":[" + args + "]}}";
-	}
-	default:
-		throw NotImplementedException("cannot partition a skade table by %s: use a column, year(c), month(c), day(c), "
-		                              "hour(c), bucket(N, c) or truncate(W, c)",
-		                              expr.ToString());
-	}
-}
 
 void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 	if (info.type == AlterType::SET_COMMENT || info.type == AlterType::SET_COLUMN_COMMENT) {
@@ -390,17 +401,27 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 		break;
 	case AlterTableType::SET_DEFAULT:
 		throw NotImplementedException("SET DEFAULT: Iceberg v2 tables keep no column defaults");
-	case AlterTableType::ADD_CONSTRAINT:
-		throw NotImplementedException("adding a constraint to an existing skade table is not supported: create a "
-		                              "table with it and INSERT ... SELECT into it");
+	case AlterTableType::ADD_CONSTRAINT: {
+		// ADD PRIMARY KEY (through SkadeCatalog::BindAlterAddIndex); 2.0 also hands CHECK here
+		auto &constraint = *alter.Cast<AddConstraintInfo>().constraint;
+		if (constraint.type == ConstraintType::CHECK) {
+			throw NotImplementedException("CHECK constraints are not supported on skade tables");
+		}
+		if (constraint.type != ConstraintType::UNIQUE || !constraint.Cast<UniqueConstraint>().IsPrimaryKey()) {
+			throw NotImplementedException("skade tables take only ADD PRIMARY KEY as a new constraint");
+		}
+		op = "add_primary_key";
+		to = "[";
+		for (auto &key_column : constraint.Cast<UniqueConstraint>().GetColumnNames()) {
+			to += (to.size() > 1 ? "," : "") + JsonString(SkadeNameString(key_column));
+		}
+		to += "]";
+		break;
+	}
 	case AlterTableType::SET_PARTITIONED_BY: {
 		// the keys as written (the core maps them to Iceberg transforms); none: RESET
 		op = "set_partitioned_by";
-		to = "[";
-		for (auto &key : alter.Cast<SetPartitionedByInfo>().partition_keys) {
-			to += (to.size() > 1 ? "," : "") + PartitionKeyJson(*key);
-		}
-		to += "]";
+		to = PartitionKeysJson(alter.Cast<SetPartitionedByInfo>().partition_keys);
 		break;
 	}
 	default:

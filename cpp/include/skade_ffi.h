@@ -76,12 +76,13 @@ skade_status *skade_txn_table(const skade_txn *txn, const char *schema, const ch
 
 skade_status *skade_txn_create_schema(const skade_txn *txn, const char *name, bool if_not_exists);
 skade_status *skade_txn_drop_schema(const skade_txn *txn, const char *name, bool if_exists, bool cascade);
-// on_conflict: 0 error, 1 ignore, 2 replace. result: NULL when ignored.
+// on_conflict: 0 error, 1 ignore, 2 replace. result: NULL when ignored. partitioned_by: the keys of
+// PARTITIONED BY as a JSON list (as for ALTER's set_partitioned_by), or NULL.
 skade_status *skade_txn_create_table(const skade_txn *txn, const char *schema, const char *name,
                                      const struct ArrowSchema *columns, const char *const *duckdb_types,
                                      size_t n_columns, const char *const *not_null, size_t n_not_null,
-                                     const char *const *primary_key, size_t n_primary_key, int32_t on_conflict,
-                                     skade_table **result);
+                                     const char *const *primary_key, size_t n_primary_key,
+                                     const char *partitioned_by, int32_t on_conflict, skade_table **result);
 // Deletes rows by the row ids this transaction's scans produced; `deleted` gets the count.
 skade_status *skade_txn_delete_rows(const skade_txn *txn, const char *uuid, const int64_t *row_ids, size_t n,
                                     uint64_t *deleted);
@@ -89,9 +90,10 @@ skade_status *skade_txn_delete_rows(const skade_txn *txn, const char *uuid, cons
 // duplicated or already live; otherwise its files become part of the transaction.
 skade_status *skade_txn_end_statement(const skade_txn *txn, const char *uuid);
 skade_status *skade_txn_drop_table(const skade_txn *txn, const char *schema, const char *name, bool if_exists);
-// ALTER TABLE: `op` add_column, drop_column, rename_column, alter_type, drop_not_null, set_not_null or
-// rename_table; `column` the column, `to` a new name, `if_flag` IF [NOT] EXISTS, `column_type` (a one-column
-// schema) and `duckdb_type` the new type (add_column, alter_type; else null). `changed`: whether anything did.
+// ALTER TABLE: `op` add_column, drop_column, rename_column, alter_type, drop_not_null, set_not_null,
+// rename_table, set_partitioned_by or add_primary_key; `column` the column, `to` a new name (the partition
+// keys, the key's columns: JSON lists), `if_flag` IF [NOT] EXISTS, `column_type` (a one-column schema) and
+// `duckdb_type` the new type (add_column, alter_type; else null). `changed`: whether anything did.
 skade_status *skade_txn_alter_table(const skade_txn *txn, const char *schema, const char *name, const char *op,
                                     const char *column, const char *to, bool if_flag,
                                     const struct ArrowSchema *column_type, const char *duckdb_type,

@@ -21,6 +21,7 @@ use super::sinks::SinkChange;
 use super::state::{CatalogState, SchemaRecord, StateChange, TableRecord};
 use super::store::{CommitRecord, InputRecord};
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::partition::{self, PartitionKey};
 use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
 use crate::format::{metadata, schema};
 use crate::io::{remove_files, sync_files};
@@ -279,6 +280,11 @@ impl Transaction {
         self.memory_limit.store(bytes, Ordering::Relaxed);
     }
 
+    /// DuckDB's memory_limit as last set (bytes; unlimited until set).
+    pub(super) fn memory_limit(&self) -> u64 {
+        self.memory_limit.load(Ordering::Relaxed)
+    }
+
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }
@@ -513,7 +519,8 @@ impl Transaction {
     }
 
     /// Creates a table. `arrow` is DuckDB's Arrow export of the columns, `duckdb_types` their
-    /// DuckDB type names (for messages). Returns the table, or None when it existed and
+    /// DuckDB type names (for messages), `partitioned_by` its partition spec (CREATE TABLE ...
+    /// PARTITIONED BY; none: unpartitioned). Returns the table, or None when it existed and
     /// `on_conflict` is Ignore.
     #[allow(clippy::too_many_arguments)]
     pub fn create_table(
@@ -524,6 +531,7 @@ impl Transaction {
         duckdb_types: &[String],
         not_null: &[String],
         primary_key: &[String],
+        partitioned_by: &[PartitionKey],
         on_conflict: OnConflict,
     ) -> Result<Option<TableInfo>> {
         self.check_writable()?;
@@ -550,7 +558,8 @@ impl Transaction {
         let location =
             location.to_str().ok_or_else(|| Error::invalid("table location is not valid UTF-8"))?.to_string();
         let table_uuid = Uuid::new_v4();
-        let md = metadata::new_table(iceberg_schema, &location, table_uuid, &kept)?;
+        let spec = partition::unbound_spec(&iceberg_schema, partitioned_by, name)?;
+        let md = metadata::new_table(iceberg_schema, spec, &location, table_uuid, &kept)?;
         let md_location = metadata::metadata_location(&location, 0);
         self.lock()?.written.push(md_location.clone());
         self.catalog.inner.metadata.write(&md_location, &md)?;

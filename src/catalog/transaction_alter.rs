@@ -7,12 +7,16 @@
 
 use std::sync::Arc;
 
+use iceberg::spec::TableMetadata;
+
 use super::names;
 use super::state::{StateChange, TableRecord};
-use super::transaction::{Ddl, Transaction};
+use super::transaction::{Ddl, TableInfo, Transaction};
 use crate::error::{Error, Result};
 use crate::format::evolve::{evolve, SchemaChange};
 use crate::format::metadata;
+use crate::read::keys::KeyColumns;
+use crate::write::key_check::{check_new_key, KeyBudget, KeyFault};
 
 impl Transaction {
     /// Applies `change` to the columns of `schema.name`; false when it changed nothing (IF [NOT]
@@ -36,6 +40,15 @@ impl Transaction {
         let Some(next) = evolve(&table.metadata, &location, change, self.catalog().nanoseconds(), &shown)? else {
             return Ok(false);
         };
+        if let SchemaChange::AddPrimaryKey { .. } = change {
+            if wrote {
+                return Err(Error::invalid(format!(
+                    "cannot add a PRIMARY KEY to table \"{shown}\" in a transaction that already wrote to it: \
+                     commit the writes first"
+                )));
+            }
+            self.check_rows_take_key(&table, &next)?;
+        }
         let table_location = next.location().to_string();
         let md_location = metadata::metadata_location(&table_location, metadata::next_version(&location));
         let inner = &self.catalog().inner;
@@ -47,6 +60,51 @@ impl Transaction {
         Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(after.clone()));
         st.ddl.push(Ddl::AlterTable { before: record, after, operation: change.operation() });
         Ok(true)
+    }
+
+    /// ADD PRIMARY KEY: the live rows of `table` (as this transaction sees them) must hold no NULL
+    /// in the key of `next` (its metadata after the change) and no key twice. A commit meanwhile
+    /// makes the ALTER a conflict at commit, so the rows checked are the rows it commits over.
+    fn check_rows_take_key(&self, table: &TableInfo, next: &TableMetadata) -> Result<()> {
+        let key =
+            KeyColumns::of(next.current_schema())?.ok_or_else(|| Error::internal("a PRIMARY KEY of no columns"))?;
+        let shown = table.record.qualified_name();
+        let refused = |why: String| {
+            Error::constraint(format!("cannot add PRIMARY KEY ({}) to table \"{shown}\": {why}", key.names.join(", ")))
+        };
+        let columns = (0..table.metadata.current_schema().as_struct().fields().len()).collect();
+        let plan = self.scan(table, columns, None, false)?.read_only(Some(&key.indexes));
+        let budget = KeyBudget::for_memory_limit(self.memory_limit()).limit();
+        match check_new_key(&plan, &key, budget)? {
+            None => {}
+            Some(KeyFault::Null(column)) => return Err(refused(format!("column \"{column}\" is NULL in a row"))),
+            Some(KeyFault::Repeated(k)) => {
+                let shown = key.converter().map(|c| key.describe(&c, &k)).unwrap_or_default();
+                return Err(refused(format!("more than one row has the key \"{shown}\"")));
+            }
+        }
+        // A key column becomes required, and readers (skade's, PyIceberg's) then take a file's
+        // column as holding no NULL before they apply deletes: a deleted row holding NULL in it
+        // would fail every later read. The live rows hold none; the files' null counts
+        // (written with every file; none: the column is not in the file) vouch for the rest.
+        if let Some(snapshot) = table.metadata.current_snapshot() {
+            let live = self.catalog().inner.read_caches.manifests.snapshot_files(&table.metadata, snapshot)?;
+            let was = table.metadata.current_schema();
+            for entry in &live.data {
+                let file = entry.file();
+                for (id, name) in key.field_ids.iter().zip(&key.names) {
+                    let required = was.field_by_id(*id).is_some_and(|f| f.required);
+                    if !required && file.null_value_counts().get(id).is_none_or(|&n| n > 0) {
+                        return Err(refused(format!(
+                            "data file {} may hold NULL in column \"{name}\" (in rows deleted since): rewrite \
+                             the table's files first with skade_compact, then add the key",
+                            file.file_path()
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// ALTER TABLE ... RENAME TO `to`, in the same schema.

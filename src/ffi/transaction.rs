@@ -14,6 +14,7 @@ use crate::catalog::transaction::OnConflict;
 use crate::catalog::Transaction;
 use crate::error::Error;
 use crate::format::evolve::SchemaChange;
+use crate::format::partition::parse_keys;
 
 pub struct SkadeTxn(pub(crate) Arc<Transaction>);
 
@@ -124,6 +125,7 @@ pub unsafe extern "C" fn skade_txn_create_table(
     n_not_null: usize,
     primary_key: *const *const c_char,
     n_primary_key: usize,
+    partitioned_by: *const c_char,
     on_conflict: i32,
     result: *mut *mut SkadeTable,
 ) -> *mut SkadeStatus {
@@ -143,6 +145,10 @@ pub unsafe extern "C" fn skade_txn_create_table(
             &arg_list(duckdb_types, n_columns, "column type")?,
             &arg_list(not_null, n_not_null, "column name")?,
             &arg_list(primary_key, n_primary_key, "column name")?,
+            &match partitioned_by.is_null() {
+                true => Vec::new(),
+                false => parse_keys(arg(partitioned_by, "partition keys")?)?,
+            },
             on_conflict,
         )?;
         out(result, table.map(SkadeTable::boxed).transpose()?.unwrap_or(std::ptr::null_mut()))
@@ -230,10 +236,13 @@ pub unsafe extern "C" fn skade_txn_alter_table(
             }
             "drop_not_null" => SchemaChange::DropNotNull { name: column()? },
             "set_not_null" => SchemaChange::SetNotNull { name: column()? },
+            // (`to`: the key's columns, a JSON list)
+            "add_primary_key" => SchemaChange::AddPrimaryKey {
+                columns: serde_json::from_str(&to()?)
+                    .map_err(|e| Error::internal(format!("malformed PRIMARY KEY columns: {e}")))?,
+            },
             // (`to`: the partition keys as the shim describes them, JSON)
-            "set_partitioned_by" => {
-                SchemaChange::SetPartitioning { keys: crate::format::partition::parse_keys(&to()?)? }
-            }
+            "set_partitioned_by" => SchemaChange::SetPartitioning { keys: parse_keys(&to()?)? },
             other => return Err(Error::internal(format!("unknown ALTER operation {other}"))),
         };
         out(changed, txn.alter_table(schema, name, &change)?)

@@ -45,6 +45,11 @@ pub enum SchemaChange {
     SetNotNull {
         name: String,
     },
+    /// ADD PRIMARY KEY: the columns become required and the table's identifier fields (the
+    /// caller checks the rows first: no key NULL, none repeated).
+    AddPrimaryKey {
+        columns: Vec<String>,
+    },
     /// SET PARTITIONED BY (RESET: no keys): a new default partition spec.
     SetPartitioning {
         keys: Vec<super::partition::PartitionKey>,
@@ -61,6 +66,7 @@ impl SchemaChange {
             SchemaChange::ChangeType { .. } => "alter_column_type",
             SchemaChange::DropNotNull { .. } => "drop_not_null",
             SchemaChange::SetNotNull { .. } => "set_not_null",
+            SchemaChange::AddPrimaryKey { .. } => "add_primary_key",
             SchemaChange::SetPartitioning { keys } if keys.is_empty() => "reset_partitioned_by",
             SchemaChange::SetPartitioning { .. } => "set_partitioned_by",
         }
@@ -81,7 +87,7 @@ pub fn evolve(
     }
     let schema = metadata.current_schema();
     let mut fields: Vec<NestedFieldRef> = schema.as_struct().fields().to_vec();
-    let keys: Vec<i32> = schema.identifier_field_ids().collect();
+    let mut keys: Vec<i32> = schema.identifier_field_ids().collect();
     let mut kept = DuckdbTypes::of(metadata.properties())?;
     let find = |fields: &[NestedFieldRef], name: &str| fields.iter().position(|f| f.name.eq_ignore_ascii_case(name));
     let missing = |name: &str| Error::catalog(format!("Table \"{table}\" does not have a column with name \"{name}\""));
@@ -204,6 +210,27 @@ pub fn evolve(
                  column required (files written before may hold NULLs, and readers trust the schema)",
                 fields[i].name
             )));
+        }
+        SchemaChange::AddPrimaryKey { columns } => {
+            if !keys.is_empty() {
+                let names: Vec<&str> =
+                    fields.iter().filter(|f| keys.contains(&f.id)).map(|f| f.name.as_str()).collect();
+                return Err(Error::catalog(format!(
+                    "table \"{table}\" already has a PRIMARY KEY ({})",
+                    names.join(", ")
+                )));
+            }
+            for name in columns {
+                let i = find(&fields, name).ok_or_else(|| missing(name))?;
+                let f = fields[i].clone();
+                if keys.contains(&f.id) {
+                    return Err(Error::invalid(format!("column \"{}\" appears twice in the PRIMARY KEY", f.name)));
+                }
+                super::schema::check_key_column(&f)?;
+                keys.push(f.id);
+                // (identifier fields are required; the caller found no NULL in the live rows)
+                fields[i] = Arc::new(NestedField::new(f.id, &f.name, (*f.field_type).clone(), true).with_doc_of(&f));
+            }
         }
         SchemaChange::SetPartitioning { .. } => return Err(Error::internal("a partitioning is no change of columns")),
     }

@@ -31,7 +31,13 @@ use crate::io::write_new;
 
 /// Metadata of a new, empty, unpartitioned v2 table. `kept` are DuckDB types Iceberg stores as a
 /// wider type, by column name (kept in a table property by field id: see `duckdb_types`).
-pub fn new_table(schema: Schema, location: &str, table_uuid: Uuid, kept: &[(String, String)]) -> Result<TableMetadata> {
+pub fn new_table(
+    schema: Schema,
+    spec: UnboundPartitionSpec,
+    location: &str,
+    table_uuid: Uuid,
+    kept: &[(String, String)],
+) -> Result<TableMetadata> {
     let mut properties = HashMap::from([
         ("write.format.default".to_string(), "parquet".to_string()),
         ("write.parquet.compression-codec".to_string(), "snappy".to_string()),
@@ -41,7 +47,7 @@ pub fn new_table(schema: Schema, location: &str, table_uuid: Uuid, kept: &[(Stri
     let build = |properties: HashMap<String, String>| -> Result<TableMetadata> {
         let built = TableMetadataBuilder::new(
             schema.clone(),
-            UnboundPartitionSpec::builder().build(),
+            spec.clone(),
             SortOrder::unsorted_order(),
             location.to_string(),
             FormatVersion::V2,
@@ -293,7 +299,7 @@ mod tests {
     #[test]
     fn files_are_the_crates_json_and_texts_follow_their_snapshot() {
         let texts = SnapshotTexts::default();
-        let created = new_table(schema(), "/t", Uuid::new_v4(), &[]).unwrap();
+        let created = new_table(schema(), UnboundPartitionSpec::builder().build(), "/t", Uuid::new_v4(), &[]).unwrap();
         let one = with_snapshot(&created, 7, "1");
         let two = with_snapshot(&one, 8, "2");
         for md in [&created, &one, &two] {

@@ -99,7 +99,28 @@ pub fn set_spec(
     keys: &[PartitionKey],
     table: &str,
 ) -> Result<Option<TableMetadata>> {
-    let schema = metadata.current_schema();
+    let unbound = unbound_spec(metadata.current_schema(), keys, table)?;
+    let current = metadata.default_partition_spec();
+    let same = current.fields().len() == unbound.fields().len()
+        && current
+            .fields()
+            .iter()
+            .zip(unbound.fields())
+            .all(|(a, b)| a.source_id == b.source_id && a.transform == b.transform);
+    if same {
+        return Ok(None);
+    }
+    let next = TableMetadataBuilder::new_from_metadata(metadata.clone(), Some(location.to_string()))
+        .add_partition_spec(unbound)
+        .and_then(|b| b.set_default_partition_spec(TableMetadataBuilder::LAST_ADDED))
+        .and_then(|b| b.build())
+        .map_err(|e| refused(table, &e))?;
+    Ok(Some(next.metadata))
+}
+
+/// `keys` as a partition spec of a table with `schema`, each key checked against its column's
+/// type. `table` names the table in messages.
+pub fn unbound_spec(schema: &Schema, keys: &[PartitionKey], table: &str) -> Result<UnboundPartitionSpec> {
     let mut builder = UnboundPartitionSpec::builder();
     for k in keys {
         let field =
@@ -119,23 +140,7 @@ pub fn set_spec(
             .add_partition_field(field.id, field_name(&field.name, &k.transform), k.transform)
             .map_err(|e| refused(table, &e))?;
     }
-    let unbound = builder.build();
-    let current = metadata.default_partition_spec();
-    let same = current.fields().len() == unbound.fields().len()
-        && current
-            .fields()
-            .iter()
-            .zip(unbound.fields())
-            .all(|(a, b)| a.source_id == b.source_id && a.transform == b.transform);
-    if same {
-        return Ok(None);
-    }
-    let next = TableMetadataBuilder::new_from_metadata(metadata.clone(), Some(location.to_string()))
-        .add_partition_spec(unbound)
-        .and_then(|b| b.set_default_partition_spec(TableMetadataBuilder::LAST_ADDED))
-        .and_then(|b| b.build())
-        .map_err(|e| refused(table, &e))?;
-    Ok(Some(next.metadata))
+    Ok(builder.build())
 }
 
 fn refused(table: &str, e: &iceberg::Error) -> Error {

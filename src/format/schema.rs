@@ -56,18 +56,7 @@ pub fn iceberg_schema(
             .iter()
             .find(|f| f.name.eq_ignore_ascii_case(k))
             .ok_or_else(|| Error::invalid(format!("PRIMARY KEY column \"{k}\" does not exist")))?;
-        if !field.field_type.is_primitive() {
-            return Err(Error::invalid(format!(
-                "PRIMARY KEY column \"{}\" must have a primitive type, not {}",
-                field.name, field.field_type
-            )));
-        }
-        if matches!(field.field_type.as_primitive_type(), Some(PrimitiveType::Float | PrimitiveType::Double)) {
-            return Err(Error::invalid(format!(
-                "PRIMARY KEY column \"{}\" cannot be FLOAT or DOUBLE (Iceberg identifier fields exclude floating point)",
-                field.name
-            )));
-        }
+        check_key_column(field)?;
         key_ids.push(field.id);
     }
     let mut names = HashMap::new();
@@ -77,6 +66,23 @@ pub fn iceberg_schema(
         }
     }
     Ok((Schema::builder().with_fields(fields).with_identifier_field_ids(key_ids).build()?, kept))
+}
+
+/// Refuses a column Iceberg cannot take as an identifier field (a PRIMARY KEY column).
+pub(crate) fn check_key_column(field: &NestedField) -> Result<()> {
+    if !field.field_type.is_primitive() {
+        return Err(Error::invalid(format!(
+            "PRIMARY KEY column \"{}\" must have a primitive type, not {}",
+            field.name, field.field_type
+        )));
+    }
+    if matches!(field.field_type.as_primitive_type(), Some(PrimitiveType::Float | PrimitiveType::Double)) {
+        return Err(Error::invalid(format!(
+            "PRIMARY KEY column \"{}\" cannot be FLOAT or DOUBLE (Iceberg identifier fields exclude floating point)",
+            field.name
+        )));
+    }
+    Ok(())
 }
 
 fn is_in(list: &[String], name: &str) -> bool {

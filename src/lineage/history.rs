@@ -121,6 +121,7 @@ fn ensure_table(txn: &Transaction) -> Result<String> {
         &types,
         &["first_commit_seq".into()],
         &["commit_seq".into()],
+        &[],
         OnConflict::Ignore,
     )?;
     let info = match created {

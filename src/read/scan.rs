@@ -212,13 +212,17 @@ impl ScanPlan {
     }
 
     /// A plan over given files with given deletes (the changelog reads the files one snapshot
-    /// added, with that snapshot's own deletes): every column, no row ids, no pruning.
+    /// added, with that snapshot's own deletes): every column, no row ids, no pruning. Every
+    /// column reads as nullable: the files may predate `schema`'s constraints (ADD PRIMARY KEY
+    /// makes a column required; rows an older snapshot added may hold NULL in it).
     pub fn for_files(
         schema: SchemaRef,
         caches: Arc<ReadCaches>,
         files: Vec<(String, u64, FileDeletes)>,
     ) -> Result<ScanPlan> {
         let arrow = arrow_schema(&schema)?;
+        let nullable: Vec<Field> = arrow.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
+        let arrow = Arc::new(ArrowSchema::new_with_metadata(nullable, arrow.metadata().clone()));
         let field_ids = schema.as_struct().fields().iter().map(|f| f.id).collect();
         let mut tasks = vec![];
         for (path, record_count, deletes) in files {

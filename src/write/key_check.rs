@@ -89,11 +89,57 @@ pub fn check_partitioned(
     budget: usize,
 ) -> Result<Option<KeyClash>> {
     let rows: u64 = written.iter().map(|f| f.record_count()).sum();
-    let key_bytes: u64 = key.types.iter().map(|t| t.primitive_width().unwrap_or(16) as u64 + 1).sum();
-    let need = rows * (key_bytes + KEY_OVERHEAD_BYTES as u64);
-    let partitions = need.div_ceil(budget.max(1) as u64).max(1);
     let files = written.iter().map(|f| (f.file_path().to_string(), f.record_count(), FileDeletes::default())).collect();
     let plan = ScanPlan::for_files(schema, caches, files)?.read_only(Some(&key.indexes));
+    by_partition(
+        &plan,
+        key,
+        partitions(key, rows, budget),
+        |set| Ok(find_live(existing, key, set)?.map(KeyClash::Live)),
+    )
+}
+
+/// Why the rows of a table cannot take a new primary key.
+pub enum KeyFault {
+    /// A key column (its name) is NULL in a row.
+    Null(String),
+    /// Rows share this key.
+    Repeated(Vec<u8>),
+}
+
+/// Checks that the rows `plan` reads (a table's live rows, at least its `key` columns read, for
+/// ADD PRIMARY KEY) could have `key` as their primary key: no key column NULL, no key held by two
+/// rows. Keys are compared a hash partition at a time, each within `budget` bytes.
+pub fn check_new_key(plan: &ScanPlan, key: &KeyColumns, budget: usize) -> Result<Option<KeyFault>> {
+    for task in 0..plan.task_count() {
+        for batch in plan.open(task)? {
+            let batch = batch?;
+            if let Some(i) = (0..key.names.len()).find(|&i| batch.column(key.indexes[i]).null_count() > 0) {
+                return Ok(Some(KeyFault::Null(key.names[i].clone())));
+            }
+        }
+    }
+    let clash = by_partition(plan, key, partitions(key, plan.estimated_rows(), budget), |_| Ok(None))?;
+    Ok(clash.map(|c| match c {
+        KeyClash::Repeated(k) | KeyClash::Live(k) => KeyFault::Repeated(k),
+    }))
+}
+
+/// How many hash partitions keep the keys of `rows` rows within `budget` bytes each.
+fn partitions(key: &KeyColumns, rows: u64, budget: usize) -> u64 {
+    let key_bytes: u64 = key.types.iter().map(|t| t.primitive_width().unwrap_or(16) as u64 + 1).sum();
+    let need = rows * (key_bytes + KEY_OVERHEAD_BYTES as u64);
+    need.div_ceil(budget.max(1) as u64).max(1)
+}
+
+/// Reads the keys of the rows `plan` reads once per hash partition (of `partitions`): each
+/// partition's keys must be distinct, then `then` checks them further. The first clash ends it.
+fn by_partition(
+    plan: &ScanPlan,
+    key: &KeyColumns,
+    partitions: u64,
+    mut then: impl FnMut(&KeySet<&[u8]>) -> Result<Option<KeyClash>>,
+) -> Result<Option<KeyClash>> {
     let converter = key.converter()?;
     // A hasher of fixed keys: every pass must put a key in the same partition.
     let hasher = ahash::RandomState::with_seeds(0x736b, 0x6164, 0x6520, 0x6b65);
@@ -115,8 +161,8 @@ pub fn check_partitioned(
             Ok(set) => set,
             Err(repeated) => return Ok(Some(KeyClash::Repeated(repeated.to_vec()))),
         };
-        if let Some(live) = find_live(existing, key, &set)? {
-            return Ok(Some(KeyClash::Live(live)));
+        if let Some(clash) = then(&set)? {
+            return Ok(Some(clash));
         }
     }
     Ok(None)

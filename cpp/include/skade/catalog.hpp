@@ -41,13 +41,16 @@ public:
 	PhysicalOperator &PlanMergeInto(ClientContext &context, PhysicalPlanGenerator &planner, LogicalMergeInto &op,
 	                                PhysicalOperator &plan) override;
 
-	//! Indexes: refused (DuckDB's own binding assumes its own table scans).
+	//! Indexes: refused (DuckDB's own binding assumes its own table scans); ADD PRIMARY KEY: an ALTER.
 	unique_ptr<LogicalOperator> BindCreateIndex(Binder &binder, CreateStatement &stmt, TableCatalogEntry &table,
 	                                            unique_ptr<LogicalOperator> plan) override;
 	unique_ptr<LogicalOperator> BindAlterAddIndex(Binder &binder, TableCatalogEntry &table_entry,
 	                                              unique_ptr<LogicalOperator> plan,
 	                                              unique_ptr<CreateIndexInfo> create_info,
 	                                              unique_ptr<AlterTableInfo> alter_info) override;
+
+	//! CREATE TABLE ... PARTITIONED BY: allowed (DuckDB refuses it for catalogs by default).
+	ErrorData SupportsCreateTable(BoundCreateTableInfo &info) override;
 
 	//! DETACH: every acknowledged commit made durable, or an error saying why not.
 	void OnDetach(ClientContext &context) override;
