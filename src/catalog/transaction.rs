@@ -902,8 +902,9 @@ impl Transaction {
             let key_check = match KeyColumns::of(md.current_schema())? {
                 // a compaction's rows are the table's own: their keys are live already
                 _ if changes.operation == Some(Operation::Replace) => None,
-                Some(key) if !changes.appends.is_empty() => Some(KeyCheck {
-                    field_ids: key.field_ids,
+                // (on a table without a key: none checked, which the head must agree with)
+                key if !changes.appends.is_empty() => Some(KeyCheck {
+                    field_ids: key.map(|k| k.field_ids).unwrap_or_default(),
                     appends: changes.appends.clone(),
                     checked_on: record.metadata_location.clone(),
                 }),
@@ -1110,7 +1111,21 @@ impl Transaction {
             }
             if let Some(check) = &snap.key_check {
                 if check.checked_on != base_location && !created.contains(&record.uuid) {
-                    self.check_concurrent_keys(record, check, &base)?;
+                    // A key added (ALTER TABLE ... ADD PRIMARY KEY) since the rows were checked
+                    // was checked against the rows before them, never against these.
+                    let mut head_key: Vec<i32> = base.current_schema().identifier_field_ids().collect();
+                    head_key.sort_unstable();
+                    if head_key != check.field_ids {
+                        return Err(Error::conflict(format!(
+                            "transaction conflict on table \"{}\": a concurrent ALTER TABLE changed its PRIMARY \
+                             KEY, which this transaction's rows were not checked against; nothing was committed, \
+                             retry the transaction",
+                            record.qualified_name()
+                        )));
+                    }
+                    if !check.field_ids.is_empty() {
+                        self.check_concurrent_keys(record, check, &base)?;
+                    }
                 }
             }
             let (metadata, location) = block_on(produce(

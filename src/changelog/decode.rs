@@ -77,9 +77,35 @@ pub fn changelog(
     let tagged: Vec<Vec<RecordBatch>> = changes
         .into_par_iter()
         .zip(decode.par_iter())
-        .map(|(c, s)| c.into_batches(&out_schema, s.snapshot_id(), key.as_ref()))
+        .map(|(c, s)| c.into_batches(&out_schema, s.snapshot_id(), snapshot_key(metadata, s, key.as_ref())))
         .collect::<Result<_>>()?;
     Ok(Feed::Rows(tagged.into_iter().flatten().collect()))
+}
+
+/// The key `snapshot` was committed under: the table's current one (`key`), unless the snapshot
+/// records a schema with other identifier fields (a key added by ALTER TABLE since: before it,
+/// rows could share a key, so they are not paired or netted by it). A snapshot recording no
+/// schema is taken to have the current key.
+pub fn snapshot_key<'k>(
+    metadata: &TableMetadata,
+    snapshot: &Snapshot,
+    key: Option<&'k KeyColumns>,
+) -> Option<&'k KeyColumns> {
+    let key = key?;
+    let Some(schema) = snapshot.schema_id().and_then(|id| metadata.schema_by_id(id)) else {
+        return Some(key);
+    };
+    let mut ids: Vec<i32> = schema.identifier_field_ids().collect();
+    ids.sort_unstable();
+    (ids == key.field_ids).then_some(key)
+}
+
+/// The key a whole window of snapshots was committed under (see [`snapshot_key`]): None when any
+/// of them was committed without it.
+pub fn window_key(metadata: &TableMetadata, window: &[Arc<Snapshot>]) -> Result<Option<KeyColumns>> {
+    let key = KeyColumns::of(metadata.current_schema())?;
+    let all = window.iter().all(|s| snapshot_key(metadata, s, key.as_ref()).is_some());
+    Ok(key.filter(|_| all))
 }
 
 /// The seed's full-reload rule for a window that cannot be decoded: every row live at `to` (None:

@@ -7,13 +7,12 @@ use arrow::array::RecordBatch;
 use iceberg::spec::{Snapshot, TableMetadata};
 
 use super::collapse;
-use super::decode::{changelog, full_reload, snapshot_difference, Feed};
+use super::decode::{changelog, full_reload, snapshot_difference, window_key, Feed};
 use super::filters::Filters;
 use super::types::changelog_schema;
 use crate::error::{Error, Result};
 use crate::format::schema::arrow_schema;
 use crate::read::caches::ReadCaches;
-use crate::read::keys::KeyColumns;
 use crate::read::time_travel::{self, Version};
 
 /// The snapshots after `from` (exclusive; None: from the table's creation) up to and including
@@ -128,7 +127,8 @@ pub fn rows(
         (false, false) => Some(used.iter().copied().filter(|&c| c < columns).collect()),
         _ => None,
     };
-    let key = KeyColumns::of(metadata.current_schema())?;
+    // (a key added since the window began does not net it: rows before could share a key)
+    let key = window_key(metadata, &snapshots)?;
     // Netting without a key reads whole only the added files that may hold a removed row.
     let netting: Option<Vec<usize>> = match (collapse, &key, used.is_empty()) {
         (true, None, false) => Some(used.iter().copied().filter(|&c| c < columns).collect()),

@@ -49,9 +49,13 @@ fn key(expr: &KeyExpr) -> Result<PartitionKey> {
     };
     let width = |args: &[KeyExpr]| -> Result<(u32, String)> {
         match args {
+            // (Iceberg keeps N and W as 32-bit signed integers)
             [KeyExpr::Constant(n), KeyExpr::Column(c)] => match n.parse::<u32>() {
-                Ok(n) if n > 0 => Ok((n, c.clone())),
-                _ => Err(Error::invalid(format!("partition key {name}({n}, {c}): {n} is not a positive integer"))),
+                Ok(n) if n > 0 && n <= i32::MAX as u32 => Ok((n, c.clone())),
+                _ => Err(Error::invalid(format!(
+                    "partition key {name}({n}, {c}): {n} is not a positive integer of at most {}",
+                    i32::MAX
+                ))),
             },
             _ => Err(Error::invalid(format!(
                 "partition key {name}(...) takes a positive integer and a column, as {name}(16, c)"
@@ -79,6 +83,7 @@ fn key(expr: &KeyExpr) -> Result<PartitionKey> {
 
 /// The partition field's name, as Iceberg's Java API names them (`ts_day`, `id_bucket`).
 fn field_name(column: &str, transform: &Transform) -> String {
+    let column = &avro_compatible(column);
     match transform {
         Transform::Identity => column.to_string(),
         Transform::Year => format!("{column}_year"),
@@ -89,6 +94,29 @@ fn field_name(column: &str, transform: &Transform) -> String {
         Transform::Truncate(_) => format!("{column}_trunc"),
         _ => format!("{column}_{transform}"),
     }
+}
+
+/// `name` as a valid Avro name, as Iceberg's Java API makes one (`AvroSchemaUtil.makeCompatibleName`):
+/// a partition field's name is a field of the manifests' Avro schema, and readers refuse an
+/// invalid one (DuckDB's iceberg extension aborts on it). A leading digit gets a `_` before it;
+/// any other character outside `[A-Za-z0-9_]` becomes `_x` and its code point in hex.
+fn avro_compatible(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for (i, c) in name.chars().enumerate() {
+        match c {
+            'A'..='Z' | 'a'..='z' | '_' => out.push(c),
+            '0'..='9' if i > 0 => out.push(c),
+            '0'..='9' => {
+                out.push('_');
+                out.push(c);
+            }
+            _ => out.push_str(&format!("_x{:X}", c as u32)),
+        }
+    }
+    if out.is_empty() {
+        out.push('_');
+    }
+    out
 }
 
 /// The metadata with `keys` as its partition spec (none: unpartitioned), or None when the
@@ -127,6 +155,26 @@ pub fn unbound_spec(schema: &Schema, keys: &[PartitionKey], table: &str) -> Resu
             schema.as_struct().fields().iter().find(|f| f.name.eq_ignore_ascii_case(&k.column)).ok_or_else(|| {
                 Error::catalog(format!("Table \"{table}\" does not have a column with name \"{}\"", k.column))
             })?;
+        // (the iceberg crate cannot write a UUID partition value to a manifest: Avro refuses it)
+        if k.transform == Transform::Identity
+            && matches!(field.field_type.as_primitive_type(), Some(iceberg::spec::PrimitiveType::Uuid))
+        {
+            return Err(Error::invalid(format!(
+                "cannot partition table \"{table}\" by the UUID column \"{}\" itself (its values cannot be \
+                 written as partition values yet): use bucket(N, {})",
+                field.name, field.name
+            )));
+        }
+        let time = |t: &Transform| matches!(t, Transform::Year | Transform::Month | Transform::Day | Transform::Hour);
+        if time(&k.transform)
+            && keys.iter().any(|o| o != k && time(&o.transform) && o.column.eq_ignore_ascii_case(&k.column))
+        {
+            return Err(Error::invalid(format!(
+                "cannot partition table \"{table}\" by two of year, month, day and hour of column \"{}\": \
+                 Iceberg takes one time transform per column",
+                field.name
+            )));
+        }
         if k.transform.result_type(&field.field_type).is_err() {
             return Err(Error::invalid(format!(
                 "cannot partition table \"{table}\" by {}: column \"{}\" is of type {}, which {} does not take",

@@ -30,8 +30,9 @@ pub struct StagedSnapshot {
     /// For a snapshot with deletes: the metadata location they were computed on. It may be
     /// rebased over snapshots that only appended, never over ones that deleted.
     pub delete_base: Option<String>,
-    /// On a table with a primary key: the appended files, whose keys were checked against the
-    /// table at `checked_on`; a rebase over other appends is safe only if their keys cannot overlap.
+    /// With appended files: the key their rows were checked under (none: a table without one)
+    /// against the table at `checked_on`. A rebase is safe only onto a head with the same key,
+    /// and, with a key, over appends whose keys cannot overlap.
     pub key_check: Option<KeyCheck>,
     /// Paths of live data and delete files the snapshot removes (a rewrite). They must still be
     /// live in the head it lands on.
