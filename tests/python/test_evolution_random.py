@@ -1,11 +1,13 @@
 """Randomized schema evolution (issue 24): random ALTER TABLEs (add, drop, rename, promote a
-column, partition the skade table by random transforms or reset it) mixed with INSERT, UPDATE,
-DELETE and upserts, run on a skade table and on a DuckDB table side by side. After every statement
+column, partition the skade table by random transforms or reset it; on a table created without a
+key, ADD PRIMARY KEY while ids may repeat, refused by both or taken by both) mixed with INSERT,
+UPDATE, DELETE and upserts, run on a skade table and on a DuckDB table side by side. After every statement
 the two must hold the same rows, also under a random filter (which partition values may prune);
 at the end every snapshot skade wrote must read, through time travel, exactly as the DuckDB table
 was when it was written, with the columns it had then."""
 import random
 
+import duckdb
 import pytest
 
 from conftest import connect
@@ -42,8 +44,9 @@ def literal(ty, rng):
 class Mirror:
     """One statement on both tables; the rows compared after it."""
 
-    def __init__(self, tmp_path, seed):
+    def __init__(self, tmp_path, seed, keyed):
         self.rng = random.Random(seed)
+        self.keyed = keyed
         self.con = connect()
         self.con.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
         self.columns = {"id": "BIGINT", "a": "INTEGER", "s": "VARCHAR"}
@@ -51,7 +54,7 @@ class Mirror:
         self.snapshots = []  # (snapshot id, column names, rows)
         self.history = []
         self.sources = set()  # columns any partition spec used: never dropped or retyped
-        self.both("CREATE TABLE {t} (id BIGINT PRIMARY KEY, a INTEGER, s VARCHAR)")
+        self.both(f"CREATE TABLE {{t}} (id BIGINT{' PRIMARY KEY' if keyed else ''}, a INTEGER, s VARCHAR)")
 
     def both(self, sql):
         self.history.append(sql)
@@ -78,7 +81,13 @@ class Mirror:
             self.snapshots.append((sid, dict(self.columns), self.rows("memory.main.t")))
 
     def values(self):
-        return ", ".join(literal(ty, self.rng) if c != "id" else str(self.fresh_id()) for c, ty in self.columns.items())
+        return ", ".join(literal(ty, self.rng) if c != "id" else str(self.new_id()) for c, ty in self.columns.items())
+
+    def new_id(self):
+        # without a key, now and then an id already used: ADD PRIMARY KEY must then be refused
+        if not self.keyed and self.next_id and self.rng.random() < 0.05:
+            return self.rng.randint(1, self.next_id)
+        return self.fresh_id()
 
     def fresh_id(self):
         self.next_id += 1
@@ -87,7 +96,7 @@ class Mirror:
     def step(self):
         rng, others = self.rng, [c for c in self.columns if c != "id"]
         op = rng.choice(["insert", "insert", "update", "delete", "upsert", "add", "drop", "rename", "promote",
-                         "partition"])
+                         "partition", "key"])
         if op == "insert":
             rows = ", ".join(f"({self.values()})" for _ in range(rng.randint(1, 20)))
             self.both(f"INSERT INTO {{t}} VALUES {rows}")
@@ -96,7 +105,21 @@ class Mirror:
             self.both(f'UPDATE {{t}} SET "{c}" = {literal(self.columns[c], rng)} WHERE id % {rng.randint(2, 5)} = 0')
         elif op == "delete":
             self.both(f"DELETE FROM {{t}} WHERE id % {rng.randint(3, 9)} = {rng.randint(0, 2)}")
-        elif op == "upsert" and self.next_id:
+        elif op == "key" and not self.keyed:
+            # refused by both (an id twice) or taken by both
+            outcomes = []
+            for t in ("lake.t", "memory.main.t"):
+                try:
+                    self.con.execute(f"ALTER TABLE {t} ADD PRIMARY KEY (id)")
+                    outcomes.append(None)
+                except duckdb.Error as e:
+                    outcomes.append(str(e))
+            self.history.append(f"ALTER TABLE {{t}} ADD PRIMARY KEY (id) -> {outcomes}")
+            assert (outcomes[0] is None) == (outcomes[1] is None), f"history: {self.history}"
+            self.keyed = outcomes[0] is None
+            if not self.keyed:  # the next try may take it
+                self.both("DELETE FROM {t} WHERE id IN (SELECT id FROM {t} GROUP BY id HAVING count(*) > 1)")
+        elif op == "upsert" and self.next_id and self.keyed:
             key = rng.randint(1, self.next_id)
             vals = ", ".join(str(key) if c == "id" else literal(ty, rng) for c, ty in self.columns.items())
             self.both(f"INSERT OR REPLACE INTO {{t}} VALUES ({vals})")
@@ -138,9 +161,9 @@ class Mirror:
         self.snapshot()
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_random_schema_changes_and_dml_match_duckdb_at_every_snapshot(tmp_path, seed):
-    m = Mirror(tmp_path, seed)
+@pytest.mark.parametrize("seed,keyed", [(0, True), (1, True), (2, False), (3, False), (4, False)])
+def test_random_schema_changes_and_dml_match_duckdb_at_every_snapshot(tmp_path, seed, keyed):
+    m = Mirror(tmp_path, seed, keyed)
     for _ in range(70):
         m.step()
     assert len(m.snapshots) > 10
