@@ -83,20 +83,22 @@ struct SkadeScanLocalState : public LocalTableFunctionState {
 	//! (per task, the core reads small-dictionary strings as dictionaries, decimals as stored).
 	arrow_column_map_t task_columns;
 	bool task_has_own_types = false;
-	//! Per streamed column: the Arrow dictionary last converted, and the id DuckDB knows it by.
+	//! Per streamed column: the Arrow dictionary of this batch last converted, and its DuckDB
+	//! dictionary (shared by the batch's chunks).
 	vector<const ArrowArray *> dictionary_of;
-	vector<string> dictionary_id;
+	vector<SkadeDictionary> dictionary;
 };
 
 //! Ids of converted Arrow dictionaries, unique in the process (DuckDB caches per id).
 atomic<uint64_t> next_dictionary_id {0};
 
-//! Marks the columns DuckDB's Arrow reader turned into dictionary vectors with their size and an
-//! id, as DuckDB's own Parquet reader does: its aggregates then hash each entry once.
+//! Puts the columns DuckDB's Arrow reader turned into dictionary vectors on one dictionary per
+//! batch, with its size and an id, as DuckDB's own Parquet reader does per row group: hashes
+//! (GROUP BY, joins, hash()) then hash each entry once per batch, not once per chunk.
 void MarkDictionaries(SkadeScanLocalState &local) {
 	auto &array = local.arrow.chunk->arrow_array;
 	local.dictionary_of.resize(local.streamed.ColumnCount(), nullptr);
-	local.dictionary_id.resize(local.streamed.ColumnCount());
+	local.dictionary.resize(local.streamed.ColumnCount());
 	for (idx_t i = 0; i < local.streamed.ColumnCount(); i++) {
 		auto dictionary = array.children[i]->dictionary;
 		auto &vector = local.streamed.data[i];
@@ -106,9 +108,10 @@ void MarkDictionaries(SkadeScanLocalState &local) {
 		}
 		if (local.dictionary_of[i] != dictionary) {
 			local.dictionary_of[i] = dictionary;
-			local.dictionary_id[i] = "skade-" + to_string(next_dictionary_id++);
+			local.dictionary[i] = SkadeNewDictionary(vector, idx_t(dictionary->length) + 1,
+			                                         "skade-" + to_string(next_dictionary_id++));
 		}
-		SkadeMarkDictionary(vector, idx_t(dictionary->length) + 1, local.dictionary_id[i]);
+		SkadeUseDictionary(vector, local.dictionary[i], local.streamed.size());
 	}
 }
 
@@ -203,6 +206,8 @@ bool NextBatch(ClientContext &context, const SkadeScanBindData &bind, SkadeScanG
 				}
 				local.arrow.Reset();
 				local.arrow.chunk = std::move(chunk);
+				// (a new batch's dictionaries are new, even where one sits at a freed one's address)
+				local.dictionary_of.clear();
 				return true;
 			}
 			local.stream.reset();

@@ -162,10 +162,17 @@ inline const TableFilter &SkadeFilterOf(const ENTRY &entry) {
 	return entry.Filter();
 }
 
-//! Marks a dictionary vector made from an Arrow dictionary as one DuckDB may cache hashes and
-//! group by per entry: 2.0 knows its size from its entry, the id tells dictionaries apart.
-inline void SkadeMarkDictionary(Vector &vector, idx_t, const string &id) {
-	vector.BufferMutable().Cast<DictionaryBuffer>().SetDictionaryId(id);
+//! The dictionary of an Arrow dictionary column, shared by the chunks made from it: DuckDB may
+//! cache hashes and group by per entry. 2.0 keeps the entry (and its size) shared across chunks
+//! itself; the id tells dictionaries apart.
+struct SkadeDictionary {
+	string id;
+};
+inline SkadeDictionary SkadeNewDictionary(Vector &, idx_t, const string &id) {
+	return SkadeDictionary {id};
+}
+inline void SkadeUseDictionary(Vector &vector, const SkadeDictionary &dictionary, idx_t) {
+	vector.BufferMutable().Cast<DictionaryBuffer>().SetDictionaryId(dictionary.id);
 }
 
 //! The name of the table function a LogicalGet calls.
@@ -329,12 +336,28 @@ inline const ParsedExpression &SkadeCastChild(const CastExpression &cast) {
 	return *cast.child;
 }
 
-//! Marks a dictionary vector made from an Arrow dictionary of `size` entries (its NULL slot
-//! included) as one DuckDB may cache hashes and group by per entry; the id tells them apart.
-inline void SkadeMarkDictionary(Vector &vector, idx_t size, const string &id) {
-	auto &buffer = vector.GetBuffer()->Cast<DictionaryBuffer>();
-	buffer.SetDictionarySize(size);
-	buffer.SetDictionaryId(id);
+//! The dictionary of an Arrow dictionary column, shared by the chunks made from it, of `size`
+//! entries (its NULL slot included): DuckDB may cache hashes and group by per entry, and the id
+//! tells dictionaries apart. DuckDB 1.5's Arrow conversion wraps each chunk's dictionary in a
+//! new child buffer, and with it loses the hashes it caches there: a hash of a dictionary string
+//! column hashed the whole dictionary again for every 2,048 rows.
+struct SkadeDictionary {
+	buffer_ptr<VectorChildBuffer> entries;
+};
+inline SkadeDictionary SkadeNewDictionary(Vector &vector, idx_t size, const string &id) {
+	Vector entries(DictionaryVector::Child(vector)); // (a reference to the converted dictionary)
+	auto child = make_buffer<VectorChildBuffer>(std::move(entries));
+	child->size = size;
+	child->id = id;
+	return SkadeDictionary {std::move(child)};
+}
+//! Puts a chunk's dictionary vector on the shared dictionary. Its selection may point into the
+//! Arrow array that the chunk's own buffer keeps alive, and that buffer is replaced: copied.
+inline void SkadeUseDictionary(Vector &vector, const SkadeDictionary &dictionary, idx_t count) {
+	auto &sel = DictionaryVector::SelVector(vector);
+	SelectionVector owned(count);
+	memcpy(owned.data(), sel.data(), count * sizeof(sel_t));
+	vector.Dictionary(dictionary.entries, owned);
 }
 
 #endif
