@@ -56,8 +56,23 @@ pub enum SchemaChange {
     },
 }
 
+/// The commit log's operations of ALTER TABLE: every [`SchemaChange::operation`], and RENAME TO's
+/// (lineage reports each as an ALTER event).
+pub const ALTER_OPERATIONS: &[&str] = &[
+    "add_column",
+    "drop_column",
+    "rename_column",
+    "alter_column_type",
+    "drop_not_null",
+    "set_not_null",
+    "add_primary_key",
+    "set_partitioned_by",
+    "reset_partitioned_by",
+    "rename_table",
+];
+
 impl SchemaChange {
-    /// The commit log's operation for it.
+    /// The commit log's operation for it (one of [`ALTER_OPERATIONS`]).
     pub fn operation(&self) -> &'static str {
         match self {
             SchemaChange::AddColumn { .. } => "add_column",
@@ -329,6 +344,30 @@ fn decimal_of(ty: &str) -> Option<(u32, u32)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_change_is_an_alter_operation() {
+        let field = Field::new("c", arrow::datatypes::DataType::Int32, true);
+        let changes = [
+            SchemaChange::AddColumn { field: field.clone(), duckdb_type: "INTEGER".into(), if_not_exists: false },
+            SchemaChange::DropColumn { name: "c".into(), if_exists: false },
+            SchemaChange::RenameColumn { from: "c".into(), to: "d".into() },
+            SchemaChange::ChangeType { name: "c".into(), field, duckdb_type: "BIGINT".into() },
+            SchemaChange::DropNotNull { name: "c".into() },
+            SchemaChange::SetNotNull { name: "c".into() },
+            SchemaChange::AddPrimaryKey { columns: vec!["c".into()] },
+            SchemaChange::SetPartitioning { keys: vec![] },
+            SchemaChange::SetPartitioning {
+                keys: vec![super::super::partition::PartitionKey {
+                    column: "c".into(),
+                    transform: iceberg::spec::Transform::Identity,
+                }],
+            },
+        ];
+        for change in &changes {
+            assert!(ALTER_OPERATIONS.contains(&change.operation()), "{}", change.operation());
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -7,6 +7,7 @@ use crate::catalog::names::{is_reserved, table_location};
 use crate::catalog::store::{ColumnRecord, CommitRecord, InputRecord};
 use crate::catalog::Catalog;
 use crate::error::Result;
+use crate::format::evolve::ALTER_OPERATIONS;
 
 /// What a transaction did to its outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,9 +150,7 @@ fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
             "append" => Operation::Append,
             "delete" => Operation::Delete,
             "overwrite" => Operation::Overwrite,
-            "add_column" | "drop_column" | "rename_column" | "alter_column_type" | "drop_not_null" | "rename_table" => {
-                Operation::Alter
-            }
+            op if ALTER_OPERATIONS.contains(&op) => Operation::Alter,
             _ => continue, // compaction (replace), expiry
         };
         let mut dataset = own_dataset(catalog, &r.schema, table, r.snapshot_id);
