@@ -13,6 +13,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use rayon::prelude::*;
 
 use iceberg::spec::{DataFile, SchemaRef};
@@ -95,6 +96,7 @@ pub fn check_partitioned(
         &plan,
         key,
         partitions(key, rows, budget),
+        |_| true,
         |set| Ok(find_live(existing, key, set)?.map(KeyClash::Live)),
     )
 }
@@ -111,15 +113,18 @@ pub enum KeyFault {
 /// ADD PRIMARY KEY) could have `key` as their primary key: no key column NULL, no key held by two
 /// rows. Keys are compared a hash partition at a time, each within `budget` bytes.
 pub fn check_new_key(plan: &ScanPlan, key: &KeyColumns, budget: usize) -> Result<Option<KeyFault>> {
-    for task in 0..plan.task_count() {
-        for batch in plan.open(task)? {
-            let batch = batch?;
-            if let Some(i) = (0..key.names.len()).find(|&i| batch.column(key.indexes[i]).null_count() > 0) {
-                return Ok(Some(KeyFault::Null(key.names[i].clone())));
-            }
-        }
+    // (NULLs are looked for in the first pass over the keys, not in a read of their own)
+    let mut null = None;
+    let first_null = |batch: &RecordBatch| {
+        null =
+            (0..key.names.len()).find(|&i| batch.column(key.indexes[i]).null_count() > 0).map(|i| key.names[i].clone());
+        null.is_none()
+    };
+    let partitions = partitions(key, plan.estimated_rows(), budget);
+    let clash = by_partition(plan, key, partitions, first_null, |_| Ok(None))?;
+    if let Some(column) = null {
+        return Ok(Some(KeyFault::Null(column)));
     }
-    let clash = by_partition(plan, key, partitions(key, plan.estimated_rows(), budget), |_| Ok(None))?;
     Ok(clash.map(|c| match c {
         KeyClash::Repeated(k) | KeyClash::Live(k) => KeyFault::Repeated(k),
     }))
@@ -134,10 +139,12 @@ fn partitions(key: &KeyColumns, rows: u64, budget: usize) -> u64 {
 
 /// Reads the keys of the rows `plan` reads once per hash partition (of `partitions`): each
 /// partition's keys must be distinct, then `then` checks them further. The first clash ends it.
+/// `each` sees every batch of the first pass; false ends it all, with no clash.
 fn by_partition(
     plan: &ScanPlan,
     key: &KeyColumns,
     partitions: u64,
+    mut each: impl FnMut(&RecordBatch) -> bool,
     mut then: impl FnMut(&KeySet<&[u8]>) -> Result<Option<KeyClash>>,
 ) -> Result<Option<KeyClash>> {
     let converter = key.converter()?;
@@ -147,7 +154,11 @@ fn by_partition(
         let mut keys = PackedKeys::default();
         for task in 0..plan.task_count() {
             for batch in plan.open(task)? {
-                let encoded = key.encode(&converter, &batch?)?;
+                let batch = batch?;
+                if partition == 0 && !each(&batch) {
+                    return Ok(None);
+                }
+                let encoded = key.encode(&converter, &batch)?;
                 for row in encoded.iter() {
                     let mut h = hasher.build_hasher();
                     h.write(row.data());
