@@ -22,6 +22,7 @@
 #include "duckdb/main/profiler/profiling_node.hpp"
 #endif
 #include "duckdb/function/table/arrow.hpp"
+#include "duckdb/storage/statistics/numeric_stats.hpp"
 
 namespace duckdb {
 
@@ -323,10 +324,72 @@ InsertionOrderPreservingMap<string> ScanDynamicToString(TableFunctionDynamicToSt
 }
 #endif
 
+//! Loads the statistics of every column of the table a scan reads (see SkadeScanBindData).
+void LoadStatistics(ClientContext &context, const SkadeScanBindData &bind) {
+	auto &table = bind.table;
+	auto &txn = SkadeTransaction::Get(context, table.ParentCatalog());
+	auto &types = table.GetArrowTable().GetTypes();
+	bind.statistics.clear();
+	auto null_free = unique_ptr<bool[]>(new bool[types.size()]());
+	ArrowArrayStreamWrapper stream;
+	SkadeResetStream(stream);
+	SkadeCheck(skade_scan_column_stats(txn.Handle(), bind.Version(), null_free.get(), types.size(), &bind.max_rows,
+	                                   &stream.arrow_array_stream));
+	ArrowScanLocalState arrow(make_uniq<ArrowArrayWrapper>(), context);
+	arrow.chunk = SkadeNextChunk(stream);
+	if (!arrow.chunk->arrow_array.release || arrow.chunk->arrow_array.length != 2) {
+		throw InternalException("skade: column statistics are not two rows");
+	}
+	for (idx_t i = 0; i < types.size(); i++) {
+		arrow.column_ids.push_back(i);
+	}
+	DataChunk bounds;
+	bounds.Initialize(context, types);
+	SkadeSetChunkSize(bounds, 2);
+	ArrowTableFunction::ArrowToDuckDB(arrow, table.GetArrowTable().GetColumns(), bounds);
+	for (idx_t i = 0; i < types.size(); i++) {
+		auto stats = BaseStatistics::CreateUnknown(types[i]);
+		if (null_free[i]) {
+			stats.Set(StatsInfo::CANNOT_HAVE_NULL_VALUES);
+		}
+		auto lower = bounds.GetValue(i, 0);
+		auto upper = bounds.GetValue(i, 1);
+		if (stats.GetStatsType() == StatisticsType::NUMERIC_STATS && !lower.IsNull() && !upper.IsNull() &&
+		    lower.type() == types[i] && upper.type() == types[i]) {
+			NumericStats::SetMin(stats, lower);
+			NumericStats::SetMax(stats, upper);
+		}
+		bind.statistics.push_back(stats.ToUnique());
+	}
+	bind.statistics_loaded = true;
+}
+
+//! What DuckDB's optimizer may assume of a column: every value within its bounds, no NULL where
+//! none can be. It then sums in 64 bits, drops overflow checks, and prunes filters it can decide.
+unique_ptr<BaseStatistics> ScanStatistics(ClientContext &context, const FunctionData *bind_data, column_t column) {
+	auto &bind = bind_data->Cast<SkadeScanBindData>();
+	if (column == COLUMN_IDENTIFIER_ROW_ID || IsVirtualColumn(column)) {
+		return nullptr;
+	}
+	lock_guard<mutex> guard(bind.statistics_lock);
+	if (!bind.statistics_loaded) {
+		LoadStatistics(context, bind);
+	}
+	if (column >= bind.statistics.size()) {
+		return nullptr;
+	}
+	return bind.statistics[column]->ToUnique();
+}
+
+//! The rows of the data files the scan reads (its version's, and the transaction's own): DuckDB
+//! takes it as the most the scan returns, so it must count every row before deletes.
 unique_ptr<NodeStatistics> ScanCardinality(ClientContext &context, const FunctionData *bind_data) {
 	auto &bind = bind_data->Cast<SkadeScanBindData>();
-	auto rows = skade_table_estimated_rows(bind.table.Handle());
-	return make_uniq<NodeStatistics>(rows, rows);
+	lock_guard<mutex> guard(bind.statistics_lock);
+	if (!bind.statistics_loaded) {
+		LoadStatistics(context, bind);
+	}
+	return make_uniq<NodeStatistics>(bind.max_rows, bind.max_rows);
 }
 
 #if SKADE_DUCKDB_MAJOR >= 2
@@ -383,6 +446,7 @@ TableFunction SkadeScanFunction() {
 	function.dynamic_to_string = ScanDynamicToString;
 #endif
 	function.cardinality = ScanCardinality;
+	function.statistics = ScanStatistics;
 #if SKADE_DUCKDB_MAJOR >= 2
 	function.get_table_entry = ScanTableEntry;
 #else

@@ -125,6 +125,12 @@ uint64_t skade_scan_task_count(const skade_scan *scan);
 uint64_t skade_scan_task_rows(const skade_scan *scan, uint64_t task);
 uint64_t skade_scan_estimated_rows(const skade_scan *scan);
 skade_status *skade_scan_task_stream(const skade_scan *scan, uint64_t task, struct ArrowArrayStream *result);
+// Column statistics of a scan of `table` (as for skade_scan_open) for DuckDB's optimizer: one
+// two-row batch of the table's columns, row 0 lower and row 1 upper bounds (NULL: unknown);
+// null_free[i] (n_columns: the table's column count) whether column i holds no NULL; max_rows
+// the rows of the data files the scan reads, before deletes (no scan returns more).
+skade_status *skade_scan_column_stats(const skade_txn *txn, const skade_table *table, bool *null_free,
+                                      size_t n_columns, uint64_t *max_rows, struct ArrowArrayStream *result);
 
 // ---- inserts ----
 // `memory_limit`: DuckDB's, in bytes; a statement's primary-key check holds its keys within a share of it.

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use arrow::array::{ArrayRef, StructArray};
+use arrow::array::{ArrayRef, RecordBatch, StructArray};
 use arrow::datatypes::Schema as ArrowSchema;
 use iceberg::spec::{DataFile, Operation, Struct, TableMetadata};
 use uuid::Uuid;
@@ -406,6 +406,36 @@ impl Transaction {
             plan.plan_files(&table.metadata, snapshot.as_deref(), request)
         })();
         planned.map_err(|e| e.context(format!("table {}", table.record.qualified_name())))
+    }
+
+    /// The statistics of a scan of `table` (see [`crate::read::column_stats`]), from its
+    /// version's data files and, at the current version, the ones this transaction wrote: the
+    /// columns' bounds (a two-row batch), whether each holds no NULL, and the files' rows (at
+    /// least the rows the scan returns). A read of the table: the optimizer may answer the
+    /// statement from them alone.
+    pub fn column_stats(&self, table: &TableInfo) -> Result<(RecordBatch, Vec<bool>, u64)> {
+        use crate::read::column_stats::{self, FileStats};
+        let staged = {
+            let mut st = self.lock()?;
+            st.read(table);
+            match (table.version, st.staged(&table.record.uuid)) {
+                (Version::Current, Some(c)) => c.appends.clone(),
+                _ => vec![],
+            }
+        };
+        let caches = &self.catalog.inner.read_caches;
+        let stats = (|| {
+            let (snapshot, schema) = time_travel::snapshot_and_schema(&table.metadata, table.version)?;
+            let mut stats = match &snapshot {
+                Some(s) => caches.column_stats(&table.metadata, s, &schema)?.as_ref().clone(),
+                None => FileStats::of(&schema, []),
+            };
+            stats.add(&schema, staged.iter());
+            let shape = caches.shape(&table.metadata, &schema)?;
+            let bounds = column_stats::bounds_batch(&schema, &shape.arrow, &stats.columns)?;
+            Ok((bounds, stats.columns.iter().map(|c| c.null_free()).collect(), stats.rows))
+        })();
+        stats.map_err(|e: Error| e.context(format!("table {}", table.record.qualified_name())))
     }
 
     /// Notes that a statement read something outside this catalog (a file, another database's

@@ -2,6 +2,7 @@
 
 use std::ffi::c_char;
 
+use arrow::array::{RecordBatch, RecordBatchIterator};
 use arrow::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 
@@ -83,4 +84,47 @@ pub unsafe extern "C" fn skade_scan_task_stream(
         let reader = scan.1.reader(scan.0.open(task as usize)?);
         out(result, super::export_stream(reader))
     })
+}
+
+/// The column statistics of a scan of `table` (as bound, at its version) for DuckDB's optimizer:
+/// `result` streams one two-row batch of the table's columns, row 0 their lower bounds and row 1
+/// their upper bounds (NULL: unknown); `null_free[i]` says whether column i holds no NULL.
+/// `n_columns` is the table's column count (the length of `null_free`). `max_rows` gets the rows
+/// of the data files the scan reads, before deletes: no scan returns more.
+#[no_mangle]
+pub unsafe extern "C" fn skade_scan_column_stats(
+    txn: *const SkadeTxn,
+    table: *const SkadeTable,
+    null_free: *mut bool,
+    n_columns: usize,
+    max_rows: *mut u64,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let txn = &handle(txn, "transaction")?.0;
+        let table = &handle(table, "table")?.info;
+        let (bounds, no_nulls, rows) = txn.column_stats(table)?;
+        out(max_rows, rows)?;
+        if no_nulls.len() != n_columns || null_free.is_null() {
+            return Err(crate::error::Error::internal(format!(
+                "column statistics: the table has {} columns, the caller expects {n_columns}",
+                no_nulls.len()
+            )));
+        }
+        unsafe { std::slice::from_raw_parts_mut(null_free, n_columns) }.copy_from_slice(&no_nulls);
+        // In the DuckDB types the table keeps (as its rows leave). A bound a kept type cannot hold
+        // would fail the scan too; here it only makes every bound unknown.
+        let facing = table.facing()?;
+        let schema = facing.schema(&bounds.schema());
+        let bounds = facing.batch(bounds, &schema).unwrap_or_else(|_| RecordBatch::new_empty(schema.clone()));
+        let bounds = if bounds.num_rows() == 2 { bounds } else { unknown_bounds(&schema)? };
+        let reader = RecordBatchIterator::new([Ok(bounds)], schema);
+        out(result, super::export_stream(reader))
+    })
+}
+
+/// Two rows of NULL in every column of `schema`.
+fn unknown_bounds(schema: &arrow::datatypes::SchemaRef) -> crate::error::Result<RecordBatch> {
+    let columns = schema.fields().iter().map(|f| arrow::array::new_null_array(f.data_type(), 2)).collect();
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }

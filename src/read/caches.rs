@@ -1,13 +1,14 @@
 //! What every read shares, by immutable path or id: parsed manifests, delete files, Parquet
-//! footers, and the Arrow shape of each table schema.
+//! footers, the Arrow shape of each table schema, and each snapshot's column statistics.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
-use iceberg::spec::{Schema, TableMetadata};
+use iceberg::spec::{Schema, Snapshot, TableMetadata};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 
+use super::column_stats::FileStats;
 use super::deletes::DeleteCache;
 use super::key_bounds::ColumnEncoders;
 use super::keys::KeyColumns;
@@ -24,10 +25,13 @@ pub struct ReadCaches {
     /// By table uuid and schema id (a schema id never changes its meaning in a table; a table
     /// dropped and created again has the same location but a new uuid).
     shapes: Mutex<HashMap<(uuid::Uuid, i32), Arc<Shape>>>,
+    /// By table uuid, snapshot id and schema id (a snapshot's files never change).
+    column_stats: Mutex<HashMap<(uuid::Uuid, i64, i32), Arc<FileStats>>>,
 }
 
 const MAX_CACHED_FOOTERS: usize = 65_536;
 const MAX_CACHED_SHAPES: usize = 4096;
+const MAX_CACHED_STATS: usize = 4096;
 
 /// What a lookup derives from a table schema: its Arrow schema, its key and the key encoders.
 pub struct Shape {
@@ -66,5 +70,26 @@ impl ReadCaches {
         }
         shapes.insert(name, shape.clone());
         Ok(shape)
+    }
+
+    /// The statistics of `snapshot`'s data files, for the columns of `schema`.
+    pub fn column_stats(
+        &self,
+        metadata: &TableMetadata,
+        snapshot: &Snapshot,
+        schema: &Schema,
+    ) -> Result<Arc<FileStats>> {
+        let name = (metadata.uuid(), snapshot.snapshot_id(), schema.schema_id());
+        if let Some(s) = self.column_stats.lock().unwrap().get(&name) {
+            return Ok(s.clone());
+        }
+        let files = self.manifests.snapshot_files(metadata, snapshot)?;
+        let folded = Arc::new(FileStats::of(schema, files.data.iter().map(|e| e.file())));
+        let mut cached = self.column_stats.lock().unwrap();
+        if cached.len() >= MAX_CACHED_STATS {
+            cached.clear();
+        }
+        cached.insert(name, folded.clone());
+        Ok(folded)
     }
 }

@@ -2,6 +2,7 @@
 //! merge-on-read deletes, primary keys as encoded rows, time travel, and the caches reads share.
 
 pub(crate) mod caches;
+pub(crate) mod column_stats;
 pub(crate) mod deletes;
 pub mod filter;
 pub(crate) mod key_bounds;

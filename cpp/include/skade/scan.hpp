@@ -3,6 +3,7 @@
 
 #include "skade/common.hpp"
 #include "duckdb/function/table_function.hpp"
+#include "duckdb/storage/statistics/base_statistics.hpp"
 
 namespace duckdb {
 
@@ -20,6 +21,14 @@ struct SkadeScanBindData : public TableFunctionData {
 
 	//! The table at the version this scan reads.
 	skade_table *Version() const;
+
+	//! Per table column, DuckDB statistics from the core's (the bounds and NULL counts of the
+	//! version's data files), and the most rows the scan can return: loaded when the optimizer
+	//! first asks (DuckDB trusts both: a sum it bounds by them runs in 64 bits).
+	mutable mutex statistics_lock;
+	mutable bool statistics_loaded = false;
+	mutable vector<unique_ptr<BaseStatistics>> statistics;
+	mutable uint64_t max_rows = 0;
 };
 
 //! The scan function behind `FROM lake.t`.
