@@ -335,29 +335,40 @@ void LoadStatistics(ClientContext &context, const SkadeScanBindData &bind) {
 	SkadeResetStream(stream);
 	SkadeCheck(skade_scan_column_stats(txn.Handle(), bind.Version(), null_free.get(), types.size(), &bind.max_rows,
 	                                   &stream.arrow_array_stream));
+	// Only the columns with numeric statistics have bounds to convert (the rest are NULL).
 	ArrowScanLocalState arrow(make_uniq<ArrowArrayWrapper>(), context);
 	arrow.chunk = SkadeNextChunk(stream);
-	if (!arrow.chunk->arrow_array.release || arrow.chunk->arrow_array.length != 2) {
-		throw InternalException("skade: column statistics are not two rows");
+	if (!arrow.chunk->arrow_array.release || arrow.chunk->arrow_array.length != 2 ||
+	    idx_t(arrow.chunk->arrow_array.n_children) != types.size()) {
+		throw InternalException("skade: column statistics are not two rows of the table's columns");
 	}
+	vector<LogicalType> bounded_types;
 	for (idx_t i = 0; i < types.size(); i++) {
-		arrow.column_ids.push_back(i);
+		if (BaseStatistics::GetStatsType(types[i]) == StatisticsType::NUMERIC_STATS) {
+			arrow.column_ids.push_back(i);
+			bounded_types.push_back(types[i]);
+		}
 	}
 	DataChunk bounds;
-	bounds.Initialize(context, types);
-	SkadeSetChunkSize(bounds, 2);
-	ArrowTableFunction::ArrowToDuckDB(arrow, table.GetArrowTable().GetColumns(), bounds);
+	if (!bounded_types.empty()) {
+		bounds.Initialize(Allocator::Get(context), bounded_types, 2);
+		SkadeSetChunkSize(bounds, 2);
+		ArrowTableFunction::ArrowToDuckDB(arrow, table.GetArrowTable().GetColumns(), bounds, false);
+	}
+	idx_t bounded = 0;
 	for (idx_t i = 0; i < types.size(); i++) {
 		auto stats = BaseStatistics::CreateUnknown(types[i]);
 		if (null_free[i]) {
 			stats.Set(StatsInfo::CANNOT_HAVE_NULL_VALUES);
 		}
-		auto lower = bounds.GetValue(i, 0);
-		auto upper = bounds.GetValue(i, 1);
-		if (stats.GetStatsType() == StatisticsType::NUMERIC_STATS && !lower.IsNull() && !upper.IsNull() &&
-		    lower.type() == types[i] && upper.type() == types[i]) {
-			NumericStats::SetMin(stats, lower);
-			NumericStats::SetMax(stats, upper);
+		if (bounded < arrow.column_ids.size() && arrow.column_ids[bounded] == i) {
+			auto lower = bounds.GetValue(bounded, 0);
+			auto upper = bounds.GetValue(bounded, 1);
+			bounded++;
+			if (!lower.IsNull() && !upper.IsNull() && lower.type() == types[i] && upper.type() == types[i]) {
+				NumericStats::SetMin(stats, lower);
+				NumericStats::SetMax(stats, upper);
+			}
 		}
 		bind.statistics.push_back(stats.ToUnique());
 	}

@@ -26,6 +26,7 @@ use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot,
 use crate::format::{metadata, schema};
 use crate::io::{remove_files, sync_files};
 use crate::lookup::{lookup, Found, LookupRequest};
+use crate::read::column_stats::FileStats;
 use crate::read::filter::Prune;
 use crate::read::keys::{ranges_may_overlap, KeyColumns, PackedKeys};
 use crate::read::scan::{split_row_id, ScanPlan, ScanRequest};
@@ -71,11 +72,32 @@ impl TableInfo {
     }
 
     /// What the columns DuckDB sees depend on: the schema read and the DuckDB types kept (an
-    /// ALTER of a kept type alone keeps the Iceberg schema). Equal ids, equal columns.
+    /// ALTER of a kept type alone keeps the Iceberg schema). Equal ids, equal columns. The
+    /// schema's columns themselves count, not only its id: an ALTER rolled back (or lost to a
+    /// conflict) frees its schema id for the next ALTER's different columns.
     pub fn shape_id(&self) -> Result<i32> {
-        let schema_id = self.schema()?.schema_id();
+        // A metadata file never changes: its id is computed once per version read.
+        static SHAPE_IDS: Mutex<Option<HashMap<(String, Version), i32>>> = Mutex::new(None);
+        let name = (self.record.metadata_location.clone(), self.version);
+        if let Some(id) = SHAPE_IDS.lock().unwrap().as_ref().and_then(|ids| ids.get(&name)) {
+            return Ok(*id);
+        }
+        let id = self.compute_shape_id()?;
+        let mut ids = SHAPE_IDS.lock().unwrap();
+        let ids = ids.get_or_insert_with(HashMap::new);
+        if ids.len() >= 4096 {
+            ids.clear();
+        }
+        ids.insert(name, id);
+        Ok(id)
+    }
+
+    fn compute_shape_id(&self) -> Result<i32> {
+        let schema = self.schema()?;
         let kept = format!("{:?}", self.facing()?);
-        let text = format!("{schema_id}/{kept}");
+        let mut key: Vec<i32> = schema.identifier_field_ids().collect();
+        key.sort_unstable();
+        let text = format!("{}/{kept}/{:?}/{key:?}", schema.schema_id(), schema.as_struct());
         Ok(twox_hash::XxHash3_64::oneshot(text.as_bytes()) as i32)
     }
 }
@@ -199,6 +221,9 @@ struct TableChanges {
     operation: Option<Operation>,
     /// The partition spec of each delete file not of the table's default spec, by path.
     spec_ids: HashMap<String, i32>,
+    /// The statistics of `appends[..n]` (scans ask for them per statement; `appends` only grows
+    /// while the transaction runs, so the first `n` are the same files).
+    appends_stats: (usize, FileStats),
 }
 
 impl TableChanges {
@@ -414,26 +439,46 @@ impl Transaction {
     /// least the rows the scan returns). A read of the table: the optimizer may answer the
     /// statement from them alone.
     pub fn column_stats(&self, table: &TableInfo) -> Result<(RecordBatch, Vec<bool>, u64)> {
-        use crate::read::column_stats::{self, FileStats};
+        use crate::read::column_stats::bounds_batch;
         let staged = {
             let mut st = self.lock()?;
             st.read(table);
-            match (table.version, st.staged(&table.record.uuid)) {
-                (Version::Current, Some(c)) => c.appends.clone(),
-                _ => vec![],
+            let uuid = table.record.uuid.as_str();
+            // (as `staged`: a table this transaction dropped is still read as it left it)
+            let changes =
+                if st.changes.contains_key(uuid) { st.changes.get_mut(uuid) } else { st.dropped.get_mut(uuid) };
+            match (table.version, changes) {
+                (Version::Current, Some(c)) if !c.appends.is_empty() => {
+                    let (folded, stats) = &mut c.appends_stats;
+                    if *folded > c.appends.len() {
+                        (*folded, *stats) = (0, FileStats::default());
+                    }
+                    stats.add(&c.appends[*folded..]);
+                    *folded = c.appends.len();
+                    Some(stats.clone())
+                }
+                _ => None,
             }
         };
         let caches = &self.catalog.inner.read_caches;
         let stats = (|| {
             let (snapshot, schema) = time_travel::snapshot_and_schema(&table.metadata, table.version)?;
-            let mut stats = match &snapshot {
-                Some(s) => caches.column_stats(&table.metadata, s, &schema)?.as_ref().clone(),
-                None => FileStats::of(&schema, []),
+            if let (Some(s), None) = (&snapshot, &staged) {
+                let c = caches.snapshot_columns(&table.metadata, s, &schema)?;
+                return Ok((c.bounds.clone(), c.null_free.clone(), c.rows));
+            }
+            let committed = match &snapshot {
+                Some(s) => caches.file_stats(&table.metadata, s)?,
+                None => Arc::new(FileStats::default()),
             };
-            stats.add(&schema, staged.iter());
+            let stats = match staged {
+                Some(staged) => Arc::new(committed.merged(&staged)),
+                None => committed,
+            };
+            let columns = stats.columns(&schema);
             let shape = caches.shape(&table.metadata, &schema)?;
-            let bounds = column_stats::bounds_batch(&schema, &shape.arrow, &stats.columns)?;
-            Ok((bounds, stats.columns.iter().map(|c| c.null_free()).collect(), stats.rows))
+            let bounds = bounds_batch(&schema, &shape.arrow, &columns)?;
+            Ok((bounds, columns.iter().map(|c| c.null_free).collect(), stats.rows))
         })();
         stats.map_err(|e: Error| e.context(format!("table {}", table.record.qualified_name())))
     }

@@ -4,11 +4,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use iceberg::spec::{Schema, Snapshot, TableMetadata};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 
-use super::column_stats::FileStats;
+use super::column_stats::{self, FileStats};
 use super::deletes::DeleteCache;
 use super::key_bounds::ColumnEncoders;
 use super::keys::KeyColumns;
@@ -22,19 +23,35 @@ pub struct ReadCaches {
     pub manifests: ManifestCache,
     pub deletes: DeleteCache,
     footers: Mutex<HashMap<String, ArrowReaderMetadata>>,
-    /// By table uuid and schema id (a schema id never changes its meaning in a table; a table
-    /// dropped and created again has the same location but a new uuid).
+    /// By table uuid and schema id, checked against the schema itself: an ALTER rolled back
+    /// frees its schema id for a different schema (a table dropped and created again has the
+    /// same location but a new uuid).
     shapes: Mutex<HashMap<(uuid::Uuid, i32), Arc<Shape>>>,
-    /// By table uuid, snapshot id and schema id (a snapshot's files never change).
-    column_stats: Mutex<HashMap<(uuid::Uuid, i64, i32), Arc<FileStats>>>,
+    /// By table uuid and snapshot id (a snapshot's files never change, and a snapshot id is never
+    /// given to two snapshots of a catalog's tables).
+    file_stats: Mutex<HashMap<(uuid::Uuid, i64), Arc<FileStats>>>,
+    /// The last schema's column statistics of each snapshot, as [`column_stats::bounds_batch`]
+    /// gives them (checked against the schema: see `shapes`).
+    column_stats: Mutex<HashMap<(uuid::Uuid, i64), Arc<SnapshotColumns>>>,
 }
 
 const MAX_CACHED_FOOTERS: usize = 65_536;
 const MAX_CACHED_SHAPES: usize = 4096;
 const MAX_CACHED_STATS: usize = 4096;
 
+/// A snapshot's column statistics under one schema: the bounds batch, whether each column holds
+/// no NULL, and the files' rows.
+pub struct SnapshotColumns {
+    schema: Schema,
+    pub bounds: RecordBatch,
+    pub null_free: Vec<bool>,
+    pub rows: u64,
+}
+
 /// What a lookup derives from a table schema: its Arrow schema, its key and the key encoders.
 pub struct Shape {
+    /// The schema it was derived from.
+    schema: Schema,
     pub arrow: ArrowSchemaRef,
     pub key: Option<KeyColumns>,
     pub encoders: Option<ColumnEncoders>,
@@ -58,12 +75,12 @@ impl ReadCaches {
 
     pub fn shape(&self, metadata: &TableMetadata, schema: &Schema) -> Result<Arc<Shape>> {
         let name = (metadata.uuid(), schema.schema_id());
-        if let Some(s) = self.shapes.lock().unwrap().get(&name) {
+        if let Some(s) = self.shapes.lock().unwrap().get(&name).filter(|s| s.schema == *schema) {
             return Ok(s.clone());
         }
         let key = KeyColumns::of(schema)?;
         let encoders = key.as_ref().map(ColumnEncoders::new).transpose()?;
-        let shape = Arc::new(Shape { arrow: arrow_schema(schema)?, key, encoders });
+        let shape = Arc::new(Shape { schema: schema.clone(), arrow: arrow_schema(schema)?, key, encoders });
         let mut shapes = self.shapes.lock().unwrap();
         if shapes.len() >= MAX_CACHED_SHAPES {
             shapes.clear();
@@ -72,24 +89,43 @@ impl ReadCaches {
         Ok(shape)
     }
 
-    /// The statistics of `snapshot`'s data files, for the columns of `schema`.
-    pub fn column_stats(
+    /// The statistics of `snapshot`'s data files (by field id: whatever schema reads them).
+    pub fn file_stats(&self, metadata: &TableMetadata, snapshot: &Snapshot) -> Result<Arc<FileStats>> {
+        let name = (metadata.uuid(), snapshot.snapshot_id());
+        if let Some(s) = self.file_stats.lock().unwrap().get(&name) {
+            return Ok(s.clone());
+        }
+        let files = self.manifests.snapshot_files(metadata, snapshot)?;
+        let stats = Arc::new(FileStats::of(files.data.iter().map(|e| e.file())));
+        let mut cached = self.file_stats.lock().unwrap();
+        if cached.len() >= MAX_CACHED_STATS {
+            cached.clear();
+        }
+        cached.insert(name, stats.clone());
+        Ok(stats)
+    }
+
+    /// The column statistics of `snapshot` for the columns of `schema` (see [`SnapshotColumns`]).
+    pub fn snapshot_columns(
         &self,
         metadata: &TableMetadata,
         snapshot: &Snapshot,
         schema: &Schema,
-    ) -> Result<Arc<FileStats>> {
-        let name = (metadata.uuid(), snapshot.snapshot_id(), schema.schema_id());
-        if let Some(s) = self.column_stats.lock().unwrap().get(&name) {
-            return Ok(s.clone());
+    ) -> Result<Arc<SnapshotColumns>> {
+        let name = (metadata.uuid(), snapshot.snapshot_id());
+        if let Some(c) = self.column_stats.lock().unwrap().get(&name).filter(|c| c.schema == *schema) {
+            return Ok(c.clone());
         }
-        let files = self.manifests.snapshot_files(metadata, snapshot)?;
-        let folded = Arc::new(FileStats::of(schema, files.data.iter().map(|e| e.file())));
+        let stats = self.file_stats(metadata, snapshot)?;
+        let columns = stats.columns(schema);
+        let bounds = column_stats::bounds_batch(schema, &self.shape(metadata, schema)?.arrow, &columns)?;
+        let null_free = columns.iter().map(|c| c.null_free).collect();
+        let found = Arc::new(SnapshotColumns { schema: schema.clone(), bounds, null_free, rows: stats.rows });
         let mut cached = self.column_stats.lock().unwrap();
         if cached.len() >= MAX_CACHED_STATS {
             cached.clear();
         }
-        cached.insert(name, folded.clone());
-        Ok(folded)
+        cached.insert(name, found.clone());
+        Ok(found)
     }
 }

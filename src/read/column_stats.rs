@@ -12,6 +12,7 @@
 //! integers, dates, times, timestamps and decimals (float bounds ignore NaN; string bounds may
 //! be truncated).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -23,97 +24,125 @@ use iceberg::spec::{DataFile, Datum, PrimitiveLiteral, PrimitiveType, Schema, Ty
 
 use crate::error::Result;
 
-/// What the data files say of one column (see [`ColumnFold::add`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ColumnFold {
-    files: u64,
-    /// The smallest lower and largest upper bound so far; None once a file recorded none.
-    bounds: Option<(i128, i128)>,
-    bounded: bool,
-    null_free: bool,
-}
-
-impl Default for ColumnFold {
-    fn default() -> Self {
-        ColumnFold { files: 0, bounds: None, bounded: true, null_free: true }
-    }
-}
-
-impl ColumnFold {
-    /// Takes in the metrics one data file records for the column with field id `id` and type
-    /// `ty` (None: a type without exact bounds).
-    fn add(&mut self, file: &DataFile, id: i32, ty: Option<&PrimitiveType>) {
-        self.files += 1;
-        self.null_free &= file.null_value_counts().get(&id) == Some(&0);
-        if !self.bounded {
-            return;
-        }
-        let bound = |d: Option<&Datum>| ty.zip(d).and_then(|(ty, d)| ordinal(d, ty));
-        match (bound(file.lower_bounds().get(&id)), bound(file.upper_bounds().get(&id))) {
-            (Some(lo), Some(hi)) => {
-                self.bounds = Some(match self.bounds {
-                    Some((l, h)) => (l.min(lo), h.max(hi)),
-                    None => (lo, hi),
-                })
-            }
-            _ => {
-                self.bounded = false;
-                self.bounds = None;
-            }
-        }
-    }
-
-    /// The column's bounds (None: unknown, or no data file).
-    pub fn bounds(&self) -> Option<(i128, i128)> {
-        self.bounds.filter(|_| self.bounded && self.files > 0)
-    }
-
-    /// Whether no row of the column can be NULL (false when there is no data file: nothing is known).
-    pub fn null_free(&self) -> bool {
-        self.null_free && self.files > 0
-    }
-}
-
-/// The statistics of a set of data files: per top-level column of a schema, in column order, and
-/// the files' rows (before deletes: at least what a scan returns).
+/// What the data files' metrics say, per field id, whatever schema reads them (a schema id is
+/// no identity: an ALTER rolled back frees its id for a different schema), and the files' rows
+/// (before deletes: at least what a scan returns).
 #[derive(Clone, Debug, Default)]
 pub struct FileStats {
-    pub columns: Vec<ColumnFold>,
+    files: u64,
     pub rows: u64,
+    fields: HashMap<i32, FieldFold>,
+}
+
+/// One field id over the files: how many recorded both bounds (of a type with ordered literals)
+/// and their span, the bounds' types, and how many recorded a null count of 0.
+#[derive(Clone, Debug, Default)]
+struct FieldFold {
+    bounded_files: u64,
+    lower: i128,
+    upper: i128,
+    types: Vec<PrimitiveType>,
+    null_free_files: u64,
+}
+
+/// What a schema's column gets: its bounds (None: unknown) and whether it holds no NULL.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ColumnStats {
+    pub bounds: Option<(i128, i128)>,
+    pub null_free: bool,
 }
 
 impl FileStats {
-    /// The statistics of `files` for the columns of `schema`.
-    pub fn of<'a>(schema: &Schema, files: impl IntoIterator<Item = &'a DataFile>) -> FileStats {
-        let mut stats = FileStats { columns: vec![ColumnFold::default(); schema.as_struct().fields().len()], rows: 0 };
-        stats.add(schema, files);
+    /// The statistics of `files`.
+    pub fn of<'a>(files: impl IntoIterator<Item = &'a DataFile>) -> FileStats {
+        let mut stats = FileStats::default();
+        stats.add(files);
         stats
     }
 
     /// Takes in `files` too (a transaction's own, uncommitted ones).
-    pub fn add<'a>(&mut self, schema: &Schema, files: impl IntoIterator<Item = &'a DataFile>) {
-        let fields = schema.as_struct().fields();
-        let types: Vec<Option<&PrimitiveType>> = fields.iter().map(|f| bounded_type(&f.field_type)).collect();
+    pub fn add<'a>(&mut self, files: impl IntoIterator<Item = &'a DataFile>) {
         for file in files {
+            self.files += 1;
             self.rows += file.record_count();
-            for ((column, field), ty) in self.columns.iter_mut().zip(fields.iter()).zip(&types) {
-                column.add(file, field.id, *ty);
+            for (id, nulls) in file.null_value_counts() {
+                if *nulls == 0 {
+                    self.fields.entry(*id).or_default().null_free_files += 1;
+                }
+            }
+            for (id, lower) in file.lower_bounds() {
+                let Some(upper) = file.upper_bounds().get(id) else { continue };
+                let (Some(lo), Some(hi)) = (ordinal(lower), ordinal(upper)) else { continue };
+                let field = self.fields.entry(*id).or_default();
+                (field.lower, field.upper) =
+                    if field.bounded_files == 0 { (lo, hi) } else { (field.lower.min(lo), field.upper.max(hi)) };
+                field.bounded_files += 1;
+                for ty in [lower.data_type(), upper.data_type()] {
+                    if !field.types.contains(ty) {
+                        field.types.push(ty.clone());
+                    }
+                }
             }
         }
+    }
+
+    /// Both sets of files.
+    pub fn merged(&self, other: &FileStats) -> FileStats {
+        let mut out = self.clone();
+        out.files += other.files;
+        out.rows += other.rows;
+        for (id, theirs) in &other.fields {
+            let ours = out.fields.entry(*id).or_default();
+            if theirs.bounded_files > 0 {
+                (ours.lower, ours.upper) = if ours.bounded_files == 0 {
+                    (theirs.lower, theirs.upper)
+                } else {
+                    (ours.lower.min(theirs.lower), ours.upper.max(theirs.upper))
+                };
+                ours.bounded_files += theirs.bounded_files;
+                for ty in &theirs.types {
+                    if !ours.types.contains(ty) {
+                        ours.types.push(ty.clone());
+                    }
+                }
+            }
+            ours.null_free_files += theirs.null_free_files;
+        }
+        out
+    }
+
+    /// What the files say of the column with field id `id` and type `ty`: bounds only when every
+    /// file recorded both, of `ty` or of a type a schema change widened into it; no NULL only
+    /// when every file recorded a null count of 0. Nothing when there is no file.
+    pub fn column(&self, id: i32, ty: &Type) -> ColumnStats {
+        let Some(field) = self.fields.get(&id).filter(|_| self.files > 0) else {
+            return ColumnStats { bounds: None, null_free: false };
+        };
+        let bounded = bounded_type(ty)
+            .is_some_and(|ty| field.bounded_files == self.files && field.types.iter().all(|t| widens_into(t, ty)));
+        ColumnStats {
+            bounds: bounded.then_some((field.lower, field.upper)),
+            null_free: field.null_free_files == self.files,
+        }
+    }
+
+    /// Every top-level column of `schema`, in column order.
+    pub fn columns(&self, schema: &Schema) -> Vec<ColumnStats> {
+        schema.as_struct().fields().iter().map(|f| self.column(f.id, &f.field_type)).collect()
     }
 }
 
 /// The bounds as a two-row batch of `arrow` (the table's Arrow schema, in stored types; every
 /// field nullable): row 0 the lower bounds, row 1 the upper ones, NULL where unknown.
-pub fn bounds_batch(schema: &Schema, arrow: &ArrowSchemaRef, folded: &[ColumnFold]) -> Result<RecordBatch> {
+pub fn bounds_batch(schema: &Schema, arrow: &ArrowSchemaRef, columns: &[ColumnStats]) -> Result<RecordBatch> {
     let fields = schema.as_struct().fields();
     let columns: Vec<ArrayRef> = arrow
         .fields()
         .iter()
-        .zip(fields.iter().zip(folded))
+        .zip(fields.iter().zip(columns))
         .map(|(arrow_field, (field, column))| {
             let ty = arrow_field.data_type();
-            let known = column.bounds().zip(bounded_type(&field.field_type));
+            let known = column.bounds.zip(bounded_type(&field.field_type));
             known.and_then(|((lo, hi), prim)| bounds_array(prim, lo, hi, ty)).unwrap_or_else(|| new_null_array(ty, 2))
         })
         .collect();
@@ -140,19 +169,21 @@ fn bounded_type(ty: &Type) -> Option<&PrimitiveType> {
     }
 }
 
-/// A bound as a number ordered like the column's values, if it is of the column's type `ty` or
-/// of one a schema change widened into it (an int column became a long, a decimal's precision
-/// grew: files written before keep the old type's bounds).
-fn ordinal(bound: &Datum, ty: &PrimitiveType) -> Option<i128> {
-    let same_or_widened = match (bound.data_type(), ty) {
+/// Whether bounds of type `bound` hold for a column of type `column`: the same type, or one a
+/// schema change widened into it (an int column became a long, a decimal's precision grew: files
+/// written before keep the old type's bounds).
+fn widens_into(bound: &PrimitiveType, column: &PrimitiveType) -> bool {
+    match (bound, column) {
         (a, b) if a == b => true,
         (PrimitiveType::Int, PrimitiveType::Long) => true,
         (PrimitiveType::Decimal { scale: a, .. }, PrimitiveType::Decimal { scale: b, .. }) => a == b,
         _ => false,
-    };
-    if !same_or_widened {
-        return None;
     }
+}
+
+/// A bound as a number ordered like the values of its type (None: a type whose literals are not
+/// numbers).
+fn ordinal(bound: &Datum) -> Option<i128> {
     match bound.literal() {
         PrimitiveLiteral::Boolean(b) => Some(*b as i128),
         PrimitiveLiteral::Int(v) => Some(*v as i128),
@@ -186,7 +217,6 @@ fn bounds_array(prim: &PrimitiveType, lo: i128, hi: i128, ty: &arrow::datatypes:
 mod tests {
     use super::*;
     use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, NestedField, Struct};
-    use std::collections::HashMap;
 
     fn file(bounds: &[(i32, Datum, Datum)], nulls: &[(i32, u64)]) -> DataFile {
         DataFileBuilder::default()
@@ -225,34 +255,60 @@ mod tests {
     fn bounds_span_every_file_and_widened_types() {
         let a = file(&[(1, Datum::int(5), Datum::int(9)), (2, dec(-150), dec(20))], &[(1, 0), (2, 0), (4, 0)]);
         let b = file(&[(1, Datum::long(-3), Datum::long(7)), (4, Datum::date(10), Datum::date(20))], &[(1, 0), (2, 1)]);
-        let stats = FileStats::of(&schema(), [&a, &b]);
+        let stats = FileStats::of([&a, &b]);
         assert_eq!(stats.rows, 20);
-        let folded = stats.columns;
-        assert_eq!(folded[0].bounds(), Some((-3, 9)), "an int bound of a file written before the column became a long");
-        assert!(folded[0].null_free());
-        assert_eq!(folded[1].bounds(), None, "file b records no bounds for the decimal");
-        assert!(!folded[1].null_free(), "file b has a NULL");
-        assert_eq!(folded[2].bounds(), None, "doubles get no bounds (NaN)");
-        assert_eq!(folded[3].bounds(), None, "file a records no bound for the date");
-        assert!(!folded[3].null_free(), "file b records no null count for the date");
+        let c = stats.columns(&schema());
+        assert_eq!(c[0].bounds, Some((-3, 9)), "an int bound of a file written before the column became a long");
+        assert!(c[0].null_free);
+        assert_eq!(c[1].bounds, None, "file b records no bounds for the decimal");
+        assert!(!c[1].null_free, "file b has a NULL");
+        assert_eq!(c[2].bounds, None, "doubles get no bounds (NaN)");
+        assert_eq!(c[3].bounds, None, "file a records no bound for the date");
+        assert!(!c[3].null_free, "file b records no null count for the date");
+    }
+
+    #[test]
+    fn a_field_id_read_as_another_type_has_no_bounds() {
+        // (the same field id under a different schema: a long read as a date, a narrower
+        // decimal scale, an int column whose files hold long bounds)
+        let a = file(&[(1, Datum::long(5), Datum::long(9)), (2, dec(1), dec(2))], &[(1, 0)]);
+        let stats = FileStats::of([&a]);
+        let other = Schema::builder()
+            .with_fields(vec![
+                NestedField::optional(1, "d", Type::Primitive(PrimitiveType::Date)).into(),
+                NestedField::optional(2, "amount", Type::Primitive(PrimitiveType::Decimal { precision: 15, scale: 3 }))
+                    .into(),
+            ])
+            .build()
+            .unwrap();
+        assert!(stats.columns(&other).iter().all(|c| c.bounds.is_none()));
+        assert!(stats.columns(&other)[0].null_free, "a null count holds whatever the type");
+        let narrower = Schema::builder()
+            .with_fields(vec![NestedField::optional(1, "i", Type::Primitive(PrimitiveType::Int)).into()])
+            .build()
+            .unwrap();
+        assert_eq!(stats.columns(&narrower)[0].bounds, None);
     }
 
     #[test]
     fn no_file_means_nothing_known() {
-        let stats = FileStats::of(&schema(), []);
+        let stats = FileStats::of([]);
         assert_eq!(stats.rows, 0);
-        assert!(stats.columns.iter().all(|c| c.bounds().is_none() && !c.null_free()));
+        assert!(stats.columns(&schema()).iter().all(|c| c.bounds.is_none() && !c.null_free));
     }
 
     #[test]
     fn staged_files_widen_the_bounds() {
         let a = file(&[(1, Datum::long(5), Datum::long(9))], &[(1, 0)]);
-        let mut stats = FileStats::of(&schema(), [&a]);
-        let staged = file(&[(1, Datum::long(100), Datum::long(200))], &[(1, 2)]);
-        stats.add(&schema(), [&staged]);
-        assert_eq!(stats.columns[0].bounds(), Some((5, 200)));
-        assert!(!stats.columns[0].null_free());
-        assert_eq!(stats.rows, 20);
+        let committed = FileStats::of([&a]);
+        let staged = FileStats::of([&file(&[(1, Datum::long(100), Datum::long(200))], &[(1, 2)])]);
+        let both = committed.merged(&staged);
+        assert_eq!(both.columns(&schema())[0].bounds, Some((5, 200)));
+        assert!(!both.columns(&schema())[0].null_free);
+        assert_eq!(both.rows, 20);
+        let unbounded = FileStats::of([&file(&[], &[(1, 0)])]);
+        assert_eq!(committed.merged(&unbounded).columns(&schema())[0].bounds, None, "a file without bounds");
+        assert!(committed.merged(&unbounded).columns(&schema())[0].null_free);
     }
 
     #[test]
@@ -263,7 +319,7 @@ mod tests {
             &[(1, Datum::long(1), Datum::long(2)), (2, dec(-150), dec(20)), (4, Datum::date(10), Datum::date(20))],
             &[],
         );
-        let batch = bounds_batch(&s, &arrow, &FileStats::of(&s, [&a]).columns).unwrap();
+        let batch = bounds_batch(&s, &arrow, &FileStats::of([&a]).columns(&s)).unwrap();
         assert_eq!(batch.num_rows(), 2);
         assert_eq!(batch.schema().fields().len(), arrow.fields().len());
         assert!(batch.schema().fields().iter().zip(arrow.fields()).all(|(a, b)| a.data_type() == b.data_type()));

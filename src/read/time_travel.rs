@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::format::metadata::CREATED_AT_MS;
 
 /// The version of a table a statement reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Version {
     /// The current snapshot (plus the reading transaction's own uncommitted writes).
     Current,
