@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
-use iceberg::spec::{Schema, Snapshot, TableMetadata};
+use iceberg::spec::{Operation, Schema, Snapshot, TableMetadata};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 
 use super::column_stats::{self, FileStats};
@@ -96,7 +96,19 @@ impl ReadCaches {
             return Ok(s.clone());
         }
         let files = self.manifests.snapshot_files(metadata, snapshot)?;
-        let stats = Arc::new(FileStats::of(files.data.iter().map(|e| e.file())));
+        // An append keeps its parent's files: fold only the ones it added (after each commit to
+        // a table of many files, the first query does not fold them all again).
+        let parent = (snapshot.summary().operation == Operation::Append)
+            .then(|| snapshot.parent_snapshot_id())
+            .flatten()
+            .and_then(|p| self.file_stats.lock().unwrap().get(&(metadata.uuid(), p)).cloned());
+        let stats = Arc::new(match parent {
+            Some(parent) => {
+                let added = files.data.iter().filter(|e| e.snapshot_id == snapshot.snapshot_id());
+                parent.merged(&FileStats::of(added.map(|e| e.file())))
+            }
+            None => FileStats::of(files.data.iter().map(|e| e.file())),
+        });
         let mut cached = self.file_stats.lock().unwrap();
         if cached.len() >= MAX_CACHED_STATS {
             cached.clear();
