@@ -102,11 +102,11 @@ impl ReadCaches {
             .then(|| snapshot.parent_snapshot_id())
             .flatten()
             .and_then(|p| self.file_stats.lock().unwrap().get(&(metadata.uuid(), p)).cloned());
-        let stats = Arc::new(match parent {
-            Some(parent) => {
-                let added = files.data.iter().filter(|e| e.snapshot_id == snapshot.snapshot_id());
-                parent.merged(&FileStats::of(added.map(|e| e.file())))
-            }
+        // (only if the parent's files and the ones entered under this snapshot's id are all of
+        // its files: a file left out would make the bounds too narrow)
+        let added: Vec<_> = files.data.iter().filter(|e| e.snapshot_id == snapshot.snapshot_id()).collect();
+        let stats = Arc::new(match parent.filter(|p| p.files() + added.len() as u64 == files.data.len() as u64) {
+            Some(parent) => parent.merged(&FileStats::of(added.iter().map(|e| e.file()))),
             None => FileStats::of(files.data.iter().map(|e| e.file())),
         });
         let mut cached = self.file_stats.lock().unwrap();

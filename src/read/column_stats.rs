@@ -60,6 +60,11 @@ impl FileStats {
         stats
     }
 
+    /// How many files were taken in.
+    pub fn files(&self) -> u64 {
+        self.files
+    }
+
     /// Takes in `files` too (a transaction's own, uncommitted ones).
     pub fn add<'a>(&mut self, files: impl IntoIterator<Item = &'a DataFile>) {
         for file in files {
