@@ -324,8 +324,12 @@ InsertionOrderPreservingMap<string> ScanDynamicToString(TableFunctionDynamicToSt
 }
 #endif
 
-//! Loads the statistics of every column of the table a scan reads (see SkadeScanBindData).
+//! Loads the statistics of every column of the table a scan reads, once (see SkadeScanBindData;
+//! the caller holds statistics_lock).
 void LoadStatistics(ClientContext &context, const SkadeScanBindData &bind) {
+	if (bind.statistics_loaded) {
+		return;
+	}
 	auto &table = bind.table;
 	auto &txn = SkadeTransaction::Get(context, table.ParentCatalog());
 	auto &types = table.GetArrowTable().GetTypes();
@@ -383,9 +387,7 @@ unique_ptr<BaseStatistics> ScanStatistics(ClientContext &context, const Function
 		return nullptr;
 	}
 	lock_guard<mutex> guard(bind.statistics_lock);
-	if (!bind.statistics_loaded) {
-		LoadStatistics(context, bind);
-	}
+	LoadStatistics(context, bind);
 	if (column >= bind.statistics.size()) {
 		return nullptr;
 	}
@@ -397,9 +399,7 @@ unique_ptr<BaseStatistics> ScanStatistics(ClientContext &context, const Function
 unique_ptr<NodeStatistics> ScanCardinality(ClientContext &context, const FunctionData *bind_data) {
 	auto &bind = bind_data->Cast<SkadeScanBindData>();
 	lock_guard<mutex> guard(bind.statistics_lock);
-	if (!bind.statistics_loaded) {
-		LoadStatistics(context, bind);
-	}
+	LoadStatistics(context, bind);
 	return make_uniq<NodeStatistics>(bind.max_rows, bind.max_rows);
 }
 

@@ -439,7 +439,7 @@ impl Transaction {
     /// least the rows the scan returns). A read of the table: the optimizer may answer the
     /// statement from them alone.
     pub fn column_stats(&self, table: &TableInfo) -> Result<(RecordBatch, Vec<bool>, u64)> {
-        use crate::read::column_stats::bounds_batch;
+        use crate::read::column_stats::for_schema;
         let staged = {
             let mut st = self.lock()?;
             st.read(table);
@@ -475,10 +475,8 @@ impl Transaction {
                 Some(staged) => Arc::new(committed.merged(&staged)),
                 None => committed,
             };
-            let columns = stats.columns(&schema);
-            let shape = caches.shape(&table.metadata, &schema)?;
-            let bounds = bounds_batch(&schema, &shape.arrow, &columns)?;
-            Ok((bounds, columns.iter().map(|c| c.null_free).collect(), stats.rows))
+            let (bounds, null_free) = for_schema(&stats, &schema, &caches.shape(&table.metadata, &schema)?.arrow)?;
+            Ok((bounds, null_free, stats.rows))
         })();
         stats.map_err(|e: Error| e.context(format!("table {}", table.record.qualified_name())))
     }

@@ -116,8 +116,10 @@ pub unsafe extern "C" fn skade_scan_column_stats(
         // would fail the scan too; here it only makes every bound unknown.
         let facing = table.facing()?;
         let schema = facing.schema(&bounds.schema());
-        let bounds = facing.batch(bounds, &schema).unwrap_or_else(|_| RecordBatch::new_empty(schema.clone()));
-        let bounds = if bounds.num_rows() == 2 { bounds } else { unknown_bounds(&schema)? };
+        let bounds = match facing.batch(bounds, &schema) {
+            Ok(bounds) => bounds,
+            Err(_) => unknown_bounds(&schema)?,
+        };
         let reader = RecordBatchIterator::new([Ok(bounds)], schema);
         out(result, super::export_stream(reader))
     })

@@ -129,9 +129,7 @@ impl ReadCaches {
             return Ok(c.clone());
         }
         let stats = self.file_stats(metadata, snapshot)?;
-        let columns = stats.columns(schema);
-        let bounds = column_stats::bounds_batch(schema, &self.shape(metadata, schema)?.arrow, &columns)?;
-        let null_free = columns.iter().map(|c| c.null_free).collect();
+        let (bounds, null_free) = column_stats::for_schema(&stats, schema, &self.shape(metadata, schema)?.arrow)?;
         let found = Arc::new(SnapshotColumns { schema: schema.clone(), bounds, null_free, rows: stats.rows });
         let mut cached = self.column_stats.lock().unwrap();
         if cached.len() >= MAX_CACHED_STATS {

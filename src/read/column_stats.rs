@@ -45,6 +45,20 @@ struct FieldFold {
     null_free_files: u64,
 }
 
+impl FieldFold {
+    /// Takes in `files` more files that recorded bounds spanning `lo..=hi`, of types `types`.
+    fn widen<'a>(&mut self, files: u64, lo: i128, hi: i128, types: impl IntoIterator<Item = &'a PrimitiveType>) {
+        (self.lower, self.upper) =
+            if self.bounded_files == 0 { (lo, hi) } else { (self.lower.min(lo), self.upper.max(hi)) };
+        self.bounded_files += files;
+        for ty in types {
+            if !self.types.contains(ty) {
+                self.types.push(ty.clone());
+            }
+        }
+    }
+}
+
 /// What a schema's column gets: its bounds (None: unknown) and whether it holds no NULL.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ColumnStats {
@@ -78,15 +92,7 @@ impl FileStats {
             for (id, lower) in file.lower_bounds() {
                 let Some(upper) = file.upper_bounds().get(id) else { continue };
                 let (Some(lo), Some(hi)) = (ordinal(lower), ordinal(upper)) else { continue };
-                let field = self.fields.entry(*id).or_default();
-                (field.lower, field.upper) =
-                    if field.bounded_files == 0 { (lo, hi) } else { (field.lower.min(lo), field.upper.max(hi)) };
-                field.bounded_files += 1;
-                for ty in [lower.data_type(), upper.data_type()] {
-                    if !field.types.contains(ty) {
-                        field.types.push(ty.clone());
-                    }
-                }
+                self.fields.entry(*id).or_default().widen(1, lo, hi, [lower.data_type(), upper.data_type()]);
             }
         }
     }
@@ -99,17 +105,7 @@ impl FileStats {
         for (id, theirs) in &other.fields {
             let ours = out.fields.entry(*id).or_default();
             if theirs.bounded_files > 0 {
-                (ours.lower, ours.upper) = if ours.bounded_files == 0 {
-                    (theirs.lower, theirs.upper)
-                } else {
-                    (ours.lower.min(theirs.lower), ours.upper.max(theirs.upper))
-                };
-                ours.bounded_files += theirs.bounded_files;
-                for ty in &theirs.types {
-                    if !ours.types.contains(ty) {
-                        ours.types.push(ty.clone());
-                    }
-                }
+                ours.widen(theirs.bounded_files, theirs.lower, theirs.upper, &theirs.types);
             }
             ours.null_free_files += theirs.null_free_files;
         }
@@ -135,6 +131,13 @@ impl FileStats {
     pub fn columns(&self, schema: &Schema) -> Vec<ColumnStats> {
         schema.as_struct().fields().iter().map(|f| self.column(f.id, &f.field_type)).collect()
     }
+}
+
+/// What DuckDB gets of `stats` for the columns of `schema` (whose Arrow schema is `arrow`): the
+/// bounds as [`bounds_batch`] gives them and whether each column holds no NULL.
+pub fn for_schema(stats: &FileStats, schema: &Schema, arrow: &ArrowSchemaRef) -> Result<(RecordBatch, Vec<bool>)> {
+    let columns = stats.columns(schema);
+    Ok((bounds_batch(schema, arrow, &columns)?, columns.iter().map(|c| c.null_free).collect()))
 }
 
 /// The bounds as a two-row batch of `arrow` (the table's Arrow schema, in stored types; every
