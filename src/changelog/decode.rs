@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
+use arrow::datatypes::{Field, Schema as ArrowSchema};
 use iceberg::spec::{Snapshot, TableMetadata};
 use rayon::prelude::*;
 
@@ -17,11 +18,11 @@ use super::filters::Filters;
 use super::snapshot::{read_all, read_deferred, snapshot_changes, Decoded};
 use super::types::{changelog_schema, tag, DELETE, INSERT};
 use crate::error::Result;
-use crate::format::schema::arrow_schema;
+use crate::format::schema::{arrow_schema, by_field_id};
 use crate::read::caches::ReadCaches;
 use crate::read::keys::KeyColumns;
 use crate::read::scan::{ScanPlan, ScanRequest};
-use crate::read::time_travel::Version;
+use crate::read::time_travel::{snapshot_and_schema, Version};
 
 /// A window's changes, or why it cannot be told row by row.
 pub enum Feed {
@@ -148,6 +149,9 @@ pub fn snapshot_difference(
     Ok(out)
 }
 
+/// The rows live at snapshot `snapshot_id`, in the table's current columns: read in the
+/// snapshot's own schema (it may predate an ADD, DROP or RENAME COLUMN or a promotion), then each
+/// column found by its field id (see `schema::by_field_id`). `used`: indexes of current columns.
 fn rows_at(
     metadata: &TableMetadata,
     caches: &Arc<ReadCaches>,
@@ -155,14 +159,25 @@ fn rows_at(
     used: Option<&[usize]>,
     filters: &Filters,
 ) -> Result<Vec<RecordBatch>> {
+    let version = Version::Snapshot(snapshot_id);
+    let (_, schema_at) = snapshot_and_schema(metadata, version)?;
+    let ids_at: Vec<i32> = schema_at.as_struct().fields().iter().map(|f| f.id).collect();
     let request = ScanRequest {
-        version: Version::Snapshot(snapshot_id),
-        columns: (0..metadata.current_schema().as_struct().fields().len()).collect(),
+        version,
+        columns: (0..ids_at.len()).collect(),
         prune: filters.rows.clone(),
         staged: &[],
         staged_deletes: &[],
         row_ids: None,
     };
     let plan = ScanPlan::plan(metadata, caches.clone(), request)?;
-    read_all(plan.read_only(used))
+    let current = metadata.current_schema().as_struct().fields();
+    let read: Option<Vec<usize>> = used.map(|used| {
+        let ids = used.iter().filter_map(|&c| current.get(c)).map(|f| f.id);
+        ids.filter_map(|id| ids_at.iter().position(|at| *at == id)).collect()
+    });
+    let target = arrow_schema(metadata.current_schema())?;
+    let nullable: Vec<Field> = target.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
+    let target = Arc::new(ArrowSchema::new_with_metadata(nullable, target.metadata().clone()));
+    read_all(plan.read_only(read.as_deref()))?.iter().map(|b| by_field_id(b, &target)).collect()
 }

@@ -277,9 +277,14 @@ fn from_stored(column: &ArrayRef, field: &Field) -> Result<ArrayRef> {
         let values = decimals.values().inner().clone();
         return Ok(Arc::new(FixedSizeBinaryArray::try_new(16, values, decimals.nulls().cloned())?));
     }
+    let refused = |e: &dyn std::fmt::Display| {
+        Error::invalid(format!("column \"{}\" holds a value its DuckDB type cannot: {e}", field.name()))
+    };
+    if let Some(converted) = super::timestamps::convert(column, field.data_type()) {
+        return converted.map_err(|e| refused(&e)); // (infinities kept: an Arrow cast loses them)
+    }
     let options = CastOptions { safe: false, ..Default::default() };
-    arrow::compute::cast_with_options(column, field.data_type(), &options)
-        .map_err(|e| Error::invalid(format!("column \"{}\" holds a value its DuckDB type cannot: {e}", field.name())))
+    arrow::compute::cast_with_options(column, field.data_type(), &options).map_err(|e| refused(&e))
 }
 
 /// A HUGEINT column DuckDB sent (its opaque 16-byte type) as the decimal(38,0) Iceberg stores;

@@ -10,3 +10,4 @@ pub mod metadata;
 pub mod partition;
 pub(crate) mod schema;
 pub mod snapshot;
+pub(crate) mod timestamps;

@@ -10,6 +10,7 @@ use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as Arro
 use iceberg::spec::{ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Type};
 
 use super::duckdb_types::{self, Nanoseconds};
+use super::timestamps;
 use crate::error::{Error, Result};
 
 const EXTENSION_NAME: &str = "ARROW:extension:name";
@@ -239,7 +240,10 @@ pub fn conform(columns: &StructArray, target: &ArrowSchemaRef, table_name: &str)
         let column_name = format!("{table_name}.{}", field.name());
         let col = match duckdb_types::hugeint_to_decimal(col, source, &column_name) {
             Some(decimal) => decimal?,
-            None => conform_array(col, field.data_type())?,
+            None => match timestamps::convert(col, field.data_type()) {
+                Some(converted) => converted.map_err(|why| Error::invalid(format!("column {column_name}: {why}")))?,
+                None => conform_array(col, field.data_type())?,
+            },
         };
         check_time_of_day(&col, table_name, field.name())?;
         out.push(col);
@@ -307,6 +311,9 @@ pub(crate) fn conform_array(array: &ArrayRef, target: &DataType) -> Result<Array
     if let (DataType::FixedSizeBinary(16), DataType::Decimal128(p, 0)) = (array.data_type(), target) {
         // DuckDB's HUGEINT (16 bytes) for a decimal(p,0) column (a lookup key, a filter's value)
         return duckdb_types::hugeints_as_decimals(array, *p).map_err(Error::invalid);
+    }
+    if let Some(converted) = timestamps::convert(array, target) {
+        return converted.map_err(Error::invalid); // (infinities kept: an Arrow cast loses them)
     }
     Ok(arrow::compute::cast(array, target)?)
 }

@@ -309,6 +309,13 @@ pub fn datum_at(array: &ArrayRef, row: usize, ty: &PrimitiveType) -> Option<Datu
         (DataType::Timestamp(TimeUnit::Microsecond, None), PrimitiveType::Timestamp) => {
             Datum::timestamp_micros(array.as_primitive::<TimestampMicrosecondType>().value(row))
         }
+        // TIMESTAMP_S and TIMESTAMP_MS kept on timestamp columns: exact in microseconds (not
+        // TIMESTAMP_NS, whose truncation would move a negative bound past rows it must keep)
+        (DataType::Timestamp(TimeUnit::Second | TimeUnit::Millisecond, None), PrimitiveType::Timestamp) => {
+            let target = DataType::Timestamp(TimeUnit::Microsecond, None);
+            let micros = crate::format::timestamps::convert(&array.slice(row, 1), &target)?.ok()?;
+            Datum::timestamp_micros(micros.as_primitive::<TimestampMicrosecondType>().value(0))
+        }
         (DataType::Timestamp(TimeUnit::Microsecond, Some(_)), PrimitiveType::Timestamptz) => {
             Datum::timestamptz_micros(array.as_primitive::<TimestampMicrosecondType>().value(row))
         }

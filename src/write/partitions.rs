@@ -88,7 +88,7 @@ impl Partitions {
     /// Rows of the table, in its columns.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         self.check_transformable(batch)?;
-        let values = self.calculator.calculate(batch)?;
+        let values = self.calculator.calculate(calculable(batch)?.as_ref())?;
         let values: &StructArray =
             values.as_struct_opt().ok_or_else(|| Error::internal("partition values are not a struct"))?;
         let rows = self.converter.convert_columns(values.columns())?;
@@ -200,6 +200,30 @@ impl Partitions {
         }
         Ok(())
     }
+}
+
+/// `batch` as the iceberg crate's transforms take it: its truncate has no case for LargeBinary,
+/// the Arrow type of skade's binary columns (a BLOB column partitioned by truncate could not be
+/// written), so binary columns go as Binary (a copy of the offsets only while they fit in 32 bits).
+fn calculable(batch: &RecordBatch) -> Result<std::borrow::Cow<'_, RecordBatch>> {
+    if !batch.columns().iter().any(|c| c.data_type() == &DataType::LargeBinary) {
+        return Ok(std::borrow::Cow::Borrowed(batch));
+    }
+    let mut fields = vec![];
+    let mut columns = vec![];
+    for (f, c) in batch.schema().fields().iter().zip(batch.columns()) {
+        let (f, c) = match c.data_type() {
+            DataType::LargeBinary => {
+                (f.as_ref().clone().with_data_type(DataType::Binary), arrow::compute::cast(c, &DataType::Binary)?)
+            }
+            _ => (f.as_ref().clone(), c.clone()),
+        };
+        fields.push(f);
+        columns.push(c);
+    }
+    let schema =
+        std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, batch.schema().metadata().clone()));
+    Ok(std::borrow::Cow::Owned(RecordBatch::try_new(schema, columns)?))
 }
 
 fn within<T: PartialOrd>(min: Option<T>, max: Option<T>, low: T, high: T) -> bool {

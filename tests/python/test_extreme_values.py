@@ -84,7 +84,10 @@ class Kind:
     outside the finite range, the width of the Parquet integer it becomes (for wrapping deltas),
     and SQL literals of physical values."""
 
-    def __init__(self, sql, bits, lo, hi, specials=(), literal=None, texts=None):
+    def __init__(self, sql, bits, lo, hi, specials=(), literal=None, texts=None, quantum=1):
+        # quantum: finite values are its multiples (TIMESTAMP_NS keeps microseconds only)
+        self.quantum = quantum
+        lo, hi = -(-lo // quantum) * quantum, hi // quantum * quantum
         self.sql, self.bits, self.lo, self.hi = sql, bits, lo, hi
         self.specials = dict(specials)  # physical value -> SQL literal
         self.ext_lo = min([lo, *self.specials])
@@ -95,10 +98,12 @@ class Kind:
         return self.sql
 
     def valid(self, n):
-        return self.lo <= n <= self.hi or n in self.specials
+        return (self.lo <= n <= self.hi and n % self.quantum == 0) or n in self.specials
 
     def fix(self, n):
         """n moved into the legal values (a gap between the finite range and infinity is not)."""
+        if n not in self.specials and self.lo <= n <= self.hi:
+            n = n // self.quantum * self.quantum
         if self.valid(n):
             return n
         if n < self.lo:
@@ -171,6 +176,26 @@ def timestamp_kind(sql):
     )
 
 
+def unit_timestamp_kind(sql, micros, quantum=1):
+    """TIMESTAMP_S, TIMESTAMP_MS and TIMESTAMP_NS: kept on Iceberg's timestamp (microseconds), their
+    infinities the same int64 extremes as TIMESTAMP's (issue 42: they were stored as NULL).
+    `micros`: microseconds per unit (a fraction for nanoseconds)."""
+    if micros >= 1:
+        ts = f"try_cast(make_timestamp(x::BIGINT * {micros})::VARCHAR AS {sql})"
+        valid = f"isfinite({ts}) AND epoch_us({ts}::TIMESTAMP) = x::BIGINT * {micros}"
+        literal = lambda n: f"make_timestamp({n * micros})::{sql}"  # noqa: E731
+    else:
+        ts = f"try_cast(make_timestamp_ns(x::BIGINT)::VARCHAR AS {sql})"
+        valid = f"isfinite({ts}) AND epoch_ns({ts}) = x::BIGINT"
+        literal = lambda n: f"make_timestamp_ns({n})"  # noqa: E731
+    inf = PROBE.execute(f"SELECT 'infinity'::{sql}, '-infinity'::{sql}").arrow().read_all()
+    assert [c.cast(pa.int64()).to_pylist()[0] for c in inf.columns] == [INF64, -INF64]
+    return Kind(
+        sql, 64, bound(valid, -1), bound(valid, 1),
+        specials={INF64: f"'infinity'::{sql}", -INF64: f"'-infinity'::{sql}"}, literal=literal, quantum=quantum,
+    )
+
+
 def time_kind():
     # DuckDB's TIME reaches 24:00:00; an Iceberg time lies within a day, and skade refuses 24:00:00
     duck_hi = bound("try_cast(x AS TIME) IS NOT NULL", 1, time_text)
@@ -199,11 +224,16 @@ KINDS = {
         integer_kind("USMALLINT", 32),
         integer_kind("UINTEGER", 64),
         integer_kind("UBIGINT", 128),
+        unit_timestamp_kind("TIMESTAMP_S", 1_000_000),
+        unit_timestamp_kind("TIMESTAMP_MS", 1_000),
+        # (with TIMESTAMP_NS 'microseconds': the last three digits are dropped, so only multiples of 1,000)
+        unit_timestamp_kind("TIMESTAMP_NS", 0.001, quantum=1_000),
         # stored as DECIMAL(38,0): HUGEINTs beyond 38 digits are refused (sql_tests/types)
         Kind("HUGEINT", 128, -(10**38 - 1), 10**38 - 1, literal=lambda n: f"{n}::HUGEINT"),
     ]
 }
-# Refused by skade today (Iceberg has no such type); test_refused_types checks they still are.
+# Refused by skade today (Iceberg has no such type); test_refused_types checks they still are
+# (TIMESTAMP_NS unless the lake is attached with TIMESTAMP_NS 'microseconds', as the pairs are).
 REFUSED = ["UHUGEINT", "TIMESTAMP_NS", "TIME_NS", "TIMETZ"]
 
 
@@ -316,14 +346,14 @@ class Pair:
     def open_skade(self):
         con = connect()
         con.execute("SET TimeZone = 'UTC'")
-        con.execute(f"ATTACH '{self.lake_path}' AS lake (TYPE skade)")
+        con.execute(f"ATTACH '{self.lake_path}' AS lake (TYPE skade, TIMESTAMP_NS 'microseconds')")
         return con
 
     def fail(self, what):
         script = self.tmp_path / "history.sql"
         script.write_text(
             f"-- seed {self.seed}, type {self.kind.sql}, {'keyed' if self.keyed else 'unkeyed'}\n"
-            f"LOAD '{EXTENSION}';\nSET TimeZone = 'UTC';\nATTACH '{self.lake_path}.repro' AS lake (TYPE skade);\n"
+            f"LOAD '{EXTENSION}';\nSET TimeZone = 'UTC';\nATTACH '{self.lake_path}.repro' AS lake (TYPE skade, TIMESTAMP_NS 'microseconds');\n"
             + "".join(s + ";\n" for s in self.history)
         )
         raise Mismatch(
