@@ -10,7 +10,9 @@ namespace duckdb {
 
 SkadeTransaction::SkadeTransaction(TransactionManager &manager, ClientContext &context, SkadeCatalog &catalog)
     : Transaction(manager, context), catalog(catalog) {
-	SkadeCheck(skade_txn_begin(catalog.Handle(), txn.out()));
+	// The attached database's name: the core's messages name tables in it (`lake.orders`).
+	auto database = SkadeNameString(catalog.GetName());
+	SkadeCheck(skade_txn_begin(catalog.Handle(), database.c_str(), txn.out()));
 }
 
 SkadeTransaction::~SkadeTransaction() {

@@ -62,7 +62,9 @@ skade_status *skade_catalog_detach(const skade_catalog *catalog);
 skade_status *skade_catalog_path(const skade_catalog *catalog, skade_strings **result);
 
 // ---- transactions ----
-skade_status *skade_txn_begin(const skade_catalog *catalog, skade_txn **result);
+// database: the name DuckDB attached the catalog under (messages name its tables as a user writes
+// them there: lake.orders, lake.sales.orders), or NULL (schema.table).
+skade_status *skade_txn_begin(const skade_catalog *catalog, const char *database, skade_txn **result);
 skade_status *skade_txn_commit(const skade_txn *txn);
 skade_status *skade_txn_rollback(const skade_txn *txn);
 void skade_txn_free(skade_txn *txn);

@@ -15,7 +15,7 @@ use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::consumers::{ConsumerChange, ConsumerRecord};
-use super::names::key;
+use super::names::{key, table_shown};
 use super::sinks::{SinkChange, SinkRecord};
 use super::state::{SchemaRecord, StateChange, TableRecord};
 use super::store::{CommitRecord, InputRecord, Store};
@@ -73,6 +73,10 @@ pub struct CommitRequest {
     pub sinks: Vec<SinkChange>,
     /// What the transaction read (kept on each of its records).
     pub inputs: Vec<InputRecord>,
+    /// The name the committing DuckDB attached the catalog under, for messages (not stored: a
+    /// request read back from a commit log names tables by schema and table).
+    #[serde(skip)]
+    pub database: Option<String>,
 }
 
 /// Serde for a map keyed by (schema, table) pairs, which JSON objects cannot key by: a sorted
@@ -243,10 +247,6 @@ fn check(tx: &WriteTransaction, request: &CommitRequest) -> Result<()> {
                     .map(|t| t.metadata_location),
             },
         };
-        let name = match &table {
-            Some((s, t)) => format!("table \"{s}.{t}\""),
-            None => format!("schema \"{schema_key}\""),
-        };
         let ok = match &change.expect {
             Expect::SchemaAbsent => !schema_exists,
             Expect::SchemaEmpty => {
@@ -264,6 +264,12 @@ fn check(tx: &WriteTransaction, request: &CommitRequest) -> Result<()> {
                 Expect::TableAbsent => "it was created by a concurrent transaction",
                 Expect::TableAt(_) if current_location.is_none() => "it was dropped by a concurrent transaction",
                 Expect::TableAt(_) => "a concurrent transaction committed to it first",
+            };
+            let database = request.database.as_deref();
+            let name = match &change.effect {
+                StateChange::PutTable(t) => format!("table {}", table_shown(database, &t.schema, &t.name)),
+                StateChange::DropTable { schema, name } => format!("table {}", table_shown(database, schema, name)),
+                _ => format!("schema \"{schema_key}\""),
             };
             return Err(Error::conflict(format!(
                 "transaction conflict on {name}: {why}; nothing was committed, retry the transaction"
@@ -424,6 +430,7 @@ mod tests {
             consumers: vec![],
             sinks: vec![],
             inputs: vec![],
+            database: None,
         }
     }
 

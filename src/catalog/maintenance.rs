@@ -5,6 +5,7 @@ use arrow::array::StructArray;
 use iceberg::spec::{Operation, TableMetadata, TableMetadataBuilder};
 
 use super::commit::{Change, CommitRequest, Expect};
+use super::names::table_shown;
 use super::open::Catalog;
 use super::state::{CatalogState, StateChange, TableRecord};
 use crate::error::{Error, ErrorKind, Result};
@@ -39,6 +40,19 @@ impl Catalog {
     /// snapshot-less `expire_snapshots` entry in the commit log), then removes the files only
     /// they referenced. Time travel to an expired snapshot is an error afterwards.
     pub fn expire_snapshots(&self, schema: &str, name: &str, retention: Retention) -> Result<ExpireReport> {
+        self.expire_snapshots_as(None, schema, name, retention)
+    }
+
+    /// [`Self::expire_snapshots`], its messages naming the table in the attached database
+    /// `database` (see [`Catalog::begin_as`]).
+    pub fn expire_snapshots_as(
+        &self,
+        database: Option<&str>,
+        schema: &str,
+        name: &str,
+        retention: Retention,
+    ) -> Result<ExpireReport> {
+        let shown = || table_shown(database, schema, name);
         if self.read_only() {
             return Err(Error::permission(format!("skade catalog {} is attached read-only", self.path().display())));
         }
@@ -49,7 +63,7 @@ impl Catalog {
             let head = self.state();
             let record = head
                 .table(schema, name)
-                .ok_or_else(|| Error::catalog(format!("Table with name {schema}.{name} does not exist!")))?
+                .ok_or_else(|| Error::catalog(format!("Table with name {} does not exist!", shown())))?
                 .clone();
             // Take the table's commit turn, as committers do: expiry queues behind them.
             let lock = self.table_lock(&record.uuid);
@@ -89,6 +103,7 @@ impl Catalog {
                 consumers: vec![],
                 sinks: vec![],
                 inputs: vec![],
+                database: database.map(str::to_string),
             };
             match self.commit(request) {
                 Ok(_) => {
@@ -108,7 +123,7 @@ impl Catalog {
                 Err(e) => return Err(e),
             }
         }
-        Err(Error::conflict(format!("table {schema}.{name} kept changing during snapshot expiry; retry")))
+        Err(Error::conflict(format!("table {} kept changing during snapshot expiry; retry", shown())))
     }
 
     /// Takes out of `expired` the snapshots of table `uuid` a consumer still needs: every one
@@ -151,14 +166,20 @@ impl Catalog {
     /// time travel until their snapshots expire. Nothing to gain (at most one data file and no
     /// deletes): no commit.
     pub fn compact(&self, schema: &str, name: &str) -> Result<CompactReport> {
+        self.compact_as(None, schema, name)
+    }
+
+    /// [`Self::compact`], its messages naming the table in the attached database `database` (see
+    /// [`Catalog::begin_as`]).
+    pub fn compact_as(&self, database: Option<&str>, schema: &str, name: &str) -> Result<CompactReport> {
         if self.read_only() {
             return Err(Error::permission(format!("skade catalog {} is attached read-only", self.path().display())));
         }
         // skade's own rewrite, changing no row: it may maintain the reserved lineage history too
-        let txn = self.begin_system();
-        let table = txn
-            .table(schema, name)?
-            .ok_or_else(|| Error::catalog(format!("Table with name {schema}.{name} does not exist!")))?;
+        let txn = self.begin_system().attached_as(database);
+        let table = txn.table(schema, name)?.ok_or_else(|| {
+            Error::catalog(format!("Table with name {} does not exist!", table_shown(database, schema, name)))
+        })?;
         let Some(current) = table.metadata.current_snapshot() else {
             return Ok(CompactReport::default());
         };

@@ -2,6 +2,7 @@
 //! warehouse, so every name is checked before it can reach a path: nothing may escape the
 //! warehouse folder.
 
+use std::borrow::Cow;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -58,6 +59,32 @@ pub fn shown(name: &str) -> String {
     }
 }
 
+/// A table as messages name it: as a user writes it in SQL, qualified with `database`, the name
+/// its catalog is attached under in DuckDB (`lake.orders` in schema main, `lake.sales.orders` in
+/// another), each part double-quoted where SQL needs it (`lake."my orders"`). The same text names
+/// the table in a function's argument (`skade_snapshots('lake.orders')`). Without a database (a
+/// transaction of the Rust API, no ATTACH behind it): `schema.table`.
+pub fn table_shown(database: Option<&str>, schema: &str, table: &str) -> String {
+    let (schema_part, table_part) = (sql_identifier(schema), sql_identifier(table));
+    match database {
+        Some(db) if key(schema) == DEFAULT_SCHEMA => format!("{}.{table_part}", sql_identifier(db)),
+        Some(db) => format!("{}.{schema_part}.{table_part}", sql_identifier(db)),
+        None => format!("{schema_part}.{table_part}"),
+    }
+}
+
+/// `name` as one SQL identifier: as it is when it needs no quotes (letters, digits and
+/// underscores, not starting with a digit), else in double quotes, a double quote in it doubled
+/// (as DuckDB quotes one; its parser of qualified names in a string argument reads it back).
+pub fn sql_identifier(name: &str) -> Cow<'_, str> {
+    // (DuckDB's scanner takes any non-ASCII character in an unquoted identifier, as PostgreSQL's)
+    let plain = |c: char| c == '_' || c.is_ascii_alphanumeric() || !c.is_ascii();
+    match name.chars().next() {
+        Some(first) if !first.is_ascii_digit() && name.chars().all(plain) => Cow::Borrowed(name),
+        _ => Cow::Owned(format!("\"{}\"", name.replace('"', "\"\""))),
+    }
+}
+
 /// `<data_path>/<schema>/<table>`, after checking both names and that the result stays inside.
 pub fn table_location(data_path: &Path, schema: &str, table: &str) -> Result<PathBuf> {
     validate("schema", schema)?;
@@ -88,6 +115,17 @@ mod tests {
         for good in ["orders", "Orders 2024", "ü-ñ", "a.b", "...x"] {
             validate("table", good).unwrap();
         }
+    }
+
+    #[test]
+    fn tables_are_shown_as_sql_names_them_in_their_attached_database() {
+        assert_eq!(table_shown(Some("lake"), "main", "orders"), "lake.orders");
+        assert_eq!(table_shown(Some("lake"), "Main", "Orders"), "lake.Orders");
+        assert_eq!(table_shown(Some("lake_b"), "s", "t"), "lake_b.s.t");
+        assert_eq!(table_shown(None, "main", "orders"), "main.orders");
+        assert_eq!(table_shown(Some("my lake"), "a.b", "1st"), "\"my lake\".\"a.b\".\"1st\"");
+        assert_eq!(table_shown(Some("lake"), "main", "say \"hi\""), "lake.\"say \"\"hi\"\"\"");
+        assert_eq!(table_shown(Some("lake"), "main", "ü_t2"), "lake.ü_t2");
     }
 
     #[test]

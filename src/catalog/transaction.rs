@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::commit::{Change, CommitRequest, Expect};
 use super::consumers::{staged_consumer_changes, StagedConsumer};
 use super::names::{self, key, DEFAULT_SCHEMA};
-use super::open::{Catalog, Inner};
+use super::open::Catalog;
 use super::pinned::{lookup_rows, pinned_keys};
 use super::rebase::deletes_rebase;
 use super::sinks::SinkChange;
@@ -46,13 +46,21 @@ pub struct TableInfo {
     pub metadata: Arc<TableMetadata>,
     /// The version a read of this table sees (AT clauses pin an older one).
     pub version: Version,
+    /// The name the catalog is attached under in DuckDB, as the transaction that read the table
+    /// was begun with (see [`Catalog::begin_as`]): messages name the table in it.
+    pub database: Option<Arc<str>>,
 }
 
 impl TableInfo {
     /// The same table read at an AT clause (see [`time_travel::resolve`]).
     pub fn at(&self, unit: &str, value: i64) -> Result<TableInfo> {
-        let version = time_travel::resolve(&self.metadata, &self.record.qualified_name(), unit, value)?;
+        let version = time_travel::resolve(&self.metadata, &self.shown_name(), unit, value)?;
         Ok(TableInfo { version, ..self.clone() })
+    }
+
+    /// The table as messages name it (`lake.orders`: see [`names::table_shown`]).
+    pub fn shown_name(&self) -> String {
+        names::table_shown(self.database.as_deref(), &self.record.schema, &self.record.name)
     }
 
     /// The columns a read of this table sees: its current schema, or the schema a snapshot an AT
@@ -252,6 +260,9 @@ impl FileIds {
 
 pub struct Transaction {
     catalog: Catalog,
+    /// The name the catalog is attached under in the DuckDB that began this transaction (None: a
+    /// transaction of the Rust API or of skade itself): messages name tables in it.
+    database: Option<Arc<str>>,
     state: Mutex<TxnState>,
     /// DuckDB's memory_limit, bytes (bounds what a statement's key check holds).
     memory_limit: AtomicU64,
@@ -262,6 +273,13 @@ pub struct Transaction {
 impl Catalog {
     pub fn begin(&self) -> Transaction {
         Transaction::new(self.clone())
+    }
+
+    /// A transaction of the catalog as DuckDB attached it under the name `database` (several
+    /// ATTACHes of one file share the catalog under their own names): its messages name tables
+    /// as a user there writes them (`lake.orders`, `lake.sales.orders`).
+    pub fn begin_as(&self, database: &str) -> Transaction {
+        self.begin().attached_as(Some(database))
     }
 
     /// A transaction of skade itself: the lineage history's writer, compaction (which changes no row),
@@ -281,6 +299,7 @@ impl Transaction {
         let view = catalog.state();
         Transaction {
             catalog,
+            database: None,
             state: Mutex::new(TxnState {
                 view,
                 ddl: vec![],
@@ -297,6 +316,22 @@ impl Transaction {
             memory_limit: AtomicU64::new(u64::MAX),
             system: false,
         }
+    }
+
+    /// The same transaction, its messages naming tables in the attached database `database`.
+    pub(super) fn attached_as(mut self, database: Option<&str>) -> Transaction {
+        self.database = database.map(Arc::from);
+        self
+    }
+
+    /// The name the catalog is attached under in the DuckDB that began this transaction.
+    pub fn database(&self) -> Option<&str> {
+        self.database.as_deref()
+    }
+
+    /// The table `record` as this transaction's messages name it (see [`names::table_shown`]).
+    pub fn shown_name(&self, record: &TableRecord) -> String {
+        names::table_shown(self.database(), &record.schema, &record.name)
     }
 
     /// DuckDB's memory_limit (bytes): a statement's primary-key check holds its keys within a
@@ -336,8 +371,7 @@ impl Transaction {
 
     /// Refuses a user's write to a table of skade's reserved schema.
     pub(super) fn check_table_writable(&self, table: &TableInfo) -> Result<()> {
-        let name = table.record.qualified_name();
-        self.check_not_reserved(&table.record.schema, &format!("write to table {}", names::shown(&name)))
+        self.check_not_reserved(&table.record.schema, &format!("write to table {}", table.shown_name()))
     }
 
     /// Stages a lineage sink's cursor move (see `sinks`): it commits with the transaction.
@@ -389,8 +423,8 @@ impl Transaction {
             .inner
             .metadata
             .get(&record.metadata_location)
-            .map_err(|e| e.context(format!("table {}", record.qualified_name())))?;
-        Ok(TableInfo { record, metadata, version: Version::Current })
+            .map_err(|e| e.context(format!("table {}", self.shown_name(&record))))?;
+        Ok(TableInfo { record, metadata, version: Version::Current, database: self.database.clone() })
     }
 
     /// Plans a scan of `table` (as the statement bound it, at its version). The current version
@@ -430,7 +464,7 @@ impl Transaction {
             }
             plan.plan_files(&table.metadata, snapshot.as_deref(), request)
         })();
-        planned.map_err(|e| e.context(format!("table {}", table.record.qualified_name())))
+        planned.map_err(|e| e.context(format!("table {}", table.shown_name())))
     }
 
     /// The statistics of a scan of `table` (see [`crate::read::column_stats`]), from its
@@ -478,7 +512,7 @@ impl Transaction {
             let (bounds, null_free) = for_schema(&stats, &schema, &caches.shape(&table.metadata, &schema)?.arrow)?;
             Ok((bounds, null_free, stats.rows))
         })();
-        stats.map_err(|e: Error| e.context(format!("table {}", table.record.qualified_name())))
+        stats.map_err(|e: Error| e.context(format!("table {}", table.shown_name())))
     }
 
     /// Notes that a statement read something outside this catalog (a file, another database's
@@ -500,7 +534,7 @@ impl Transaction {
     /// current columns.
     pub fn lookup(&self, uuid: &str, as_of: Option<i64>, keys: &StructArray) -> Result<Found> {
         let table = self.table_by_uuid(uuid)?;
-        let name = table.record.qualified_name();
+        let name = table.shown_name();
         let current = table.metadata.current_schema();
         let shape = self.catalog.inner.read_caches.shape(&table.metadata, current)?;
         let key = shape
@@ -519,7 +553,8 @@ impl Transaction {
             .collect::<Result<_>>()?;
         let version = match as_of {
             Some(id) if table.metadata.snapshot_by_id(id).is_none() => {
-                return Err(Error::catalog(format!("table {name} has no snapshot {id}")));
+                let call = time_travel::snapshots_call(&name);
+                return Err(Error::catalog(format!("table {name} has no snapshot {id} ({call} lists them)")));
             }
             Some(id) => Version::Snapshot(id),
             None => Version::Current,
@@ -631,7 +666,8 @@ impl Transaction {
         let location =
             location.to_str().ok_or_else(|| Error::invalid("table location is not valid UTF-8"))?.to_string();
         let table_uuid = Uuid::new_v4();
-        let spec = partition::unbound_spec(&iceberg_schema, partitioned_by, name)?;
+        let shown = names::table_shown(self.database(), &stored_schema_name, name);
+        let spec = partition::unbound_spec(&iceberg_schema, partitioned_by, &shown)?;
         let md = metadata::new_table(iceberg_schema, spec, &location, table_uuid, &kept)?;
         let md_location = metadata::metadata_location(&location, 0);
         self.lock()?.written.push(md_location.clone());
@@ -692,7 +728,8 @@ impl Transaction {
             changes.statement_budget.get_or_insert_with(|| KeyBudget::for_memory_limit(limit)).clone()
         };
         let target = self.catalog.target_file_size;
-        TableWriter::new(&table.metadata, &self.catalog.inner.file_io, &table.record.qualified_name(), budget, target)
+        // (the writer's name is for its messages only)
+        TableWriter::new(&table.metadata, &self.catalog.inner.file_io, &table.shown_name(), budget, target)
     }
 
     /// Adds one writer's files to the running statement (several writers may share a statement).
@@ -727,7 +764,7 @@ impl Transaction {
                 let shown = key.converter().map(|c| key.describe(&c, k)).unwrap_or_default();
                 Error::constraint(format!(
                     "Duplicate key \"{shown}\" violates primary key constraint on table {}",
-                    table.record.qualified_name()
+                    table.shown_name()
                 ))
             };
             let caches = self.catalog.inner.read_caches.clone();
@@ -891,7 +928,7 @@ impl Transaction {
         if !changes.is_empty() {
             return Err(Error::invalid(format!(
                 "table {} has uncommitted changes in this transaction; commit them before rewriting it",
-                table.record.qualified_name()
+                table.shown_name()
             )));
         }
         changes.appends = added;
@@ -1111,6 +1148,7 @@ impl Transaction {
                 consumers: consumers.clone(),
                 sinks: sinks.clone(),
                 inputs: st.reads.clone(),
+                database: self.database().map(str::to_string),
             };
             match self.catalog.commit(request) {
                 Ok(records) => {
@@ -1155,8 +1193,8 @@ impl Transaction {
                     Some(t) if t.uuid == record.uuid => t.metadata_location.clone(),
                     _ => {
                         return Err(Error::conflict(format!(
-                            "transaction conflict on table \"{}\": it was dropped by a concurrent transaction; nothing was committed",
-                            record.qualified_name()
+                            "transaction conflict on table {}: it was dropped by a concurrent transaction; nothing was committed",
+                            self.shown_name(record)
                         )))
                     }
                 }
@@ -1167,7 +1205,7 @@ impl Transaction {
                     // Deletes rebase only over snapshots that appended: a concurrent delete or
                     // update may have removed the same rows (and its own deletes could miss rows
                     // this transaction added or changed).
-                    let at_read = sequence_at(inner, delete_base, record)?;
+                    let at_read = self.sequence_at(delete_base, record)?;
                     let since: Vec<Operation> = base
                         .snapshots()
                         .filter(|s| s.sequence_number() > at_read)
@@ -1175,9 +1213,9 @@ impl Transaction {
                         .collect();
                     if !deletes_rebase(at_read, base.last_sequence_number(), &since) {
                         return Err(Error::conflict(format!(
-                            "transaction conflict on table \"{}\": a concurrent transaction deleted, updated or \
+                            "transaction conflict on table {}: a concurrent transaction deleted, updated or \
                              compacted rows of it first; nothing was committed, retry the transaction",
-                            record.qualified_name()
+                            self.shown_name(record)
                         )));
                     }
                 }
@@ -1190,10 +1228,10 @@ impl Transaction {
                     head_key.sort_unstable();
                     if head_key != check.field_ids {
                         return Err(Error::conflict(format!(
-                            "transaction conflict on table \"{}\": a concurrent ALTER TABLE changed its PRIMARY \
+                            "transaction conflict on table {}: a concurrent ALTER TABLE changed its PRIMARY \
                              KEY, which this transaction's rows were not checked against; nothing was committed, \
                              retry the transaction",
-                            record.qualified_name()
+                            self.shown_name(record)
                         )));
                     }
                     if !check.field_ids.is_empty() {
@@ -1226,7 +1264,7 @@ impl Transaction {
     /// must be disjoint from those of this transaction's files.
     fn check_concurrent_keys(&self, record: &TableRecord, check: &KeyCheck, base: &TableMetadata) -> Result<()> {
         let inner = &self.catalog.inner;
-        let at_read = sequence_at(inner, &check.checked_on, record)?;
+        let at_read = self.sequence_at(&check.checked_on, record)?;
         let Some(current) = base.current_snapshot() else {
             return Ok(());
         };
@@ -1235,9 +1273,9 @@ impl Transaction {
             files.data.iter().filter(|e| e.sequence_number > at_read).map(|e| e.file().clone()).collect();
         if ranges_may_overlap(&check.field_ids, &check.appends, &theirs) {
             return Err(Error::conflict(format!(
-                "transaction conflict on table \"{}\": a concurrent transaction inserted rows whose keys may \
+                "transaction conflict on table {}: a concurrent transaction inserted rows whose keys may \
                  collide with this one's; nothing was committed, retry the transaction",
-                record.qualified_name()
+                self.shown_name(record)
             )));
         }
         Ok(())
@@ -1307,14 +1345,17 @@ impl Drop for Transaction {
     }
 }
 
-/// The last sequence number of the table's metadata at `location` (the state a transaction read).
-/// An expiry since may have removed that file: the history since is then unknown, a conflict.
-fn sequence_at(inner: &Inner, location: &str, record: &TableRecord) -> Result<i64> {
-    inner.metadata.get(location).map(|m| m.last_sequence_number()).map_err(|_| {
-        Error::conflict(format!(
-            "transaction conflict on table \"{}\": its snapshots were expired since this transaction read it; \
-             nothing was committed, retry the transaction",
-            record.qualified_name()
-        ))
-    })
+impl Transaction {
+    /// The last sequence number of the table's metadata at `location` (the state this transaction
+    /// read). An expiry since may have removed that file: the history since is then unknown, a
+    /// conflict.
+    fn sequence_at(&self, location: &str, record: &TableRecord) -> Result<i64> {
+        self.catalog.inner.metadata.get(location).map(|m| m.last_sequence_number()).map_err(|_| {
+            Error::conflict(format!(
+                "transaction conflict on table {}: its snapshots were expired since this transaction read it; \
+                 nothing was committed, retry the transaction",
+                self.shown_name(record)
+            ))
+        })
+    }
 }

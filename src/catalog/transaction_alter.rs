@@ -23,27 +23,27 @@ impl Transaction {
     /// EXISTS, a constraint already so).
     pub fn alter_table(&self, schema: &str, name: &str, change: &SchemaChange) -> Result<bool> {
         self.check_writable()?;
-        let table = self.table(schema, name)?.ok_or_else(|| missing(schema, name))?;
+        let table = self.table(schema, name)?.ok_or_else(|| self.missing(schema, name))?;
         self.check_table_writable(&table)?;
         let record = table.record.clone();
         // (the files a transaction stages for a table are all of one partition spec)
         let wrote = self.lock()?.wrote_to(&record.uuid);
         if wrote && matches!(change, SchemaChange::SetPartitioning { .. }) {
             return Err(Error::invalid(format!(
-                "cannot change how table \"{}\" is partitioned in a transaction that already wrote to it: \
+                "cannot change how table {} is partitioned in a transaction that already wrote to it: \
                  commit the writes first",
-                record.qualified_name()
+                table.shown_name()
             )));
         }
         let location = record.metadata_location.clone();
-        let shown = record.qualified_name();
+        let shown = table.shown_name();
         let Some(next) = evolve(&table.metadata, &location, change, self.catalog().nanoseconds(), &shown)? else {
             return Ok(false);
         };
         if let SchemaChange::AddPrimaryKey { .. } = change {
             if wrote {
                 return Err(Error::invalid(format!(
-                    "cannot add a PRIMARY KEY to table \"{shown}\" in a transaction that already wrote to it: \
+                    "cannot add a PRIMARY KEY to table {shown} in a transaction that already wrote to it: \
                      commit the writes first"
                 )));
             }
@@ -68,9 +68,9 @@ impl Transaction {
     fn check_rows_take_key(&self, table: &TableInfo, next: &TableMetadata) -> Result<()> {
         let key =
             KeyColumns::of(next.current_schema())?.ok_or_else(|| Error::internal("a PRIMARY KEY of no columns"))?;
-        let shown = table.record.qualified_name();
+        let shown = table.shown_name();
         let refused = |why: String| {
-            Error::constraint(format!("cannot add PRIMARY KEY ({}) to table \"{shown}\": {why}", key.names.join(", ")))
+            Error::constraint(format!("cannot add PRIMARY KEY ({}) to table {shown}: {why}", key.names.join(", ")))
         };
         let columns = (0..table.metadata.current_schema().as_struct().fields().len()).collect();
         let plan = self.scan(table, columns, None, false)?.read_only(Some(&key.indexes));
@@ -110,7 +110,7 @@ impl Transaction {
     /// ALTER TABLE ... RENAME TO `to`, in the same schema.
     pub fn rename_table(&self, schema: &str, name: &str, to: &str) -> Result<()> {
         self.check_writable()?;
-        let table = self.table(schema, name)?.ok_or_else(|| missing(schema, name))?;
+        let table = self.table(schema, name)?.ok_or_else(|| self.missing(schema, name))?;
         self.check_table_writable(&table)?;
         self.check_not_reserved(schema, &format!("rename a table to {}", names::shown(to)))?;
         // (the new name must be one a table could be created with; the files stay where they are)
@@ -129,8 +129,8 @@ impl Transaction {
         st.ddl.push(Ddl::RenameTable { before, after });
         Ok(())
     }
-}
 
-fn missing(schema: &str, name: &str) -> Error {
-    Error::catalog(format!("Table with name \"{schema}.{name}\" does not exist!"))
+    fn missing(&self, schema: &str, name: &str) -> Error {
+        Error::catalog(format!("Table with name {} does not exist!", names::table_shown(self.database(), schema, name)))
+    }
 }

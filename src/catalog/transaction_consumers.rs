@@ -11,6 +11,7 @@ use super::consumers::{ConsumedTable, ConsumerRecord, StagedConsumer, Start};
 use super::names::{self, key};
 use super::transaction::{Transaction, TxnState};
 use crate::error::{Error, Result};
+use crate::read::time_travel::snapshots_call;
 
 fn now_us() -> i64 {
     chrono::Utc::now().timestamp_micros()
@@ -71,10 +72,10 @@ impl Transaction {
         }
         let mut tables: Vec<ConsumedTable> = vec![];
         for (schema, name) in names {
-            let t = st
-                .view
-                .table(schema, name)
-                .ok_or_else(|| Error::catalog(format!("Table with name {schema}.{name} does not exist!")))?;
+            let t = st.view.table(schema, name).ok_or_else(|| {
+                let shown = names::table_shown(self.database(), schema, name);
+                Error::catalog(format!("Table with name {shown} does not exist!"))
+            })?;
             if !tables.iter().any(|c| c.uuid == t.uuid) {
                 tables.push(ConsumedTable { schema: t.schema.clone(), name: t.name.clone(), uuid: t.uuid.clone() });
             }
@@ -100,9 +101,10 @@ impl Transaction {
                     ));
                 };
                 self.catalog().commit_seq_of(&table.uuid, id)?.ok_or_else(|| {
+                    let shown = names::table_shown(self.database(), &table.schema, &table.name);
                     Error::catalog(format!(
-                        "table {} has no snapshot {id} committed through this catalog (skade_snapshots lists them)",
-                        table.qualified_name()
+                        "table {shown} has no snapshot {id} committed through this catalog ({} lists them)",
+                        snapshots_call(&shown)
                     ))
                 })
             }
@@ -147,15 +149,16 @@ impl Transaction {
         self.check_writable()?;
         let mut st = self.lock()?;
         let current = self.consumer_now(&st, name).ok_or_else(|| unknown(name))?;
-        let names: Vec<(String, String)> = current.tables.iter().map(|t| (t.schema.clone(), t.name.clone())).collect();
-        if let Some((schema, table)) = names.iter().find(|(s, n)| st.view.table(s, n).is_none()) {
+        let tables: Vec<(String, String)> = current.tables.iter().map(|t| (t.schema.clone(), t.name.clone())).collect();
+        if let Some((schema, table)) = tables.iter().find(|(s, n)| st.view.table(s, n).is_none()) {
             return Err(Error::catalog(format!(
-                "cannot reset consumer {}: its table {schema}.{table} no longer exists; create a table of \
-                 that name again, or drop the consumer (and create one for the tables that remain)",
-                names::shown(name)
+                "cannot reset consumer {}: its table {} no longer exists; create a table of that name again, \
+                 or drop the consumer (and create one for the tables that remain)",
+                names::shown(name),
+                names::table_shown(self.database(), schema, table)
             )));
         }
-        let tables = self.consumed_tables(&st, &names)?;
+        let tables = self.consumed_tables(&st, &tables)?;
         let record = ConsumerRecord {
             generation: Uuid::new_v4().to_string(),
             cursor: self.start_cursor(&tables, start)?,

@@ -16,10 +16,13 @@ use crate::read::caches::ReadCaches;
 use crate::read::time_travel::{self, Version};
 
 /// The snapshots after `from` (exclusive; None: from the table's creation) up to and including
-/// `to` (None: the current snapshot), oldest first, along `to`'s ancestry.
+/// `to` (None: the current snapshot), oldest first, along `to`'s ancestry. `table` names the table
+/// in messages.
 pub fn window(metadata: &TableMetadata, table: &str, from: Option<i64>, to: Option<i64>) -> Result<Vec<Arc<Snapshot>>> {
-    let unknown =
-        |id: i64| Error::catalog(format!("table {table} has no snapshot {id} (skade_snapshots('{table}') lists them)"));
+    let unknown = |id: i64| {
+        let call = time_travel::snapshots_call(table);
+        Error::catalog(format!("table {table} has no snapshot {id} ({call} lists them)"))
+    };
     if let Some(id) = from {
         metadata.snapshot_by_id(id).ok_or_else(|| unknown(id))?;
     }
@@ -85,7 +88,8 @@ pub struct Request<'a> {
 
 /// Which rows a query of the window gets: its snapshots decoded (netted with `collapse`), or,
 /// when they cannot be decoded, netted as the difference of the window's ends, or (plain) the
-/// full reload of its end, flagged on every row (DuckDB has no notices to send).
+/// full reload of its end, flagged on every row (DuckDB has no notices to send). `name` names the
+/// table in messages.
 pub fn rows(
     metadata: &TableMetadata,
     caches: &Arc<ReadCaches>,

@@ -18,11 +18,21 @@ use crate::format::partition::parse_keys;
 
 pub struct SkadeTxn(pub(crate) Arc<Transaction>);
 
+/// A transaction of the catalog attached in DuckDB as `database` (its messages name tables in
+/// it: `lake.orders`); a null `database`: named by schema and table.
 #[no_mangle]
-pub unsafe extern "C" fn skade_txn_begin(catalog: *const SkadeCatalog, result: *mut *mut SkadeTxn) -> *mut SkadeStatus {
+pub unsafe extern "C" fn skade_txn_begin(
+    catalog: *const SkadeCatalog,
+    database: *const c_char,
+    result: *mut *mut SkadeTxn,
+) -> *mut SkadeStatus {
     guard(|| {
         let c = &handle(catalog, "catalog")?.0;
-        out(result, Box::into_raw(Box::new(SkadeTxn(Arc::new(c.begin())))))
+        let txn = match database.is_null() {
+            true => c.begin(),
+            false => c.begin_as(arg(database, "database name")?),
+        };
+        out(result, Box::into_raw(Box::new(SkadeTxn(Arc::new(txn)))))
     })
 }
 

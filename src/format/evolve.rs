@@ -105,7 +105,7 @@ pub fn evolve(
     let mut keys: Vec<i32> = schema.identifier_field_ids().collect();
     let mut kept = DuckdbTypes::of(metadata.properties())?;
     let find = |fields: &[NestedFieldRef], name: &str| fields.iter().position(|f| f.name.eq_ignore_ascii_case(name));
-    let missing = |name: &str| Error::catalog(format!("Table \"{table}\" does not have a column with name \"{name}\""));
+    let missing = |name: &str| Error::catalog(format!("Table {table} does not have a column with name \"{name}\""));
     match change {
         SchemaChange::AddColumn { field, duckdb_type, if_not_exists } => {
             if find(&fields, field.name()).is_some() {
@@ -113,7 +113,7 @@ pub fn evolve(
                     return Ok(None);
                 }
                 return Err(Error::catalog(format!(
-                    "Column with name {} already exists in table \"{table}\"",
+                    "Column with name {} already exists in table {table}",
                     field.name()
                 )));
             }
@@ -136,20 +136,20 @@ pub fn evolve(
             };
             if keys.contains(&fields[i].id) {
                 return Err(Error::invalid(format!(
-                    "cannot drop column \"{}\" of table \"{table}\": it is part of the PRIMARY KEY",
+                    "cannot drop column \"{}\" of table {table}: it is part of the PRIMARY KEY",
                     fields[i].name
                 )));
             }
             if partition::is_partition_source(metadata, fields[i].id) {
                 return Err(Error::invalid(format!(
-                    "cannot drop column \"{}\" of table \"{table}\": the table's files are partitioned by it \
+                    "cannot drop column \"{}\" of table {table}: the table's files are partitioned by it \
                      (Iceberg readers need it to read their partition values)",
                     fields[i].name
                 )));
             }
             if fields.len() == 1 {
                 return Err(Error::invalid(format!(
-                    "cannot drop column \"{}\": it is the only column of table \"{table}\"",
+                    "cannot drop column \"{}\": it is the only column of table {table}",
                     fields[i].name
                 )));
             }
@@ -159,7 +159,7 @@ pub fn evolve(
         SchemaChange::RenameColumn { from, to } => {
             let i = find(&fields, from).ok_or_else(|| missing(from))?;
             if find(&fields, to).is_some_and(|j| j != i) {
-                return Err(Error::catalog(format!("Column with name {to} already exists in table \"{table}\"")));
+                return Err(Error::catalog(format!("Column with name {to} already exists in table {table}")));
             }
             let f = &fields[i];
             fields[i] = Arc::new(NestedField::new(f.id, to, (*f.field_type).clone(), f.required).with_doc_of(f));
@@ -170,7 +170,7 @@ pub fn evolve(
             let before = kept.0.get(&f.id).cloned().unwrap_or_else(|| natural_duckdb_type(&f.field_type));
             let refuse = |why: &str| {
                 Error::invalid(format!(
-                    "cannot change column \"{}\" of table \"{table}\" from {before} to {duckdb_type}: {why}",
+                    "cannot change column \"{}\" of table {table} from {before} to {duckdb_type}: {why}",
                     f.name
                 ))
             };
@@ -206,7 +206,7 @@ pub fn evolve(
             let f = fields[i].clone();
             if keys.contains(&f.id) {
                 return Err(Error::invalid(format!(
-                    "cannot drop NOT NULL of column \"{}\" of table \"{table}\": it is part of the PRIMARY KEY",
+                    "cannot drop NOT NULL of column \"{}\" of table {table}: it is part of the PRIMARY KEY",
                     f.name
                 )));
             }
@@ -221,7 +221,7 @@ pub fn evolve(
                 return Ok(None);
             }
             return Err(Error::invalid(format!(
-                "cannot SET NOT NULL on column \"{}\" of table \"{table}\": Iceberg cannot make an optional \
+                "cannot SET NOT NULL on column \"{}\" of table {table}: Iceberg cannot make an optional \
                  column required (files written before may hold NULLs, and readers trust the schema)",
                 fields[i].name
             )));
@@ -230,10 +230,7 @@ pub fn evolve(
             if !keys.is_empty() {
                 let names: Vec<&str> =
                     fields.iter().filter(|f| keys.contains(&f.id)).map(|f| f.name.as_str()).collect();
-                return Err(Error::catalog(format!(
-                    "table \"{table}\" already has a PRIMARY KEY ({})",
-                    names.join(", ")
-                )));
+                return Err(Error::catalog(format!("table {table} already has a PRIMARY KEY ({})", names.join(", "))));
             }
             for name in columns {
                 let i = find(&fields, name).ok_or_else(|| missing(name))?;

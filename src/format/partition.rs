@@ -153,14 +153,14 @@ pub fn unbound_spec(schema: &Schema, keys: &[PartitionKey], table: &str) -> Resu
     for k in keys {
         let field =
             schema.as_struct().fields().iter().find(|f| f.name.eq_ignore_ascii_case(&k.column)).ok_or_else(|| {
-                Error::catalog(format!("Table \"{table}\" does not have a column with name \"{}\"", k.column))
+                Error::catalog(format!("Table {table} does not have a column with name \"{}\"", k.column))
             })?;
         // (the iceberg crate cannot write a UUID partition value to a manifest: Avro refuses it)
         if k.transform == Transform::Identity
             && matches!(field.field_type.as_primitive_type(), Some(iceberg::spec::PrimitiveType::Uuid))
         {
             return Err(Error::invalid(format!(
-                "cannot partition table \"{table}\" by the UUID column \"{}\" itself (its values cannot be \
+                "cannot partition table {table} by the UUID column \"{}\" itself (its values cannot be \
                  written as partition values yet): use bucket(N, {})",
                 field.name, field.name
             )));
@@ -170,14 +170,14 @@ pub fn unbound_spec(schema: &Schema, keys: &[PartitionKey], table: &str) -> Resu
             && keys.iter().any(|o| o != k && time(&o.transform) && o.column.eq_ignore_ascii_case(&k.column))
         {
             return Err(Error::invalid(format!(
-                "cannot partition table \"{table}\" by two of year, month, day and hour of column \"{}\": \
+                "cannot partition table {table} by two of year, month, day and hour of column \"{}\": \
                  Iceberg takes one time transform per column",
                 field.name
             )));
         }
         if k.transform.result_type(&field.field_type).is_err() {
             return Err(Error::invalid(format!(
-                "cannot partition table \"{table}\" by {}: column \"{}\" is of type {}, which {} does not take",
+                "cannot partition table {table} by {}: column \"{}\" is of type {}, which {} does not take",
                 describe_key(&field.name, &k.transform),
                 field.name,
                 field.field_type,
@@ -192,7 +192,7 @@ pub fn unbound_spec(schema: &Schema, keys: &[PartitionKey], table: &str) -> Resu
 }
 
 fn refused(table: &str, e: &iceberg::Error) -> Error {
-    Error::invalid(format!("cannot partition table \"{table}\" so: {}", e.message()))
+    Error::invalid(format!("cannot partition table {table} so: {}", e.message()))
 }
 
 fn transform_name(t: &Transform) -> &'static str {

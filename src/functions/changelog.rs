@@ -25,7 +25,7 @@ pub fn rows(
 ) -> Result<RecordBatchIterator<std::vec::IntoIter<std::result::Result<RecordBatch, arrow::error::ArrowError>>>> {
     txn.note_read(table)?;
     let caches = txn.catalog().read_caches();
-    let batches = crate::changelog::window::rows(&table.metadata, &caches, &table.record.qualified_name(), request)?;
+    let batches = crate::changelog::window::rows(&table.metadata, &caches, &table.shown_name(), request)?;
     let (facing, schema) = (Facing::of(&table.metadata)?, schema(table)?);
     let batches: Vec<_> = batches.into_iter().map(|b| facing.batch(b, &schema)).collect::<Result<Vec<_>>>()?;
     let batches: Vec<_> = batches.into_iter().map(Ok).collect();

@@ -22,7 +22,7 @@ pub fn schema() -> SchemaRef {
 
 pub fn run(txn: &Transaction, uuid: &str) -> Result<RecordBatch> {
     let table = txn.table_by_uuid(uuid)?;
-    let report = txn.catalog().compact(&table.record.schema, &table.record.name)?;
+    let report = txn.catalog().compact_as(txn.database(), &table.record.schema, &table.record.name)?;
     let CompactReport { removed_data_files, removed_delete_files, added_data_files, rows } = report;
     let columns: Vec<ArrayRef> = [removed_data_files, removed_delete_files, added_data_files, rows]
         .into_iter()

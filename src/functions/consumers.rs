@@ -100,9 +100,9 @@ fn listing(txn: &Transaction, consumers: &[ConsumerRecord]) -> Result<RecordBatc
 
 /// What the consumer's next read delivers, or the error it would get for a gap in its history.
 fn readable(txn: &Transaction, consumer: &ConsumerRecord) -> Result<Pending> {
-    crate::stream::rows::schema(txn.catalog(), consumer)?;
-    let pending = Pending::of(txn.catalog(), consumer, None)?;
-    crate::stream::rows::check(txn.catalog(), &pending)?;
+    crate::stream::rows::schema(txn.catalog(), txn.database(), consumer)?;
+    let pending = Pending::of(txn.catalog(), txn.database(), consumer, None)?;
+    crate::stream::rows::check(txn.catalog(), txn.database(), &pending)?;
     Ok(pending)
 }
 

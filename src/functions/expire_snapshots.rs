@@ -35,7 +35,7 @@ pub fn run(txn: &Transaction, uuid: &str, older_than_us: Option<i64>, retain_las
         retain_last: retain_last.map(|n| n as usize),
     };
     let ExpireReport { expired_snapshots, removed_files, kept_for_consumers } =
-        txn.catalog().expire_snapshots(&table.record.schema, &table.record.name, retention)?;
+        txn.catalog().expire_snapshots_as(txn.database(), &table.record.schema, &table.record.name, retention)?;
     let columns: Vec<ArrayRef> = vec![
         Arc::new(UInt64Array::from(vec![expired_snapshots])),
         Arc::new(UInt64Array::from(vec![removed_files])),

@@ -15,14 +15,21 @@ pub enum Version {
     Empty,
 }
 
+/// The call that lists a table's snapshots, for a hint: `skade_snapshots('<table>')`, `table` as
+/// messages name it (a quote in it doubled: the call runs as printed).
+pub fn snapshots_call(table: &str) -> String {
+    format!("skade_snapshots('{}')", table.replace('\'', "''"))
+}
+
 /// Resolves an AT clause. `value` is a snapshot id for VERSION and microseconds since the epoch
-/// (UTC) for TIMESTAMP.
+/// (UTC) for TIMESTAMP. `table` names the table in messages.
 pub fn resolve(metadata: &TableMetadata, table: &str, unit: &str, value: i64) -> Result<Version> {
     if unit.eq_ignore_ascii_case("version") {
         return match metadata.snapshot_by_id(value) {
             Some(_) => Ok(Version::Snapshot(value)),
             None => Err(Error::catalog(format!(
-                "table {table} has no snapshot {value} (skade_snapshots('{table}') lists them)"
+                "table {table} has no snapshot {value} ({} lists them)",
+                snapshots_call(table)
             ))),
         };
     }

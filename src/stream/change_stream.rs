@@ -17,6 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::broadcast::Receiver;
 
 use crate::catalog::events::CATCH_UP_PAGE;
+use crate::catalog::names;
 use crate::catalog::store::CommitRecord;
 use crate::catalog::{Catalog, CommitEvent};
 use crate::changelog::window::{self, Bound, Request};
@@ -84,12 +85,11 @@ impl ChangeStream {
         source: Source,
     ) -> Result<ChangeStream> {
         let head = catalog.head_seq();
-        let record = catalog
-            .state()
-            .table(schema, table)
-            .cloned()
-            .ok_or_else(|| Error::catalog(format!("Table with name {schema}.{table} does not exist!")))?;
-        let name = record.qualified_name();
+        // (no DuckDB behind the Rust API: messages name the table by schema and table)
+        let record = catalog.state().table(schema, table).cloned().ok_or_else(|| {
+            Error::catalog(format!("Table with name {} does not exist!", names::table_shown(None, schema, table)))
+        })?;
+        let name = names::table_shown(None, &record.schema, &record.name);
         let cursor = match from {
             Some(c) if c.table_uuid != record.uuid => {
                 return Err(Error::invalid(format!(

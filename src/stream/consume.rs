@@ -36,7 +36,7 @@ pub struct ReadOptions {
 
 /// The columns of the consumer `name`'s rows.
 pub fn schema(txn: &Transaction, name: &str) -> Result<SchemaRef> {
-    rows::schema(txn.catalog(), &txn.consumer(name)?)
+    rows::schema(txn.catalog(), txn.database(), &txn.consumer(name)?)
 }
 
 /// The rows of a read, in the schema it was bound with.
@@ -55,16 +55,16 @@ pub fn read(
         txn.check_writable()?;
     }
     let mut consumer = txn.consumer(name)?;
-    let mut pending = Pending::of(txn.catalog(), &consumer, options.max_commits)?;
+    let mut pending = Pending::of(txn.catalog(), txn.database(), &consumer, options.max_commits)?;
     if let Some(timeout) = options.wait.filter(|_| pending.commits.is_empty() && options.max_commits != Some(0)) {
         let tables: HashSet<String> = consumer.tables.iter().map(|t| t.uuid.clone()).collect();
         let wait = WaitFor { after: pending.to, tables: Some(&tables), timeout, consumer: Some(&consumer) };
         wait_for_commit(txn.catalog(), &wait, interrupted)?;
         // read afresh: another transaction may have moved (reset) the consumer meanwhile
         consumer = txn.consumer(name)?;
-        pending = Pending::of(txn.catalog(), &consumer, options.max_commits)?;
+        pending = Pending::of(txn.catalog(), txn.database(), &consumer, options.max_commits)?;
     }
-    let batches = rows::rows(txn.catalog(), &pending, &schema, &options.used)?;
+    let batches = rows::rows(txn.catalog(), txn.database(), &pending, &schema, &options.used)?;
     // lineage: the read's tables, at the last snapshot it delivers of each
     for table in &consumer.tables {
         let last = pending.commits.iter().rev().find(|c| c.table_uuid.as_deref() == Some(table.uuid.as_str()));

@@ -29,8 +29,14 @@ pub struct Pending {
 impl Pending {
     /// The commits after `consumer`'s cursor, at most `max_commits` of its tables' (None: all
     /// there are), but never part of a transaction: one that wrote several of its tables is
-    /// delivered whole, even past `max_commits`.
-    pub fn of(catalog: &Catalog, consumer: &ConsumerRecord, max_commits: Option<u64>) -> Result<Pending> {
+    /// delivered whole, even past `max_commits`. `database`: the name the catalog is attached
+    /// under, for messages.
+    pub fn of(
+        catalog: &Catalog,
+        database: Option<&str>,
+        consumer: &ConsumerRecord,
+        max_commits: Option<u64>,
+    ) -> Result<Pending> {
         let uuids: HashSet<&str> = consumer.tables.iter().map(|t| t.uuid.as_str()).collect();
         let mut pending = Pending { consumer: consumer.clone(), to: consumer.cursor, commits: vec![] };
         if max_commits == Some(0) {
@@ -50,7 +56,7 @@ impl Pending {
                 let ours = record.table_uuid.as_deref().is_some_and(|u| uuids.contains(u));
                 if ours && record.operation == "drop_table" {
                     if pending.commits.is_empty() {
-                        return Err(dropped(consumer, &record));
+                        return Err(dropped(database, consumer, &record));
                     }
                     return Ok(pending); // delivered up to the drop; the next read says so
                 }
@@ -109,14 +115,13 @@ impl Pending {
     }
 }
 
-fn dropped(consumer: &ConsumerRecord, record: &CommitRecord) -> Error {
+fn dropped(database: Option<&str>, consumer: &ConsumerRecord, record: &CommitRecord) -> Error {
     Error::catalog(format!(
-        "consumer {} cannot go on: its table {}.{} was dropped at commit_seq {} (a table created again under \
+        "consumer {} cannot go on: its table {} was dropped at commit_seq {} (a table created again under \
          that name is another table); reset the consumer (skade_reset_consumer) to follow the tables named so now, \
          or drop it",
         names::shown(&consumer.name),
-        record.schema,
-        record.table.as_deref().unwrap_or("?"),
+        names::table_shown(database, &record.schema, record.table.as_deref().unwrap_or("?")),
         record.seq
     ))
 }

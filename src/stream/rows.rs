@@ -12,6 +12,7 @@ use iceberg::spec::TableMetadata;
 
 use super::pending::{expired, Pending};
 use crate::catalog::consumers::{ConsumedTable, ConsumerRecord};
+use crate::catalog::names;
 use crate::catalog::store::CommitRecord;
 use crate::catalog::Catalog;
 use crate::changelog::types::{changelog_schema, CHANGE_TYPE, COMMIT_SNAPSHOT_ID, FULL_RELOAD};
@@ -29,31 +30,43 @@ const RESERVED: [&str; 6] = [CHANGE_TYPE, COMMIT_SNAPSHOT_ID, TABLE, COMMIT_SEQ,
 
 /// The metadata a consumer reads a table with: the table's current one, or, for a table dropped
 /// since, the one of its last commit.
-fn table_metadata(catalog: &Catalog, table: &ConsumedTable) -> Result<Arc<TableMetadata>> {
+fn table_metadata(catalog: &Catalog, database: Option<&str>, table: &ConsumedTable) -> Result<Arc<TableMetadata>> {
     if let Some(record) = catalog.state().table_by_uuid(&table.uuid) {
         return catalog.metadata_at(&record.metadata_location);
     }
     match catalog.last_commit_of(&table.uuid)?.and_then(|c| c.metadata_location) {
         Some(location) => catalog.metadata_at(&location),
-        None => Err(Error::catalog(format!("table {} of a consumer no longer exists", table.qualified_name()))),
+        None => {
+            Err(Error::catalog(format!("table {} of a consumer no longer exists", shown(catalog, database, table))))
+        }
+    }
+}
+
+/// A consumer's table as messages name it, in the attached database `database` (see
+/// [`names::table_shown`]): by its name now (renamed since: the new one), the recorded one for a
+/// table gone.
+fn shown(catalog: &Catalog, database: Option<&str>, table: &ConsumedTable) -> String {
+    match catalog.state().table_by_uuid(&table.uuid) {
+        Some(now) => names::table_shown(database, &now.schema, &now.name),
+        None => names::table_shown(database, &table.schema, &table.name),
     }
 }
 
 /// The columns of a consumer's rows: its tables' columns (by name, in the order first seen),
 /// `_change_type`, `_commit_snapshot_id`, `_table`, `_commit_seq`, `_commit_ordinal`, and last
-/// `_full_reload`.
-pub fn schema(catalog: &Catalog, consumer: &ConsumerRecord) -> Result<SchemaRef> {
+/// `_full_reload`. `database`: the name the catalog is attached under, for messages.
+pub fn schema(catalog: &Catalog, database: Option<&str>, consumer: &ConsumerRecord) -> Result<SchemaRef> {
     let mut columns: Vec<Field> = vec![];
     let mut tags: Vec<Field> = vec![];
     for table in &consumer.tables {
-        let metadata = table_metadata(catalog, table)?;
+        let metadata = table_metadata(catalog, database, table)?;
         let own = Facing::of(&metadata)?.schema(&arrow_schema(metadata.current_schema())?);
         if let Some(f) = own.fields().iter().find(|f| RESERVED.contains(&f.name().as_str())) {
             return Err(Error::invalid(format!(
                 "consumer {}: table {} has a column named {}, which a consumer's rows use for their own \
                  value; a consumer cannot follow it (its changes are still in skade_changelog)",
-                crate::catalog::names::shown(&consumer.name),
-                table.qualified_name(),
+                names::shown(&consumer.name),
+                shown(catalog, database, table),
                 f.name()
             )));
         }
@@ -66,9 +79,9 @@ pub fn schema(catalog: &Catalog, consumer: &ConsumerRecord) -> Result<SchemaRef>
                     return Err(Error::invalid(format!(
                         "consumer {}: column {} of table {} is {}, but {} in another of its tables; a consumer \
                          of several tables needs the columns they share to have one type",
-                        crate::catalog::names::shown(&consumer.name),
+                        names::shown(&consumer.name),
                         field.name(),
-                        table.qualified_name(),
+                        shown(catalog, database, table),
                         field.data_type(),
                         f.data_type()
                     )))
@@ -102,6 +115,7 @@ fn by_table(pending: &Pending) -> BTreeMap<&str, Vec<&CommitRecord>> {
 /// table's creation). An error names the first snapshot the window needs that was expired.
 fn window_of(
     catalog: &Catalog,
+    database: Option<&str>,
     consumer: &ConsumerRecord,
     table: &ConsumedTable,
     commits: &[&CommitRecord],
@@ -112,11 +126,11 @@ fn window_of(
     // What expiry left is in the table's newest metadata, not in the pending commit's (which
     // still lists every snapshot it had): a snapshot gone from the newest is a gap, even where
     // the older metadata could still be read.
-    let newest = table_metadata(catalog, table)?;
+    let newest = table_metadata(catalog, database, table)?;
     let present = |id: i64| metadata.snapshot_by_id(id).is_some() && newest.snapshot_by_id(id).is_some();
     let gap = |commit: &CommitRecord, id: i64| {
         let earliest = earliest_start(catalog, table, &newest);
-        expired(consumer, &table.qualified_name(), commit, id, earliest)
+        expired(consumer, &shown(catalog, database, table), commit, id, earliest)
     };
     for c in commits {
         let id = c.snapshot_id.unwrap_or_default();
@@ -142,9 +156,9 @@ fn earliest_start(catalog: &Catalog, table: &ConsumedTable, newest: &TableMetada
 }
 
 /// Whether every pending commit can be read (no snapshot a window needs was expired).
-pub fn check(catalog: &Catalog, pending: &Pending) -> Result<()> {
+pub fn check(catalog: &Catalog, database: Option<&str>, pending: &Pending) -> Result<()> {
     for (uuid, commits) in by_table(pending) {
-        window_of(catalog, &pending.consumer, consumed(&pending.consumer, uuid)?, &commits)?;
+        window_of(catalog, database, &pending.consumer, consumed(&pending.consumer, uuid)?, &commits)?;
     }
     Ok(())
 }
@@ -154,19 +168,27 @@ fn consumed<'a>(consumer: &'a ConsumerRecord, uuid: &str) -> Result<&'a Consumed
 }
 
 /// The rows of `pending`, in `schema` (see [`schema`]); columns of it not in `used` may be NULL
-/// (empty: every column is read).
-pub fn rows(catalog: &Catalog, pending: &Pending, schema: &SchemaRef, used: &[usize]) -> Result<Vec<RecordBatch>> {
+/// (empty: every column is read). `database`: the name the catalog is attached under, for
+/// messages.
+pub fn rows(
+    catalog: &Catalog,
+    database: Option<&str>,
+    pending: &Pending,
+    schema: &SchemaRef,
+    used: &[usize],
+) -> Result<Vec<RecordBatch>> {
     let consumer = &pending.consumer;
     let mut parts: Vec<Part> = vec![];
     let mut names: Vec<String> = vec![];
     for (uuid, commits) in by_table(pending) {
         let table = consumed(consumer, uuid)?;
-        let (metadata, from) = window_of(catalog, consumer, table, &commits)?;
+        let (metadata, from) = window_of(catalog, database, consumer, table, &commits)?;
+        // (the rows' `_table`: the table's name now, by schema and table; messages: as shown)
         let name = catalog.state().name_of(table);
         let last = commits.last().and_then(|c| c.snapshot_id).unwrap_or_default();
         // (the window is read with the metadata of its last commit; the consumer's columns are
         // those of the table's newest schema: matched by field id, never by name)
-        let newest = table_metadata(catalog, table)?;
+        let newest = table_metadata(catalog, database, table)?;
         let table_used = table_columns(&metadata, &newest, schema, used);
         let request = Request {
             from: from.map(Bound::Snapshot),
@@ -174,7 +196,7 @@ pub fn rows(catalog: &Catalog, pending: &Pending, schema: &SchemaRef, used: &[us
             used: &table_used,
             ..Request::default()
         };
-        let batches = window::rows(&metadata, &catalog.read_caches(), &name, request)?;
+        let batches = window::rows(&metadata, &catalog.read_caches(), &shown(catalog, database, table), request)?;
         let target = changelog_schema(arrow_schema(newest.current_schema())?.as_ref());
         let batches = batches.iter().map(|b| by_field_id(b, &target)).collect::<Result<Vec<_>>>()?;
         // (each table's rows in its columns' kept DuckDB types, as the consumer's schema has them)

@@ -190,7 +190,7 @@ impl Partitions {
             if !fits {
                 let name = &self.schema.as_struct().fields()[i].name;
                 return Err(Error::invalid(format!(
-                    "cannot write a row of table \"{}\" partitioned by {}: a value of column \"{name}\" is \
+                    "cannot write a row of table {} partitioned by {}: a value of column \"{name}\" is \
                      outside the range that transform takes (an infinity, a year beyond about ±247,000, or \
                      an integer at its type's minimum)",
                     self.table_name,
