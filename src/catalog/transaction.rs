@@ -632,7 +632,7 @@ impl Transaction {
             location.to_str().ok_or_else(|| Error::invalid("table location is not valid UTF-8"))?.to_string();
         let table_uuid = Uuid::new_v4();
         let spec = partition::unbound_spec(&iceberg_schema, partitioned_by, name)?;
-        let md = metadata::new_table(iceberg_schema, spec, &location, table_uuid, &kept)?;
+        let md = metadata::new_table(iceberg_schema, spec, &location, table_uuid, &kept, primary_key)?;
         let md_location = metadata::metadata_location(&location, 0);
         self.lock()?.written.push(md_location.clone());
         self.catalog.inner.metadata.write(&md_location, &md)?;

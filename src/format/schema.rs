@@ -68,6 +68,38 @@ pub fn iceberg_schema(
     Ok((Schema::builder().with_fields(fields).with_identifier_field_ids(key_ids).build()?, kept))
 }
 
+/// Table property: a composite primary key's field ids in the order PRIMARY KEY named them,
+/// comma-separated. Iceberg's identifier-field-ids are a set (the iceberg crate holds them in a
+/// hash set), but DuckDB shows a key in its declared order (DESCRIBE, `duckdb_constraints()`):
+/// `PRIMARY KEY (b, a)` stays `(b, a)`. Field ids, not names, so a RENAME COLUMN keeps it right.
+/// Only the key's display order: key-column lists the core compares or encodes stay in
+/// field-id order.
+pub const KEY_ORDER_PROPERTY: &str = "skade.primary-key-order";
+
+/// The value of [`KEY_ORDER_PROPERTY`] for key field ids `ids` in declared order (None for a key
+/// of one column or none: there is no order to keep).
+pub fn key_order_property(ids: &[i32]) -> Option<String> {
+    (ids.len() > 1).then(|| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(","))
+}
+
+/// The identifier field ids of `schema` in the order PRIMARY KEY declared them: the order of
+/// [`KEY_ORDER_PROPERTY`] in `properties` when it names exactly those fields, else field-id
+/// order (tables of other writers, or written by skade before it kept the order).
+pub fn declared_key_ids(schema: &Schema, properties: &HashMap<String, String>) -> Vec<i32> {
+    let mut ids: Vec<i32> = schema.identifier_field_ids().collect();
+    ids.sort_unstable();
+    let declared: Option<Vec<i32>> =
+        properties.get(KEY_ORDER_PROPERTY).and_then(|text| text.split(',').map(|id| id.trim().parse().ok()).collect());
+    if let Some(declared) = declared {
+        let mut same = declared.clone();
+        same.sort_unstable();
+        if same == ids {
+            return declared;
+        }
+    }
+    ids
+}
+
 /// Refuses a column Iceberg cannot take as an identifier field (a PRIMARY KEY column).
 pub(crate) fn check_key_column(field: &NestedField) -> Result<()> {
     if !field.field_type.is_primitive() {
