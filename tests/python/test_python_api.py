@@ -38,7 +38,8 @@ HOLDER = textwrap.dedent("""
     import sys, time, duckdb
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD '{sys.argv[1]}'")
-    con.execute(f"ATTACH '{sys.argv[2]}' AS lake (TYPE skade)")
+    options = sys.argv[3] if len(sys.argv) > 3 else ""
+    con.execute(f"ATTACH '{sys.argv[2]}' AS lake (TYPE skade{options})")
     print("attached", flush=True)
     time.sleep(60)
 """)
@@ -60,6 +61,41 @@ def test_a_catalog_held_by_another_process_is_a_clear_error(tmp_path):
     # once the holder is gone the catalog opens normally
     con = connect()
     con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+
+
+def test_a_reader_beside_a_writer_in_another_process_is_told_what_is_allowed(tmp_path):
+    lake = tmp_path / "lake.skade"
+    maker = connect()
+    maker.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    maker.execute("CREATE TABLE lake.t AS SELECT 1 AS x")
+    maker.close()  # (the file closed with its database)
+    con = connect()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, EXTENSION, str(lake)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "attached"
+        # not "one writer at a time", which reads as if readers were let in
+        with pytest.raises(duckdb.Error) as refused:
+            con.execute(f"ATTACH '{lake}' AS lake (TYPE skade, READ_ONLY)")
+        message = str(refused.value)
+        assert "already open in another process, which writes to it" in message, message
+        assert "any number of processes that attach it READ_ONLY, never both" in message, message
+        assert "COMMIT_LOG '<folder>'" in message, message
+    finally:
+        holder.kill()
+        holder.wait()
+    # READ_ONLY attaches of several processes share the file
+    reader = subprocess.Popen([sys.executable, "-c", HOLDER, EXTENSION, str(lake), ", READ_ONLY"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "attached"
+        con.execute(f"ATTACH '{lake}' AS lake (TYPE skade, READ_ONLY)")
+        assert con.execute("SELECT x FROM lake.t").fetchone() == (1,)
+        con.execute("DETACH lake")
+        with pytest.raises(duckdb.Error, match="already open in another process: without a commit log"):
+            con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    finally:
+        reader.kill()
+        reader.wait()
 
 
 def test_a_prepared_table_function_survives_detach(tmp_path, con):
