@@ -16,6 +16,8 @@ const EXTENSION_NAME: &str = "ARROW:extension:name";
 const UUID_EXTENSION: &str = "arrow.uuid";
 /// DuckDB's lossless Arrow export sends BOOLEAN as one byte per value under this extension.
 const BOOL8_EXTENSION: &str = "arrow.bool8";
+/// DuckDB exports JSON under this extension (its storage a string).
+const JSON_EXTENSION: &str = "arrow.json";
 
 /// Builds the Iceberg schema of a new table from the Arrow schema DuckDB exported for its
 /// columns. `duckdb_types` are DuckDB's names for each top-level column's type (for messages),
@@ -123,6 +125,8 @@ fn is_in(list: &[String], name: &str) -> bool {
 
 /// The Iceberg type of one top-level column DuckDB exported as `field`, its nested fields numbered
 /// from `next_id` on (advanced past them), and the DuckDB type kept for it (see `duckdb_types`).
+/// A type Iceberg cannot store is refused in DuckDB's terms, with the way out (a cast, or the
+/// column left out), for the caller to put after the column's name and type.
 pub(crate) fn column_type(
     field: &Field,
     next_id: &mut i32,
@@ -130,27 +134,172 @@ pub(crate) fn column_type(
 ) -> std::result::Result<(Type, Option<&'static str>), String> {
     match duckdb_types::stored_as(field, nanoseconds)? {
         Some((ty, name)) => Ok((ty, Some(name))),
-        None => Ok((iceberg_type(field, next_id)?, None)),
+        None => Ok((iceberg_type(field, next_id, Place { column: field.name(), nested: false })?, None)),
     }
 }
 
-fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, String> {
+/// Where a type being mapped is: in which top-level column, and whether inside its STRUCT, LIST
+/// or MAP (for the way out of a refusal).
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    column: &'a str,
+    nested: bool,
+}
+
+impl Place<'_> {
+    fn inside(self) -> Self {
+        Place { nested: true, ..self }
+    }
+
+    /// Why DuckDB type `ty` cannot be stored here, and the way out: a cast to `to` (a type
+    /// Iceberg stores; `also` names another way), or the column left out; `note` ends it.
+    fn refuse(self, ty: &str, to: &str, also: &str, note: &str) -> String {
+        let c = sql_identifier(self.column);
+        if self.nested {
+            return format!(
+                "inside it, {ty} has no Iceberg type: cast the column to a type with {to} in that place{also}, or \
+                 leave the column out (SELECT * EXCLUDE ({c})){note}"
+            );
+        }
+        format!(
+            "Iceberg has no {ty} type; store it as {to}{also}: CAST({c} AS {to}) (in a SELECT *: SELECT * REPLACE \
+             (CAST({c} AS {to}) AS {c})), or leave the column out (SELECT * EXCLUDE ({c})){note}"
+        )
+    }
+}
+
+/// `name` as SQL names a column: bare when it is a plain lowercase identifier, else quoted.
+fn sql_identifier(name: &str) -> String {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// The DuckDB types DuckDB exports in a form Iceberg has no type for, refused in DuckDB's terms
+/// (ENUM, UNION, ARRAY, INTERVAL, JSON, ...) with the way out; None for every other type.
+fn refusal(field: &Field, at: Place) -> Option<String> {
+    if field.metadata().get(EXTENSION_NAME).map(String::as_str) == Some(JSON_EXTENSION) {
+        return Some(at.refuse("JSON", "VARCHAR", "", ""));
+    }
+    if let Some(name) = duckdb_types::opaque_type_name(field) {
+        return Some(match name.as_str() {
+            "uhugeint" => {
+                at.refuse("128-bit unsigned integer", "DECIMAL(38,0)", " if the values fit (else VARCHAR)", "")
+            }
+            "time_tz" => at.refuse("TIME WITH TIME ZONE", "VARCHAR", " (which keeps the offset)", ""),
+            _ => at.refuse(&duckdb_name(field), "VARCHAR", "", ""),
+        });
+    }
+    Some(match field.data_type() {
+        DataType::Dictionary(_, _) => at.refuse("ENUM", "VARCHAR", "", " (a pandas Categorical column is an ENUM)"),
+        DataType::Union(_, _) => at.refuse("UNION", "VARCHAR", "", ""),
+        DataType::FixedSizeList(child, _) => {
+            at.refuse("fixed-size ARRAY", &format!("{}[]", duckdb_name(child)), "", "")
+        }
+        DataType::Interval(_) | DataType::Duration(_) => at.refuse(
+            "INTERVAL",
+            "VARCHAR",
+            &format!(" (or as seconds: epoch({}))", sql_identifier(at.column)),
+            " (a pandas timedelta column is an INTERVAL)",
+        ),
+        DataType::Time32(_) | DataType::Time64(TimeUnit::Nanosecond) => at.refuse(
+            &duckdb_name(field),
+            "TIME",
+            " (Iceberg times are microseconds: the last three digits are dropped)",
+            "",
+        ),
+        _ => return None,
+    })
+}
+
+/// How DuckDB names the type it exported as `field` (for messages); Arrow's name where DuckDB
+/// has none.
+pub(crate) fn duckdb_name(field: &Field) -> String {
+    match field.metadata().get(EXTENSION_NAME).map(String::as_str) {
+        Some(UUID_EXTENSION) => return "UUID".into(),
+        Some(BOOL8_EXTENSION) => return "BOOLEAN".into(),
+        Some(JSON_EXTENSION) => return "JSON".into(),
+        _ => {}
+    }
+    if let Some(name) = duckdb_types::opaque_type_name(field) {
+        return match name.as_str() {
+            "time_tz" => "TIME WITH TIME ZONE".into(),
+            other => other.to_uppercase(),
+        };
+    }
+    let list = |child: &Field, size: String| format!("{}[{size}]", duckdb_name(child));
+    let members = |fields: &mut dyn Iterator<Item = &arrow::datatypes::FieldRef>| {
+        fields.map(|f| format!("{} {}", sql_identifier(f.name()), duckdb_name(f))).collect::<Vec<_>>().join(", ")
+    };
+    match field.data_type() {
+        DataType::Null => "NULL".into(),
+        DataType::Boolean => "BOOLEAN".into(),
+        DataType::Int8 => "TINYINT".into(),
+        DataType::Int16 => "SMALLINT".into(),
+        DataType::Int32 => "INTEGER".into(),
+        DataType::Int64 => "BIGINT".into(),
+        DataType::UInt8 => "UTINYINT".into(),
+        DataType::UInt16 => "USMALLINT".into(),
+        DataType::UInt32 => "UINTEGER".into(),
+        DataType::UInt64 => "UBIGINT".into(),
+        DataType::Float16 | DataType::Float32 => "FLOAT".into(),
+        DataType::Float64 => "DOUBLE".into(),
+        DataType::Decimal32(p, s)
+        | DataType::Decimal64(p, s)
+        | DataType::Decimal128(p, s)
+        | DataType::Decimal256(p, s) => {
+            format!("DECIMAL({p},{s})")
+        }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "VARCHAR".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => "BLOB".into(),
+        DataType::Date32 | DataType::Date64 => "DATE".into(),
+        DataType::Time64(TimeUnit::Nanosecond) => "TIME_NS".into(),
+        DataType::Time32(_) | DataType::Time64(_) => "TIME".into(),
+        DataType::Timestamp(_, Some(_)) => "TIMESTAMP WITH TIME ZONE".into(),
+        DataType::Timestamp(TimeUnit::Second, None) => "TIMESTAMP_S".into(),
+        DataType::Timestamp(TimeUnit::Millisecond, None) => "TIMESTAMP_MS".into(),
+        DataType::Timestamp(TimeUnit::Microsecond, None) => "TIMESTAMP".into(),
+        DataType::Timestamp(TimeUnit::Nanosecond, None) => "TIMESTAMP_NS".into(),
+        DataType::Interval(_) | DataType::Duration(_) => "INTERVAL".into(),
+        DataType::Dictionary(_, _) => "ENUM".into(),
+        DataType::List(c) | DataType::LargeList(c) | DataType::ListView(c) | DataType::LargeListView(c) => {
+            list(c, String::new())
+        }
+        DataType::FixedSizeList(c, n) => list(c, n.to_string()),
+        DataType::Struct(fields) => format!("STRUCT({})", members(&mut fields.iter())),
+        DataType::Union(fields, _) => format!("UNION({})", members(&mut fields.iter().map(|(_, f)| f))),
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => format!("MAP({}, {})", duckdb_name(&kv[0]), duckdb_name(&kv[1])),
+            _ => "MAP".into(),
+        },
+        other => other.to_string(),
+    }
+}
+
+fn iceberg_type(field: &Field, next_id: &mut i32, at: Place) -> std::result::Result<Type, String> {
     let prim = |p| Ok(Type::Primitive(p));
     match field.metadata().get(EXTENSION_NAME).map(String::as_str) {
         Some(UUID_EXTENSION) => return prim(PrimitiveType::Uuid),
         Some(BOOL8_EXTENSION) => return prim(PrimitiveType::Boolean),
         _ => {}
     }
+    if let Some(why) = refusal(field, at) {
+        return Err(why);
+    }
     if duckdb_types::is_kept(field) {
         // (kept only for top-level columns: here it is inside a STRUCT, LIST or MAP)
         return Err(format!(
             "inside a STRUCT, LIST or MAP, {} has no Iceberg type (a top-level column of it is stored as a wider \
              type); use INTEGER, BIGINT, DECIMAL or TIMESTAMP there",
-            field.data_type()
+            duckdb_name(field)
         ));
     }
-    if let Some(ext) = field.metadata().get(EXTENSION_NAME) {
-        return Err(format!("its Arrow extension type {ext} has no Iceberg equivalent"));
+    if field.metadata().contains_key(EXTENSION_NAME) {
+        return Err(at.refuse(&duckdb_name(field), "VARCHAR", "", ""));
     }
     match field.data_type() {
         DataType::Boolean => prim(PrimitiveType::Boolean),
@@ -178,14 +327,14 @@ fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, S
         | DataType::LargeList(child)
         | DataType::ListView(child)
         | DataType::LargeListView(child) => {
-            let element = iceberg_type(child, next_id)?;
+            let element = iceberg_type(child, next_id, at.inside())?;
             *next_id += 1;
             Ok(Type::List(ListType::new(Arc::new(NestedField::list_element(*next_id, element, !child.is_nullable())))))
         }
         DataType::Struct(children) => {
             let mut fields: Vec<NestedFieldRef> = Vec::with_capacity(children.len());
             for c in children {
-                let t = iceberg_type(c, next_id)?;
+                let t = iceberg_type(c, next_id, at.inside())?;
                 *next_id += 1;
                 fields.push(Arc::new(NestedField::new(*next_id, c.name(), t, !c.is_nullable())));
             }
@@ -196,17 +345,17 @@ fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, S
                 DataType::Struct(kv) if kv.len() == 2 => (&kv[0], &kv[1]),
                 _ => return Err("malformed MAP".into()),
             };
-            let kt = iceberg_type(k, next_id)?;
+            let kt = iceberg_type(k, next_id, at.inside())?;
             *next_id += 1;
             let key_id = *next_id;
-            let vt = iceberg_type(v, next_id)?;
+            let vt = iceberg_type(v, next_id, at.inside())?;
             *next_id += 1;
             Ok(Type::Map(MapType::new(
                 Arc::new(NestedField::map_key_element(key_id, kt)),
                 Arc::new(NestedField::map_value_element(*next_id, vt, !v.is_nullable())),
             )))
         }
-        other => Err(format!("the Arrow type {other} has no Iceberg equivalent")),
+        _ => Err(at.refuse(&duckdb_name(field), "VARCHAR", "", "")),
     }
 }
 
@@ -462,6 +611,98 @@ mod tests {
             "{}",
             err.message
         );
+    }
+
+    /// DuckDB's types with no Iceberg form are refused in DuckDB's terms (never Arrow's), naming the
+    /// column and the way out.
+    #[test]
+    fn refused_types_speak_duckdb() {
+        let ext = |f: Field, name: &str, meta: Option<&str>| {
+            let mut md = HashMap::from([(EXTENSION_NAME.to_string(), name.to_string())]);
+            if let Some(meta) = meta {
+                md.insert("ARROW:extension:metadata".to_string(), meta.to_string());
+            }
+            f.with_metadata(md)
+        };
+        let dict = DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::Utf8));
+        let union = DataType::Union(
+            arrow::datatypes::UnionFields::try_new(
+                vec![0, 1],
+                vec![Field::new("i", DataType::Int32, true), Field::new("s", DataType::Utf8, true)],
+            )
+            .unwrap(),
+            arrow::datatypes::UnionMode::Sparse,
+        );
+        let array = DataType::FixedSizeList(Arc::new(Field::new("", DataType::Int32, true)), 3);
+        let time_tz = r#"{"type_name":"time_tz","vendor_name":"DuckDB"}"#;
+        let cases: Vec<(Field, &str, &[&str])> = vec![
+            (
+                Field::new("mood", dict.clone(), true),
+                "ENUM('a', 'b')",
+                &["Iceberg has no ENUM type", "CAST(mood AS VARCHAR)", "SELECT * EXCLUDE (mood)", "pandas Categorical"],
+            ),
+            (
+                Field::new("u", union, true),
+                "UNION(i INTEGER, s VARCHAR)",
+                &["Iceberg has no UNION type", "CAST(u AS VARCHAR)"],
+            ),
+            (
+                Field::new("arr", array, true),
+                "INTEGER[3]",
+                &[
+                    "Iceberg has no fixed-size ARRAY type",
+                    "CAST(arr AS INTEGER[])",
+                    "SELECT * REPLACE (CAST(arr AS INTEGER[]) AS arr)",
+                ],
+            ),
+            (
+                Field::new("Span", DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano), true),
+                "INTERVAL",
+                &["Iceberg has no INTERVAL type", "CAST(\"Span\" AS VARCHAR)", "epoch(\"Span\")", "pandas timedelta"],
+            ),
+            (
+                ext(Field::new("j", DataType::Utf8, true), "arrow.json", None),
+                "JSON",
+                &["Iceberg has no JSON type", "CAST(j AS VARCHAR)"],
+            ),
+            (
+                ext(Field::new("t", DataType::FixedSizeBinary(8), true), "arrow.opaque", Some(time_tz)),
+                "TIME WITH TIME ZONE",
+                &["Iceberg has no TIME WITH TIME ZONE type", "CAST(t AS VARCHAR)"],
+            ),
+            (
+                ext(
+                    Field::new("uh", DataType::FixedSizeBinary(16), true),
+                    "arrow.opaque",
+                    Some(r#"{"type_name":"uhugeint","vendor_name":"DuckDB"}"#),
+                ),
+                "UHUGEINT",
+                &["128-bit unsigned integer", "CAST(uh AS DECIMAL(38,0))"],
+            ),
+            (
+                Field::new("tn", DataType::Time64(TimeUnit::Nanosecond), true),
+                "TIME_NS",
+                &["Iceberg has no TIME_NS type", "CAST(tn AS TIME)"],
+            ),
+            (
+                Field::new_struct("s", vec![Field::new("e", dict, true)], true),
+                "STRUCT(e ENUM('a'))",
+                &["inside it, ENUM has no Iceberg type", "with VARCHAR in that place", "SELECT * EXCLUDE (s)"],
+            ),
+        ];
+        for (field, duck, wanted) in cases {
+            let name = field.name().clone();
+            let arrow = ArrowSchema::new(vec![field]);
+            let err = iceberg_schema(&arrow, &[duck.to_string()], &[], &[], Nanoseconds::Refuse).unwrap_err().message;
+            let quoted = format!("column \"{name}\" has type {duck}, which a skade (Iceberg) table cannot store: ");
+            assert!(err.starts_with(&quoted), "{err}");
+            for w in wanted {
+                assert!(err.contains(w), "{w}: {err}");
+            }
+            for arrow_speak in ["Arrow", "Dictionary", "Sparse", "FixedSizeList", "MonthDayNano", "arrow.", "Utf8"] {
+                assert!(!err.contains(arrow_speak), "{arrow_speak}: {err}");
+            }
+        }
     }
 
     #[test]
