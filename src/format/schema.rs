@@ -302,6 +302,9 @@ fn iceberg_type(field: &Field, next_id: &mut i32, at: Place) -> std::result::Res
         return Err(at.refuse(&duckdb_name(field), "VARCHAR", "", ""));
     }
     match field.data_type() {
+        // DuckDB 2.0 exports an untyped NULL (`SELECT NULL AS n`, `[] AS l`) as Arrow's Null:
+        // INTEGER, as DuckDB 1.5 types such a column (its rows are all NULL)
+        DataType::Null => prim(PrimitiveType::Int),
         DataType::Boolean => prim(PrimitiveType::Boolean),
         DataType::Int32 => prim(PrimitiveType::Int),
         DataType::Int64 => prim(PrimitiveType::Long),
@@ -414,7 +417,7 @@ pub fn conform(columns: &StructArray, target: &ArrowSchemaRef, table_name: &str)
     }
     let mut out = Vec::with_capacity(target.fields().len());
     for ((col, field), source) in columns.columns().iter().zip(target.fields()).zip(columns.fields()) {
-        if !field.is_nullable() && col.null_count() > 0 {
+        if !field.is_nullable() && col.logical_null_count() > 0 {
             return Err(Error::constraint(format!("NOT NULL constraint failed: {table_name}.{}", field.name())));
         }
         let column_name = format!("{table_name}.{}", field.name());
@@ -703,6 +706,49 @@ mod tests {
                 assert!(!err.contains(arrow_speak), "{arrow_speak}: {err}");
             }
         }
+    }
+
+    /// DuckDB 2.0 exports an untyped NULL as Arrow's Null: an INTEGER column (a list of them an
+    /// INTEGER[] one), as DuckDB 1.5 types it, whose rows are written as NULLs.
+    #[test]
+    fn untyped_nulls_are_integers() {
+        let arrow = ArrowSchema::new(vec![
+            Field::new("n", DataType::Null, true),
+            Field::new_list("l", Field::new("l", DataType::Null, true), true),
+        ]);
+        let (schema, kept) =
+            iceberg_schema(&arrow, &["\"NULL\"".into(), "\"NULL\"[]".into()], &[], &[], Nanoseconds::Refuse).unwrap();
+        assert!(kept.is_empty());
+        let t = |n| schema.field_by_name(n).unwrap().field_type.to_string();
+        assert_eq!(t("n"), "int");
+        let Type::List(list) = &*schema.field_by_name("l").unwrap().field_type else { panic!("not a list") };
+        assert_eq!(list.element_field.field_type.to_string(), "int");
+        let target = arrow_schema(&schema).unwrap();
+        let nulls = ListArray::new(
+            Arc::new(Field::new("l", DataType::Null, true)),
+            arrow::buffer::OffsetBuffer::from_lengths([0, 0, 1]),
+            Arc::new(arrow::array::NullArray::new(1)),
+            None,
+        );
+        let input = StructArray::from(vec![
+            (Arc::new(arrow.field(0).clone()), Arc::new(arrow::array::NullArray::new(3)) as ArrayRef),
+            (Arc::new(arrow.field(1).clone()), Arc::new(nulls) as ArrayRef),
+        ]);
+        let batch = conform(&input, &target, "t").unwrap();
+        assert_eq!(batch.schema(), target);
+        assert_eq!(batch.column(0).data_type(), &DataType::Int32);
+        assert_eq!(batch.column(0).logical_null_count(), 3);
+        let lists = batch.column(1).as_list::<i32>();
+        assert_eq!((lists.value_length(0), lists.value_length(2)), (0, 1));
+        assert_eq!(lists.values().data_type(), &DataType::Int32);
+        assert!(lists.value(2).is_null(0));
+        // a Null array is all NULL, for NOT NULL too
+        let required: ArrowSchemaRef = Arc::new(ArrowSchema::new(vec![Field::new("n", DataType::Int32, false)]));
+        let one = StructArray::from(vec![(
+            Arc::new(Field::new("n", DataType::Null, true)),
+            Arc::new(arrow::array::NullArray::new(1)) as ArrayRef,
+        )]);
+        assert_eq!(conform(&one, &required, "t").unwrap_err().kind, crate::error::ErrorKind::Constraint);
     }
 
     #[test]
