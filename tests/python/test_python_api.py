@@ -109,3 +109,37 @@ def test_a_prepared_table_function_survives_detach(tmp_path, con):
         con.execute("EXECUTE feed")
     con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
     assert con.execute("EXECUTE feed").fetchone() == (2,)
+
+
+def test_a_frame_column_iceberg_cannot_store_names_the_way_out(tmp_path, con):
+    """A pandas timedelta (INTERVAL) or Categorical (ENUM) column fails a CTAS in DuckDB's terms,
+    naming the column and the way out, which then works."""
+    import datetime
+
+    import pyarrow as pa
+
+    con.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
+    took = pa.table({"id": [1, 2], "took": pa.array([datetime.timedelta(seconds=90), None], pa.duration("us"))})
+    con.register("took", took)
+    with pytest.raises(duckdb.Error) as refused:
+        con.execute("CREATE TABLE lake.t AS SELECT * FROM took")
+    message = str(refused.value)
+    assert 'column "took" has type INTERVAL' in message, message
+    assert "Iceberg has no INTERVAL type; store it as VARCHAR (or as seconds: epoch(took))" in message, message
+    assert "SELECT * REPLACE (CAST(took AS VARCHAR) AS took)" in message, message
+    for arrow_speak in ("Arrow", "MonthDayNano", "Interval("):
+        assert arrow_speak not in message, message
+    con.execute("CREATE TABLE lake.t AS SELECT * REPLACE (epoch(took) AS took) FROM took")
+    assert con.execute("SELECT took FROM lake.t ORDER BY id").fetchall() == [(90.0,), (None,)]
+
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"id": [1, 2], "kind": pd.Categorical(["a", "b"])})
+    con.register("frame", frame)
+    with pytest.raises(duckdb.Error) as refused:
+        con.execute("CREATE TABLE lake.c AS SELECT * FROM frame")
+    message = str(refused.value)
+    assert 'column "kind" has type ENUM(' in message, message
+    assert "Iceberg has no ENUM type; store it as VARCHAR: CAST(kind AS VARCHAR)" in message, message
+    assert "Dictionary" not in message, message
+    con.execute("CREATE TABLE lake.c AS SELECT * EXCLUDE (kind) FROM frame")
+    assert con.execute("SELECT count(*) FROM lake.c").fetchone() == (2,)
