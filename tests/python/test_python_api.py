@@ -143,3 +143,23 @@ def test_a_frame_column_iceberg_cannot_store_names_the_way_out(tmp_path, con):
     assert "Dictionary" not in message, message
     con.execute("CREATE TABLE lake.c AS SELECT * EXCLUDE (kind) FROM frame")
     assert con.execute("SELECT count(*) FROM lake.c").fetchone() == (2,)
+
+
+def test_vacuum_and_analyze_do_not_scan_a_skade_table(tmp_path, con):
+    """ANALYZE and VACUUM are decided before DuckDB reads the table: with its data files gone, a
+    scan would fail, and neither does."""
+    import glob
+    import os
+
+    lake = tmp_path / "lake.skade"
+    con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    con.execute("CREATE TABLE lake.t AS SELECT i AS id FROM range(1000) r(i)")
+    files = glob.glob(f"{lake}.data/main/t/data/*.parquet")
+    assert files
+    for f in files:
+        os.remove(f)
+    with pytest.raises(duckdb.Error):  # (a scan needs them)
+        con.execute("SELECT sum(id) FROM lake.t").fetchall()
+    con.execute("ANALYZE lake.t")
+    with pytest.raises(duckdb.NotImplementedException, match=r"SELECT \* FROM skade_compact\('lake.t'\)"):
+        con.execute("VACUUM lake.t")
