@@ -191,6 +191,7 @@ fn refusal(field: &Field, at: Place) -> Option<String> {
                 at.refuse("128-bit unsigned integer", "DECIMAL(38,0)", " if the values fit (else VARCHAR)", "")
             }
             "time_tz" => at.refuse("TIME WITH TIME ZONE", "VARCHAR", " (which keeps the offset)", ""),
+            "hugeint" => return None, // (a kept type: refused only inside a STRUCT, LIST or MAP)
             _ => at.refuse(&duckdb_name(field), "VARCHAR", "", ""),
         });
     }
@@ -691,6 +692,19 @@ mod tests {
                 Field::new_struct("s", vec![Field::new("e", dict, true)], true),
                 "STRUCT(e ENUM('a'))",
                 &["inside it, ENUM has no Iceberg type", "with VARCHAR in that place", "SELECT * EXCLUDE (s)"],
+            ),
+            (
+                Field::new_list(
+                    "h",
+                    ext(
+                        Field::new("element", DataType::FixedSizeBinary(16), true),
+                        "arrow.opaque",
+                        Some(r#"{"type_name":"hugeint","vendor_name":"DuckDB"}"#),
+                    ),
+                    true,
+                ),
+                "HUGEINT[]",
+                &["inside a STRUCT, LIST or MAP, HUGEINT has no Iceberg type", "DECIMAL"],
             ),
         ];
         for (field, duck, wanted) in cases {
