@@ -23,7 +23,9 @@ CORE := $(CARGO_TARGET_DIR)/release/libskade.a
 # CMake and Ninja live in $(SKADE_CACHE)/build-tools (tools/build_duckdb.py).
 VENV := build/venv
 PYTHON := $(VENV)/bin/python
-DUCKDB := $(VENV)/bin/duckdb
+# DuckDB 1.5.5's CLI: the binary duckdb-cli ships in the venv's site-packages, linked here (the
+# package's `bin/duckdb` is a Python wrapper around it, which a Ctrl-C ends with the session).
+DUCKDB := build/duckdb
 HOST_1.5.5 := $(VENV)
 HOST_2.0.1 := build/venv-2.0.1
 HOSTS := $(foreach v,$(DUCKDB_VERSIONS),$(HOST_$(v))/.installed)
@@ -33,7 +35,7 @@ HOSTS := $(foreach v,$(DUCKDB_VERSIONS),$(HOST_$(v))/.installed)
 
 all: demo
 
-extension: $(VENV)/.installed
+extension: $(VENV)/.installed $(DUCKDB)
 	cargo build --release --lib
 	@for v in $(DUCKDB_VERSIONS); do $(PYTHON) tools/build_extension.py $$v $(CORE) || exit 1; done
 
@@ -41,6 +43,9 @@ $(VENV)/.installed: tools/requirements.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements.txt
 	touch $@
+
+$(DUCKDB): $(VENV)/.installed
+	ln -sfn "$$($(PYTHON) -c 'import duckdb_cli, os; print(os.path.relpath(os.path.join(os.path.dirname(duckdb_cli.__file__), "duckdb"), "build"))')" $@
 
 $(HOST_2.0.1)/.installed: tools/requirements-2.0.1.txt
 	python3 -m venv $(HOST_2.0.1)

@@ -33,6 +33,7 @@ static void LoadInternal(ExtensionLoader &loader) {
 		loader.RegisterFunction(set);
 	}
 	OptimizerExtension::Register(DBConfig::GetConfig(loader.GetDatabaseInstance()), SkadeLineageInputs());
+	OptimizerExtension::Register(DBConfig::GetConfig(loader.GetDatabaseInstance()), SkadeVacuumRule());
 }
 
 } // namespace duckdb

@@ -90,8 +90,35 @@ impl std::error::Error for Error {}
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
-        Error::io(e.to_string())
+        Error::io(io_message(&e))
     }
+}
+
+/// An I/O error's text as DuckDB words its own: the system's description ("No such file or
+/// directory"), without the " (os error 2)" Rust's I/O errors append. The caller names the path.
+pub fn io_message(e: &std::io::Error) -> String {
+    without_os_codes(&e.to_string())
+}
+
+/// `text` without the " (os error N)" of Rust's I/O errors, wherever they are in it (an error
+/// that wraps one repeats its text).
+pub fn without_os_codes(text: &str) -> String {
+    const MARK: &str = " (os error ";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(MARK) {
+        let after = &rest[at + MARK.len()..];
+        let digits = after.find(|c: char| !(c.is_ascii_digit() || c == '-')).unwrap_or(after.len());
+        if digits > 0 && after[digits..].starts_with(')') {
+            out.push_str(&rest[..at]);
+            rest = &after[digits + 1..];
+        } else {
+            out.push_str(&rest[..at + MARK.len()]);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 impl From<iceberg::Error> for Error {
@@ -110,7 +137,7 @@ impl From<iceberg::Error> for Error {
             iceberg::ErrorKind::CatalogCommitConflicts => ErrorKind::Conflict,
             _ => ErrorKind::Io,
         };
-        Error::new(kind, message)
+        Error::new(kind, without_os_codes(&message))
     }
 }
 
@@ -122,12 +149,32 @@ impl From<arrow::error::ArrowError> for Error {
 
 impl From<parquet::errors::ParquetError> for Error {
     fn from(e: parquet::errors::ParquetError) -> Self {
-        Error::io(e.to_string())
+        Error::io(without_os_codes(&e.to_string()))
     }
 }
 
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
         Error::corrupt(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_read_as_duckdb_words_them() {
+        let e = std::io::Error::from_raw_os_error(libc::ENOENT);
+        assert_eq!(io_message(&e), "No such file or directory");
+        assert_eq!(Error::from(e).message, "No such file or directory");
+        assert_eq!(
+            without_os_codes("cannot open /a/b (os error 2): Permission denied (os error 13)"),
+            "cannot open /a/b: Permission denied"
+        );
+        // other parentheses stay
+        for kept in ["a (os error x)", "value (os error ", "f(os error 2)", "(kept)"] {
+            assert_eq!(without_os_codes(kept), kept);
+        }
     }
 }

@@ -48,7 +48,7 @@ def unit(rel):
 def code(text):
     """The text without string literals, comments and unit tests (a test may use what it tests)."""
     text = re.sub(r'r#+"(?:.|\n)*?"#+', '""', text)  # raw strings
-    text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)  # strings (before comments: "file://")
+    text = re.sub(r'"(?:\\(?:.|\n)|[^"\\])*"', '""', text)  # strings (before comments: "file://"; a \ may end a line)
     text = re.sub(r"//[^\n]*", "", text)
     text = re.sub(r"/\*(?:.|\n)*?\*/", "", text)
     out, i = [], 0

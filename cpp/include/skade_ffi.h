@@ -112,6 +112,7 @@ const char *skade_table_uuid(const skade_table *table);
 // The id of the table's current schema (immutable: the shim caches column shapes under uuid and id).
 int32_t skade_table_schema_id(const skade_table *table);
 skade_status *skade_table_arrow_schema(const skade_table *table, struct ArrowSchema *result);
+// The primary key's column names, in the order PRIMARY KEY declared them (none: no key).
 skade_status *skade_table_primary_key(const skade_table *table, skade_strings **result);
 uint64_t skade_table_estimated_rows(const skade_table *table);
 

@@ -101,22 +101,7 @@ impl Catalog {
                     path.display()
                 )));
             }
-            if let Some(dp) = &data_path {
-                if *dp != inner.data_path {
-                    return Err(Error::invalid(format!(
-                        "DATA_PATH {} differs from the data path {} this catalog uses",
-                        dp.display(),
-                        inner.data_path.display()
-                    )));
-                }
-            }
-            if inner.durability != options.durability {
-                return Err(Error::invalid(format!(
-                    "skade catalog {} is already attached in this process with DURABILITY '{:?}'",
-                    path.display(),
-                    inner.durability
-                )));
-            }
+            shared_options_match(&path, &inner, data_path.as_deref(), &options)?;
             inner.handles.fetch_add(1, Ordering::SeqCst);
             return Ok(Catalog {
                 inner,
@@ -656,6 +641,34 @@ impl Inner {
     }
 }
 
+/// A second ATTACH in this process of a catalog already open: the attaches share the open
+/// catalog, so the options it was opened with (DATA_PATH, DURABILITY) must be the ones given
+/// again (ACTOR, TARGET_FILE_SIZE and TIMESTAMP_NS are the attach's own). The error names every
+/// option that differs, with both values as ATTACH writes them.
+fn shared_options_match(path: &Path, inner: &Inner, data_path: Option<&Path>, options: &AttachOptions) -> Result<()> {
+    let mut differ = vec![];
+    if let Some(dp) = data_path.filter(|dp| *dp != inner.data_path) {
+        differ.push(format!("DATA_PATH '{}' before, '{}' now", inner.data_path.display(), dp.display()));
+    }
+    if inner.durability != options.durability {
+        let now = match options.durability_given {
+            true => format!("'{}' now", options.durability.name()),
+            false => format!("'{}' now (the default, as this ATTACH gives no DURABILITY)", options.durability.name()),
+        };
+        differ.push(format!("DURABILITY '{}' before, {now}", inner.durability.name()));
+    }
+    if differ.is_empty() {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "skade catalog {} is already attached in this process with other options: {}. The attaches of a catalog \
+         in one process share it: give the same DATA_PATH and DURABILITY, or DETACH the other attach first \
+         (ACTOR, TARGET_FILE_SIZE and TIMESTAMP_NS may differ)",
+        path.display(),
+        differ.join("; ")
+    )))
+}
+
 /// A handle that does not keep the catalog open: a background worker's (lineage delivery), which
 /// must end when the last ATTACH goes away.
 #[derive(Clone)]
@@ -837,5 +850,38 @@ fn spawn_flusher(inner: Weak<Inner>) {
     });
     if let Err(e) = spawned {
         eprintln!("skade: cannot start the flush thread ({e}); commits stay non-durable until DETACH");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_attach_with_other_options_names_them() {
+        let dir = std::env::temp_dir().join(format!("skade-open-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.skade");
+        let attach =
+            |pairs: &[(&str, &str)]| Catalog::open(&path, AttachOptions::parse(pairs.to_vec(), false).unwrap());
+        let first = attach(&[("DURABILITY", "none")]).unwrap();
+        // ACTOR may differ; the DURABILITY the user did not give is its default, and named so
+        let err = attach(&[("ACTOR", "bob")]).err().unwrap().message;
+        assert!(
+            err.contains("DURABILITY 'none' before, 'immediate' now (the default, as this ATTACH gives no DURABILITY)"),
+            "{err}"
+        );
+        assert!(!err.contains("ACTOR 'bob'") && !err.contains("None"), "{err}");
+        let err = attach(&[("durability", "EVENTUAL"), ("data_path", dir.join("other").to_str().unwrap())])
+            .err()
+            .unwrap()
+            .message;
+        assert!(err.contains("DURABILITY 'none' before, 'eventual' now."), "{err}");
+        assert!(err.contains("m.skade.data' before") && err.contains("other' now"), "{err}");
+        // the same options (ACTOR and TIMESTAMP_NS of its own) share the open catalog
+        let second = attach(&[("durability", "None"), ("ACTOR", "bob"), ("TIMESTAMP_NS", "microseconds")]).unwrap();
+        assert_eq!(second.actor(), "bob");
+        drop((first, second));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

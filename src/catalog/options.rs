@@ -50,6 +50,9 @@ pub struct AttachOptions {
     pub data_path: Option<PathBuf>,
     pub read_only: bool,
     pub durability: Durability,
+    /// Whether DURABILITY was given (else `durability` is the default, 'immediate'): messages
+    /// about a second ATTACH say which.
+    pub durability_given: bool,
     /// Who commits: recorded in the commit log.
     pub actor: String,
     /// Data files roll over at about this many bytes (None: the table's
@@ -150,6 +153,7 @@ impl Default for AttachOptions {
             data_path: None,
             read_only: false,
             durability: Durability::Immediate,
+            durability_given: false,
             actor: default_actor(),
             target_file_size: None,
             lineage: LineageOptions::default(),
@@ -184,7 +188,10 @@ impl AttachOptions {
                     }
                     o.data_path = Some(PathBuf::from(value));
                 }
-                "durability" => o.durability = Durability::parse(value)?,
+                "durability" => {
+                    o.durability = Durability::parse(value)?;
+                    o.durability_given = true;
+                }
                 "actor" => {
                     if value.is_empty() {
                         return Err(Error::invalid("ACTOR must not be empty"));

@@ -618,11 +618,11 @@ fn open_db(path: &Path, read_only: bool, create: bool, shared: bool) -> Result<D
     QUIET.with(|q| q.set(q.get() + 1));
     let opened = catch_unwind(AssertUnwindSafe(|| -> Result<Db> {
         Ok(if read_only {
-            Db::ReadOnly(builder.open_read_only(path).map_err(|e| open_error(path, e, shared))?)
+            Db::ReadOnly(builder.open_read_only(path).map_err(|e| open_error(path, e, true, shared))?)
         } else if create {
-            Db::ReadWrite(builder.create(path).map_err(|e| open_error(path, e, shared))?)
+            Db::ReadWrite(builder.create(path).map_err(|e| open_error(path, e, false, shared))?)
         } else {
-            Db::ReadWrite(builder.open(path).map_err(|e| open_error(path, e, shared))?)
+            Db::ReadWrite(builder.open(path).map_err(|e| open_error(path, e, false, shared))?)
         })
     }));
     QUIET.with(|q| q.set(q.get() - 1));
@@ -710,16 +710,29 @@ fn check_magic(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn open_error(path: &Path, e: redb::DatabaseError, shared: bool) -> Error {
+/// Why `path` cannot be opened (`read_only`: for a READ_ONLY attach; `shared`: through a commit
+/// log). A file another process holds says what is allowed: without a commit log, one process
+/// that writes or any number that read (redb's file locks), and several of either kind through a
+/// commit log.
+fn open_error(path: &Path, e: redb::DatabaseError, read_only: bool, shared: bool) -> Error {
+    const ALLOWED: &str = "without a commit log, a catalog is open to one process that writes to it, or to any \
+                           number of processes that attach it READ_ONLY";
+    const THROUGH_A_LOG: &str = "several processes, read-write or READ_ONLY, share a catalog through a commit log: \
+                                 ATTACH ... (TYPE skade, COMMIT_LOG '<folder>') in each of them";
     match e {
         redb::DatabaseError::DatabaseAlreadyOpen if shared => Error::permission(format!(
-            "skade catalog {} is already open in another process that attached it without a commit log (a \
-             catalog that is not log-resident has one writer at a time)",
+            "skade catalog {} is already open in another process that attached it without a commit log ({ALLOWED}): \
+             DETACH it there first",
+            path.display()
+        )),
+        // (readers share the file: the holder writes to it)
+        redb::DatabaseError::DatabaseAlreadyOpen if read_only => Error::permission(format!(
+            "skade catalog {} is already open in another process, which writes to it: {ALLOWED}, never both; \
+             {THROUGH_A_LOG}",
             path.display()
         )),
         redb::DatabaseError::DatabaseAlreadyOpen => Error::permission(format!(
-            "skade catalog {} is already open in another process (a catalog has one writer at a time; several \
-             processes share one through a commit log: ATTACH ... (TYPE skade, COMMIT_LOG '<folder>'))",
+            "skade catalog {} is already open in another process: {ALLOWED}; {THROUGH_A_LOG}",
             path.display()
         )),
         redb::DatabaseError::Storage(redb::StorageError::Corrupted(why)) => {
@@ -777,7 +790,7 @@ pub(crate) fn describe(e: &redb::Error) -> String {
             "the disk quota of its device is exhausted (EDQUOT); nothing was committed: free space, then retry"
                 .to_string()
         }
-        Some(io) => format!("I/O error: {io}"),
+        Some(io) => format!("I/O error: {}", crate::error::io_message(io)),
         None if matches!(e, redb::Error::PreviousIo) => {
             "an earlier I/O error left it unusable until it is reopened".to_string()
         }
@@ -834,5 +847,45 @@ impl LogStamp {
         serde_json::from_str(text).map_err(|e| {
             Error::corrupt(format!("skade catalog {}: its commit_log stamp is damaged ({e}): {text}", path.display()))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_catalog_held_elsewhere_says_what_is_allowed() {
+        let dir = std::env::temp_dir().join(format!("skade-store-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lake.skade");
+        // (each open has its own file description, whose locks exclude the others' as another
+        // process's would)
+        let (writer, _) = Store::open(&path, false, None, false).unwrap();
+        for read_only in [true, false] {
+            let err = Store::open(&path, read_only, None, false).err().unwrap();
+            assert_eq!(err.kind, ErrorKind::Permission);
+            let message = err.message;
+            assert!(message.contains("is already open in another process"), "{message}");
+            assert!(!message.contains("one writer at a time"), "{message}");
+            assert!(
+                message.contains(
+                    "open to one process that writes to it, or to any number of processes that attach \
+                     it READ_ONLY"
+                ),
+                "{message}"
+            );
+            assert!(message.contains("COMMIT_LOG '<folder>'"), "{message}");
+            assert_eq!(message.contains("which writes to it"), read_only, "{message}");
+        }
+        drop(writer);
+        // readers share the file, as the message says; a writer waits for all of them to go
+        let (a, _) = Store::open(&path, true, None, false).unwrap();
+        let (b, _) = Store::open(&path, true, None, false).unwrap();
+        let err = Store::open(&path, false, None, false).err().unwrap();
+        assert!(err.message.contains("is already open in another process: without a commit log"), "{}", err.message);
+        drop((a, b));
+        drop(Store::open(&path, false, None, false).unwrap());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

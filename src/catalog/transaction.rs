@@ -668,7 +668,7 @@ impl Transaction {
         let table_uuid = Uuid::new_v4();
         let shown = names::table_shown(self.database(), &stored_schema_name, name);
         let spec = partition::unbound_spec(&iceberg_schema, partitioned_by, &shown)?;
-        let md = metadata::new_table(iceberg_schema, spec, &location, table_uuid, &kept)?;
+        let md = metadata::new_table(iceberg_schema, spec, &location, table_uuid, &kept, primary_key)?;
         let md_location = metadata::metadata_location(&location, 0);
         self.lock()?.written.push(md_location.clone());
         self.catalog.inner.metadata.write(&md_location, &md)?;

@@ -86,7 +86,7 @@ impl FolderLog {
     }
 
     fn io_error(&self, what: &str, path: &Path, e: object_store::Error) -> Error {
-        Error::io(format!("cannot {what} {}: {e}", path.display()))
+        Error::io(format!("cannot {what} {}: {}", path.display(), crate::error::without_os_codes(&e.to_string())))
     }
 
     /// The raw bytes of a file of the folder, if it exists.
@@ -295,7 +295,10 @@ impl LogReader for FolderLog {
             if below.is_some_and(|s| s >= 1 && s < seq) {
                 match block_on(self.store.delete(&meta.location)) {
                     Ok(()) | Err(object_store::Error::NotFound { .. }) => removed += 1,
-                    Err(e) => return Err(Error::io(format!("cannot remove {}: {e}", meta.location))),
+                    Err(e) => {
+                        let e = crate::error::without_os_codes(&e.to_string());
+                        return Err(Error::io(format!("cannot remove {}: {e}", meta.location)));
+                    }
                 }
             }
         }

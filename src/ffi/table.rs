@@ -89,7 +89,8 @@ pub unsafe extern "C" fn skade_table_arrow_schema(
     })
 }
 
-/// Primary-key column names in column order (Iceberg's identifier fields are a set).
+/// Primary-key column names in the order PRIMARY KEY declared them (Iceberg's identifier fields
+/// are a set: the order is a table property, see `schema::declared_key_ids`).
 #[no_mangle]
 pub unsafe extern "C" fn skade_table_primary_key(
     table: *const SkadeTable,
@@ -98,8 +99,7 @@ pub unsafe extern "C" fn skade_table_primary_key(
     guard(|| {
         let t = handle(table, "table")?;
         let schema = t.info.metadata.current_schema();
-        let mut ids: Vec<i32> = schema.identifier_field_ids().collect();
-        ids.sort_unstable();
+        let ids = crate::format::schema::declared_key_ids(schema, t.info.metadata.properties());
         let names: Vec<String> =
             ids.into_iter().filter_map(|id| schema.name_by_field_id(id).map(str::to_string)).collect();
         out(result, SkadeStrings::boxed(names))

@@ -47,15 +47,11 @@ pub fn stored_as(field: &Field, nanoseconds: Nanoseconds) -> std::result::Result
     if has_other_extension(field) {
         return Ok(None); // (BOOLEAN comes as arrow.bool8 over Int8, UUID as arrow.uuid)
     }
-    if let Some(name) = opaque_type_name(field) {
-        return match name.as_str() {
-            "hugeint" => prim(PrimitiveType::Decimal { precision: 38, scale: 0 }, "HUGEINT"),
-            "uhugeint" => {
-                Err("no Iceberg type holds 128-bit unsigned integers; use DECIMAL(38,0) if the values fit".into())
-            }
-            other => Err(format!("DuckDB's {other} has no Iceberg equivalent")),
-        };
+    if opaque_type_name(field).as_deref() == Some("hugeint") {
+        return prim(PrimitiveType::Decimal { precision: 38, scale: 0 }, "HUGEINT");
     }
+    // (DuckDB's other opaque types, UHUGEINT, TIMETZ, BIT, BIGNUM, are refused by the schema's
+    // mapping, which names them and the way out)
     match field.data_type() {
         DataType::Int8 => prim(PrimitiveType::Int, "TINYINT"),
         DataType::Int16 => prim(PrimitiveType::Int, "SMALLINT"),
@@ -81,7 +77,7 @@ pub fn is_kept(field: &Field) -> bool {
     if has_other_extension(field) {
         return false;
     }
-    opaque_type_name(field).is_some()
+    opaque_type_name(field).as_deref() == Some("hugeint")
         || matches!(
             field.data_type(),
             DataType::Int8
@@ -99,7 +95,9 @@ fn has_other_extension(field: &Field) -> bool {
     field.metadata().get(EXTENSION_NAME).is_some_and(|name| name != OPAQUE)
 }
 
-fn opaque_type_name(field: &Field) -> Option<String> {
+/// The name DuckDB gives a type it exports as an Arrow opaque extension type ("hugeint",
+/// "uhugeint", "time_tz", "bit", "bignum", ...).
+pub(crate) fn opaque_type_name(field: &Field) -> Option<String> {
     if field.metadata().get(EXTENSION_NAME).map(String::as_str) != Some(OPAQUE) {
         return None;
     }

@@ -228,9 +228,16 @@ pub fn evolve(
         }
         SchemaChange::AddPrimaryKey { columns } => {
             if !keys.is_empty() {
-                let names: Vec<&str> =
-                    fields.iter().filter(|f| keys.contains(&f.id)).map(|f| f.name.as_str()).collect();
-                return Err(Error::catalog(format!("table {table} already has a PRIMARY KEY ({})", names.join(", "))));
+                let declared = super::schema::declared_key_ids(schema, metadata.properties());
+                let names: Vec<&str> = declared
+                    .iter()
+                    .filter_map(|id| fields.iter().find(|f| f.id == *id))
+                    .map(|f| f.name.as_str())
+                    .collect();
+                return Err(Error::catalog(format!(
+                    "table {table} already has a PRIMARY KEY ({})",
+                    names.join(", ")
+                )));
             }
             for name in columns {
                 let i = find(&fields, name).ok_or_else(|| missing(name))?;
@@ -246,6 +253,11 @@ pub fn evolve(
         }
         SchemaChange::SetPartitioning { .. } => return Err(Error::internal("a partitioning is no change of columns")),
     }
+    // the key's declared order (identifier fields are a set): see `schema::KEY_ORDER_PROPERTY`
+    let key_order = match change {
+        SchemaChange::AddPrimaryKey { .. } => super::schema::key_order_property(&keys),
+        _ => None,
+    };
     let next = Schema::builder().with_fields(fields).with_identifier_field_ids(keys).build()?;
     let mut builder = TableMetadataBuilder::new_from_metadata(metadata.clone(), Some(location.to_string()))
         .add_current_schema(next)?;
@@ -254,6 +266,9 @@ pub fn evolve(
     } else {
         builder.set_properties([(duckdb_types::PROPERTY.to_string(), kept.property())].into())?
     };
+    if let Some(order) = key_order {
+        builder = builder.set_properties([(super::schema::KEY_ORDER_PROPERTY.to_string(), order)].into())?;
+    }
     Ok(Some(builder.build()?.metadata))
 }
 
@@ -366,6 +381,28 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn add_primary_key_keeps_the_declared_order() {
+        use super::super::schema::declared_key_ids;
+        let md = super::super::metadata::tests::keyed_table(&[]);
+        let change = SchemaChange::AddPrimaryKey { columns: vec!["c".into(), "A".into()] };
+        let next =
+            evolve(&md, "/t/metadata/00000-x.metadata.json", &change, Nanoseconds::Refuse, "main.t").unwrap().unwrap();
+        assert_eq!(declared_key_ids(next.current_schema(), next.properties()), vec![3, 1]);
+        // a second key is refused, naming the first in its order
+        let again = SchemaChange::AddPrimaryKey { columns: vec!["b".into()] };
+        let err = evolve(&next, "/t/metadata/00001-x.metadata.json", &again, Nanoseconds::Refuse, "main.t")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("already has a PRIMARY KEY (c, a)"), "{err}");
+        // later changes keep it
+        let rename = SchemaChange::RenameColumn { from: "b".into(), to: "bb".into() };
+        let renamed = evolve(&next, "/t/metadata/00001-x.metadata.json", &rename, Nanoseconds::Refuse, "main.t")
+            .unwrap()
+            .unwrap();
+        assert_eq!(declared_key_ids(renamed.current_schema(), renamed.properties()), vec![3, 1]);
+    }
 
     #[test]
     fn widening_follows_value_ranges() {

@@ -30,13 +30,16 @@ use crate::error::{Error, Result};
 use crate::io::write_new;
 
 /// Metadata of a new, empty, unpartitioned v2 table. `kept` are DuckDB types Iceberg stores as a
-/// wider type, by column name (kept in a table property by field id: see `duckdb_types`).
+/// wider type, by column name (kept in a table property by field id: see `duckdb_types`);
+/// `primary_key` the key columns in declared order (a composite key's order is kept in a table
+/// property: see `schema::KEY_ORDER_PROPERTY`).
 pub fn new_table(
     schema: Schema,
     spec: UnboundPartitionSpec,
     location: &str,
     table_uuid: Uuid,
     kept: &[(String, String)],
+    primary_key: &[String],
 ) -> Result<TableMetadata> {
     let mut properties = HashMap::from([
         ("write.format.default".to_string(), "parquet".to_string()),
@@ -57,20 +60,32 @@ pub fn new_table(
         .build()?;
         Ok(built.metadata)
     };
-    if kept.is_empty() {
+    if kept.is_empty() && primary_key.len() < 2 {
         return build(properties);
     }
-    // the builder assigns the final field ids: learn them, then build with the property
+    // the builder assigns the final field ids: learn them, then build with the properties
     let first = build(properties.clone())?;
-    let mut types = DuckdbTypes::default();
-    for (name, ty) in kept {
-        let field = first
+    let field_id = |name: &str| {
+        first
             .current_schema()
-            .field_by_name(name)
-            .ok_or_else(|| Error::internal(format!("column {name} vanished from the new table's schema")))?;
-        types.0.insert(field.id, ty.clone());
+            .as_struct()
+            .fields()
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(name))
+            .map(|f| f.id)
+            .ok_or_else(|| Error::internal(format!("column {name} vanished from the new table's schema")))
+    };
+    if !kept.is_empty() {
+        let mut types = DuckdbTypes::default();
+        for (name, ty) in kept {
+            types.0.insert(field_id(name)?, ty.clone());
+        }
+        properties.insert(duckdb_types::PROPERTY.to_string(), types.property());
     }
-    properties.insert(duckdb_types::PROPERTY.to_string(), types.property());
+    let key_ids: Vec<i32> = primary_key.iter().map(|k| field_id(k)).collect::<Result<_>>()?;
+    if let Some(order) = super::schema::key_order_property(&key_ids) {
+        properties.insert(super::schema::KEY_ORDER_PROPERTY.to_string(), order);
+    }
     build(properties)
 }
 
@@ -262,7 +277,7 @@ impl MetadataCache {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn schema() -> Schema {
@@ -299,7 +314,8 @@ mod tests {
     #[test]
     fn files_are_the_crates_json_and_texts_follow_their_snapshot() {
         let texts = SnapshotTexts::default();
-        let created = new_table(schema(), UnboundPartitionSpec::builder().build(), "/t", Uuid::new_v4(), &[]).unwrap();
+        let created =
+            new_table(schema(), UnboundPartitionSpec::builder().build(), "/t", Uuid::new_v4(), &[], &[]).unwrap();
         let one = with_snapshot(&created, 7, "1");
         let two = with_snapshot(&one, 8, "2");
         for md in [&created, &one, &two] {
@@ -320,6 +336,42 @@ mod tests {
         assert!(text.contains(r#""added-records":"3""#), "{text}");
         let parsed: TableMetadata = serde_json::from_str(&text).unwrap();
         assert_eq!(parsed, other);
+    }
+
+    /// A table with columns a, b, c (ids 1, 2, 3) and key `key` (names in declared order).
+    pub(crate) fn keyed_table(key: &[&str]) -> TableMetadata {
+        use arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
+        let arrow = ArrowSchema::new(vec![
+            Field::new("a", DataType::Int32, true),
+            Field::new("b", DataType::Utf8, true),
+            Field::new("c", DataType::Int32, true),
+        ]);
+        let types = ["INTEGER".to_string(), "VARCHAR".into(), "INTEGER".into()];
+        let key: Vec<String> = key.iter().map(|k| k.to_string()).collect();
+        let nanoseconds = super::super::duckdb_types::Nanoseconds::Refuse;
+        let (schema, kept) = super::super::schema::iceberg_schema(&arrow, &types, &[], &key, nanoseconds).unwrap();
+        new_table(schema, UnboundPartitionSpec::builder().build(), "/t", Uuid::new_v4(), &kept, &key).unwrap()
+    }
+
+    #[test]
+    fn a_composite_key_keeps_its_declared_order() {
+        use super::super::schema::{declared_key_ids, KEY_ORDER_PROPERTY};
+        let key_of = |md: &TableMetadata| declared_key_ids(md.current_schema(), md.properties());
+        let md = keyed_table(&["B", "a"]);
+        assert_eq!(key_of(&md), vec![2, 1]);
+        // (through the metadata.json too)
+        let parsed: TableMetadata = serde_json::from_slice(&to_json(&md, &SnapshotTexts::default()).unwrap()).unwrap();
+        assert_eq!(key_of(&parsed), vec![2, 1]);
+        assert_eq!(key_of(&keyed_table(&["a", "c"])), vec![1, 3]);
+        // one key column: no order to keep, no property
+        let single = keyed_table(&["c"]);
+        assert_eq!(key_of(&single), vec![3]);
+        assert!(!single.properties().contains_key(KEY_ORDER_PROPERTY));
+        // a property that does not name the key's fields (another writer changed the key): field-id order
+        let stale = HashMap::from([(KEY_ORDER_PROPERTY.to_string(), "3,1".to_string())]);
+        assert_eq!(declared_key_ids(md.current_schema(), &stale), vec![1, 2]);
+        let garbled = HashMap::from([(KEY_ORDER_PROPERTY.to_string(), "2,x".to_string())]);
+        assert_eq!(declared_key_ids(md.current_schema(), &garbled), vec![1, 2]);
     }
 
     #[test]

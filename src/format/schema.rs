@@ -17,6 +17,8 @@ const EXTENSION_NAME: &str = "ARROW:extension:name";
 const UUID_EXTENSION: &str = "arrow.uuid";
 /// DuckDB's lossless Arrow export sends BOOLEAN as one byte per value under this extension.
 const BOOL8_EXTENSION: &str = "arrow.bool8";
+/// DuckDB exports JSON under this extension (its storage a string).
+const JSON_EXTENSION: &str = "arrow.json";
 
 /// Builds the Iceberg schema of a new table from the Arrow schema DuckDB exported for its
 /// columns. `duckdb_types` are DuckDB's names for each top-level column's type (for messages),
@@ -69,6 +71,38 @@ pub fn iceberg_schema(
     Ok((Schema::builder().with_fields(fields).with_identifier_field_ids(key_ids).build()?, kept))
 }
 
+/// Table property: a composite primary key's field ids in the order PRIMARY KEY named them,
+/// comma-separated. Iceberg's identifier-field-ids are a set (the iceberg crate holds them in a
+/// hash set), but DuckDB shows a key in its declared order (DESCRIBE, `duckdb_constraints()`):
+/// `PRIMARY KEY (b, a)` stays `(b, a)`. Field ids, not names, so a RENAME COLUMN keeps it right.
+/// Only the key's display order: key-column lists the core compares or encodes stay in
+/// field-id order.
+pub const KEY_ORDER_PROPERTY: &str = "skade.primary-key-order";
+
+/// The value of [`KEY_ORDER_PROPERTY`] for key field ids `ids` in declared order (None for a key
+/// of one column or none: there is no order to keep).
+pub fn key_order_property(ids: &[i32]) -> Option<String> {
+    (ids.len() > 1).then(|| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(","))
+}
+
+/// The identifier field ids of `schema` in the order PRIMARY KEY declared them: the order of
+/// [`KEY_ORDER_PROPERTY`] in `properties` when it names exactly those fields, else field-id
+/// order (tables of other writers, or written by skade before it kept the order).
+pub fn declared_key_ids(schema: &Schema, properties: &HashMap<String, String>) -> Vec<i32> {
+    let mut ids: Vec<i32> = schema.identifier_field_ids().collect();
+    ids.sort_unstable();
+    let declared: Option<Vec<i32>> =
+        properties.get(KEY_ORDER_PROPERTY).and_then(|text| text.split(',').map(|id| id.trim().parse().ok()).collect());
+    if let Some(declared) = declared {
+        let mut same = declared.clone();
+        same.sort_unstable();
+        if same == ids {
+            return declared;
+        }
+    }
+    ids
+}
+
 /// Refuses a column Iceberg cannot take as an identifier field (a PRIMARY KEY column).
 pub(crate) fn check_key_column(field: &NestedField) -> Result<()> {
     if !field.field_type.is_primitive() {
@@ -92,6 +126,8 @@ fn is_in(list: &[String], name: &str) -> bool {
 
 /// The Iceberg type of one top-level column DuckDB exported as `field`, its nested fields numbered
 /// from `next_id` on (advanced past them), and the DuckDB type kept for it (see `duckdb_types`).
+/// A type Iceberg cannot store is refused in DuckDB's terms, with the way out (a cast, or the
+/// column left out), for the caller to put after the column's name and type.
 pub(crate) fn column_type(
     field: &Field,
     next_id: &mut i32,
@@ -99,29 +135,178 @@ pub(crate) fn column_type(
 ) -> std::result::Result<(Type, Option<&'static str>), String> {
     match duckdb_types::stored_as(field, nanoseconds)? {
         Some((ty, name)) => Ok((ty, Some(name))),
-        None => Ok((iceberg_type(field, next_id)?, None)),
+        None => Ok((iceberg_type(field, next_id, Place { column: field.name(), nested: false })?, None)),
     }
 }
 
-fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, String> {
+/// Where a type being mapped is: in which top-level column, and whether inside its STRUCT, LIST
+/// or MAP (for the way out of a refusal).
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    column: &'a str,
+    nested: bool,
+}
+
+impl Place<'_> {
+    fn inside(self) -> Self {
+        Place { nested: true, ..self }
+    }
+
+    /// Why DuckDB type `ty` cannot be stored here, and the way out: a cast to `to` (a type
+    /// Iceberg stores; `also` names another way), or the column left out; `note` ends it.
+    fn refuse(self, ty: &str, to: &str, also: &str, note: &str) -> String {
+        let c = sql_identifier(self.column);
+        if self.nested {
+            return format!(
+                "inside it, {ty} has no Iceberg type: cast the column to a type with {to} in that place{also}, or \
+                 leave the column out (SELECT * EXCLUDE ({c})){note}"
+            );
+        }
+        format!(
+            "Iceberg has no {ty} type; store it as {to}{also}: CAST({c} AS {to}) (in a SELECT *: SELECT * REPLACE \
+             (CAST({c} AS {to}) AS {c})), or leave the column out (SELECT * EXCLUDE ({c})){note}"
+        )
+    }
+}
+
+/// `name` as SQL names a column: bare when it is a plain lowercase identifier, else quoted.
+fn sql_identifier(name: &str) -> String {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// The DuckDB types DuckDB exports in a form Iceberg has no type for, refused in DuckDB's terms
+/// (ENUM, UNION, ARRAY, INTERVAL, JSON, ...) with the way out; None for every other type.
+fn refusal(field: &Field, at: Place) -> Option<String> {
+    if field.metadata().get(EXTENSION_NAME).map(String::as_str) == Some(JSON_EXTENSION) {
+        return Some(at.refuse("JSON", "VARCHAR", "", ""));
+    }
+    if let Some(name) = duckdb_types::opaque_type_name(field) {
+        return Some(match name.as_str() {
+            "uhugeint" => {
+                at.refuse("128-bit unsigned integer", "DECIMAL(38,0)", " if the values fit (else VARCHAR)", "")
+            }
+            "time_tz" => at.refuse("TIME WITH TIME ZONE", "VARCHAR", " (which keeps the offset)", ""),
+            "hugeint" => return None, // (a kept type: refused only inside a STRUCT, LIST or MAP)
+            _ => at.refuse(&duckdb_name(field), "VARCHAR", "", ""),
+        });
+    }
+    Some(match field.data_type() {
+        DataType::Dictionary(_, _) => at.refuse("ENUM", "VARCHAR", "", " (a pandas Categorical column is an ENUM)"),
+        DataType::Union(_, _) => at.refuse("UNION", "VARCHAR", "", ""),
+        DataType::FixedSizeList(child, _) => {
+            at.refuse("fixed-size ARRAY", &format!("{}[]", duckdb_name(child)), "", "")
+        }
+        DataType::Interval(_) | DataType::Duration(_) => at.refuse(
+            "INTERVAL",
+            "VARCHAR",
+            &format!(" (or as seconds: epoch({}))", sql_identifier(at.column)),
+            " (a pandas timedelta column is an INTERVAL)",
+        ),
+        DataType::Time32(_) | DataType::Time64(TimeUnit::Nanosecond) => at.refuse(
+            &duckdb_name(field),
+            "TIME",
+            " (Iceberg times are microseconds: the last three digits are dropped)",
+            "",
+        ),
+        _ => return None,
+    })
+}
+
+/// How DuckDB names the type it exported as `field` (for messages); Arrow's name where DuckDB
+/// has none.
+pub(crate) fn duckdb_name(field: &Field) -> String {
+    match field.metadata().get(EXTENSION_NAME).map(String::as_str) {
+        Some(UUID_EXTENSION) => return "UUID".into(),
+        Some(BOOL8_EXTENSION) => return "BOOLEAN".into(),
+        Some(JSON_EXTENSION) => return "JSON".into(),
+        _ => {}
+    }
+    if let Some(name) = duckdb_types::opaque_type_name(field) {
+        return match name.as_str() {
+            "time_tz" => "TIME WITH TIME ZONE".into(),
+            other => other.to_uppercase(),
+        };
+    }
+    let list = |child: &Field, size: String| format!("{}[{size}]", duckdb_name(child));
+    let members = |fields: &mut dyn Iterator<Item = &arrow::datatypes::FieldRef>| {
+        fields.map(|f| format!("{} {}", sql_identifier(f.name()), duckdb_name(f))).collect::<Vec<_>>().join(", ")
+    };
+    match field.data_type() {
+        DataType::Null => "NULL".into(),
+        DataType::Boolean => "BOOLEAN".into(),
+        DataType::Int8 => "TINYINT".into(),
+        DataType::Int16 => "SMALLINT".into(),
+        DataType::Int32 => "INTEGER".into(),
+        DataType::Int64 => "BIGINT".into(),
+        DataType::UInt8 => "UTINYINT".into(),
+        DataType::UInt16 => "USMALLINT".into(),
+        DataType::UInt32 => "UINTEGER".into(),
+        DataType::UInt64 => "UBIGINT".into(),
+        DataType::Float16 | DataType::Float32 => "FLOAT".into(),
+        DataType::Float64 => "DOUBLE".into(),
+        DataType::Decimal32(p, s)
+        | DataType::Decimal64(p, s)
+        | DataType::Decimal128(p, s)
+        | DataType::Decimal256(p, s) => {
+            format!("DECIMAL({p},{s})")
+        }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "VARCHAR".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => "BLOB".into(),
+        DataType::Date32 | DataType::Date64 => "DATE".into(),
+        DataType::Time64(TimeUnit::Nanosecond) => "TIME_NS".into(),
+        DataType::Time32(_) | DataType::Time64(_) => "TIME".into(),
+        DataType::Timestamp(_, Some(_)) => "TIMESTAMP WITH TIME ZONE".into(),
+        DataType::Timestamp(TimeUnit::Second, None) => "TIMESTAMP_S".into(),
+        DataType::Timestamp(TimeUnit::Millisecond, None) => "TIMESTAMP_MS".into(),
+        DataType::Timestamp(TimeUnit::Microsecond, None) => "TIMESTAMP".into(),
+        DataType::Timestamp(TimeUnit::Nanosecond, None) => "TIMESTAMP_NS".into(),
+        DataType::Interval(_) | DataType::Duration(_) => "INTERVAL".into(),
+        DataType::Dictionary(_, _) => "ENUM".into(),
+        DataType::List(c) | DataType::LargeList(c) | DataType::ListView(c) | DataType::LargeListView(c) => {
+            list(c, String::new())
+        }
+        DataType::FixedSizeList(c, n) => list(c, n.to_string()),
+        DataType::Struct(fields) => format!("STRUCT({})", members(&mut fields.iter())),
+        DataType::Union(fields, _) => format!("UNION({})", members(&mut fields.iter().map(|(_, f)| f))),
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => format!("MAP({}, {})", duckdb_name(&kv[0]), duckdb_name(&kv[1])),
+            _ => "MAP".into(),
+        },
+        other => other.to_string(),
+    }
+}
+
+fn iceberg_type(field: &Field, next_id: &mut i32, at: Place) -> std::result::Result<Type, String> {
     let prim = |p| Ok(Type::Primitive(p));
     match field.metadata().get(EXTENSION_NAME).map(String::as_str) {
         Some(UUID_EXTENSION) => return prim(PrimitiveType::Uuid),
         Some(BOOL8_EXTENSION) => return prim(PrimitiveType::Boolean),
         _ => {}
     }
+    if let Some(why) = refusal(field, at) {
+        return Err(why);
+    }
     if duckdb_types::is_kept(field) {
         // (kept only for top-level columns: here it is inside a STRUCT, LIST or MAP)
         return Err(format!(
             "inside a STRUCT, LIST or MAP, {} has no Iceberg type (a top-level column of it is stored as a wider \
              type); use INTEGER, BIGINT, DECIMAL or TIMESTAMP there",
-            field.data_type()
+            duckdb_name(field)
         ));
     }
-    if let Some(ext) = field.metadata().get(EXTENSION_NAME) {
-        return Err(format!("its Arrow extension type {ext} has no Iceberg equivalent"));
+    if field.metadata().contains_key(EXTENSION_NAME) {
+        return Err(at.refuse(&duckdb_name(field), "VARCHAR", "", ""));
     }
     match field.data_type() {
+        // DuckDB 2.0 exports an untyped NULL (`SELECT NULL AS n`, `[] AS l`) as Arrow's Null:
+        // INTEGER, as DuckDB 1.5 types such a column (its rows are all NULL)
+        DataType::Null => prim(PrimitiveType::Int),
         DataType::Boolean => prim(PrimitiveType::Boolean),
         DataType::Int32 => prim(PrimitiveType::Int),
         DataType::Int64 => prim(PrimitiveType::Long),
@@ -147,14 +332,14 @@ fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, S
         | DataType::LargeList(child)
         | DataType::ListView(child)
         | DataType::LargeListView(child) => {
-            let element = iceberg_type(child, next_id)?;
+            let element = iceberg_type(child, next_id, at.inside())?;
             *next_id += 1;
             Ok(Type::List(ListType::new(Arc::new(NestedField::list_element(*next_id, element, !child.is_nullable())))))
         }
         DataType::Struct(children) => {
             let mut fields: Vec<NestedFieldRef> = Vec::with_capacity(children.len());
             for c in children {
-                let t = iceberg_type(c, next_id)?;
+                let t = iceberg_type(c, next_id, at.inside())?;
                 *next_id += 1;
                 fields.push(Arc::new(NestedField::new(*next_id, c.name(), t, !c.is_nullable())));
             }
@@ -165,17 +350,17 @@ fn iceberg_type(field: &Field, next_id: &mut i32) -> std::result::Result<Type, S
                 DataType::Struct(kv) if kv.len() == 2 => (&kv[0], &kv[1]),
                 _ => return Err("malformed MAP".into()),
             };
-            let kt = iceberg_type(k, next_id)?;
+            let kt = iceberg_type(k, next_id, at.inside())?;
             *next_id += 1;
             let key_id = *next_id;
-            let vt = iceberg_type(v, next_id)?;
+            let vt = iceberg_type(v, next_id, at.inside())?;
             *next_id += 1;
             Ok(Type::Map(MapType::new(
                 Arc::new(NestedField::map_key_element(key_id, kt)),
                 Arc::new(NestedField::map_value_element(*next_id, vt, !v.is_nullable())),
             )))
         }
-        other => Err(format!("the Arrow type {other} has no Iceberg equivalent")),
+        _ => Err(at.refuse(&duckdb_name(field), "VARCHAR", "", "")),
     }
 }
 
@@ -234,7 +419,7 @@ pub fn conform(columns: &StructArray, target: &ArrowSchemaRef, table_name: &str)
     }
     let mut out = Vec::with_capacity(target.fields().len());
     for ((col, field), source) in columns.columns().iter().zip(target.fields()).zip(columns.fields()) {
-        if !field.is_nullable() && col.null_count() > 0 {
+        if !field.is_nullable() && col.logical_null_count() > 0 {
             return Err(Error::constraint(format!("NOT NULL constraint failed: {table_name}.{}", field.name())));
         }
         let column_name = format!("{table_name}.{}", field.name());
@@ -437,6 +622,154 @@ mod tests {
             "{}",
             err.message
         );
+    }
+
+    /// DuckDB's types with no Iceberg form are refused in DuckDB's terms (never Arrow's), naming the
+    /// column and the way out.
+    #[test]
+    fn refused_types_speak_duckdb() {
+        let ext = |f: Field, name: &str, meta: Option<&str>| {
+            let mut md = HashMap::from([(EXTENSION_NAME.to_string(), name.to_string())]);
+            if let Some(meta) = meta {
+                md.insert("ARROW:extension:metadata".to_string(), meta.to_string());
+            }
+            f.with_metadata(md)
+        };
+        let dict = DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::Utf8));
+        let union = DataType::Union(
+            arrow::datatypes::UnionFields::try_new(
+                vec![0, 1],
+                vec![Field::new("i", DataType::Int32, true), Field::new("s", DataType::Utf8, true)],
+            )
+            .unwrap(),
+            arrow::datatypes::UnionMode::Sparse,
+        );
+        let array = DataType::FixedSizeList(Arc::new(Field::new("", DataType::Int32, true)), 3);
+        let time_tz = r#"{"type_name":"time_tz","vendor_name":"DuckDB"}"#;
+        let cases: Vec<(Field, &str, &[&str])> = vec![
+            (
+                Field::new("mood", dict.clone(), true),
+                "ENUM('a', 'b')",
+                &["Iceberg has no ENUM type", "CAST(mood AS VARCHAR)", "SELECT * EXCLUDE (mood)", "pandas Categorical"],
+            ),
+            (
+                Field::new("u", union, true),
+                "UNION(i INTEGER, s VARCHAR)",
+                &["Iceberg has no UNION type", "CAST(u AS VARCHAR)"],
+            ),
+            (
+                Field::new("arr", array, true),
+                "INTEGER[3]",
+                &[
+                    "Iceberg has no fixed-size ARRAY type",
+                    "CAST(arr AS INTEGER[])",
+                    "SELECT * REPLACE (CAST(arr AS INTEGER[]) AS arr)",
+                ],
+            ),
+            (
+                Field::new("Span", DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano), true),
+                "INTERVAL",
+                &["Iceberg has no INTERVAL type", "CAST(\"Span\" AS VARCHAR)", "epoch(\"Span\")", "pandas timedelta"],
+            ),
+            (
+                ext(Field::new("j", DataType::Utf8, true), "arrow.json", None),
+                "JSON",
+                &["Iceberg has no JSON type", "CAST(j AS VARCHAR)"],
+            ),
+            (
+                ext(Field::new("t", DataType::FixedSizeBinary(8), true), "arrow.opaque", Some(time_tz)),
+                "TIME WITH TIME ZONE",
+                &["Iceberg has no TIME WITH TIME ZONE type", "CAST(t AS VARCHAR)"],
+            ),
+            (
+                ext(
+                    Field::new("uh", DataType::FixedSizeBinary(16), true),
+                    "arrow.opaque",
+                    Some(r#"{"type_name":"uhugeint","vendor_name":"DuckDB"}"#),
+                ),
+                "UHUGEINT",
+                &["128-bit unsigned integer", "CAST(uh AS DECIMAL(38,0))"],
+            ),
+            (
+                Field::new("tn", DataType::Time64(TimeUnit::Nanosecond), true),
+                "TIME_NS",
+                &["Iceberg has no TIME_NS type", "CAST(tn AS TIME)"],
+            ),
+            (
+                Field::new_struct("s", vec![Field::new("e", dict, true)], true),
+                "STRUCT(e ENUM('a'))",
+                &["inside it, ENUM has no Iceberg type", "with VARCHAR in that place", "SELECT * EXCLUDE (s)"],
+            ),
+            (
+                Field::new_list(
+                    "h",
+                    ext(
+                        Field::new("element", DataType::FixedSizeBinary(16), true),
+                        "arrow.opaque",
+                        Some(r#"{"type_name":"hugeint","vendor_name":"DuckDB"}"#),
+                    ),
+                    true,
+                ),
+                "HUGEINT[]",
+                &["inside a STRUCT, LIST or MAP, HUGEINT has no Iceberg type", "DECIMAL"],
+            ),
+        ];
+        for (field, duck, wanted) in cases {
+            let name = field.name().clone();
+            let arrow = ArrowSchema::new(vec![field]);
+            let err = iceberg_schema(&arrow, &[duck.to_string()], &[], &[], Nanoseconds::Refuse).unwrap_err().message;
+            let quoted = format!("column \"{name}\" has type {duck}, which a skade (Iceberg) table cannot store: ");
+            assert!(err.starts_with(&quoted), "{err}");
+            for w in wanted {
+                assert!(err.contains(w), "{w}: {err}");
+            }
+            for arrow_speak in ["Arrow", "Dictionary", "Sparse", "FixedSizeList", "MonthDayNano", "arrow.", "Utf8"] {
+                assert!(!err.contains(arrow_speak), "{arrow_speak}: {err}");
+            }
+        }
+    }
+
+    /// DuckDB 2.0 exports an untyped NULL as Arrow's Null: an INTEGER column (a list of them an
+    /// INTEGER[] one), as DuckDB 1.5 types it, whose rows are written as NULLs.
+    #[test]
+    fn untyped_nulls_are_integers() {
+        let arrow = ArrowSchema::new(vec![
+            Field::new("n", DataType::Null, true),
+            Field::new_list("l", Field::new("l", DataType::Null, true), true),
+        ]);
+        let (schema, kept) =
+            iceberg_schema(&arrow, &["\"NULL\"".into(), "\"NULL\"[]".into()], &[], &[], Nanoseconds::Refuse).unwrap();
+        assert!(kept.is_empty());
+        let t = |n| schema.field_by_name(n).unwrap().field_type.to_string();
+        assert_eq!(t("n"), "int");
+        let Type::List(list) = &*schema.field_by_name("l").unwrap().field_type else { panic!("not a list") };
+        assert_eq!(list.element_field.field_type.to_string(), "int");
+        let target = arrow_schema(&schema).unwrap();
+        let nulls = ListArray::new(
+            Arc::new(Field::new("l", DataType::Null, true)),
+            arrow::buffer::OffsetBuffer::from_lengths([0, 0, 1]),
+            Arc::new(arrow::array::NullArray::new(1)),
+            None,
+        );
+        let input = StructArray::from(vec![
+            (Arc::new(arrow.field(0).clone()), Arc::new(arrow::array::NullArray::new(3)) as ArrayRef),
+            (Arc::new(arrow.field(1).clone()), Arc::new(nulls) as ArrayRef),
+        ]);
+        let batch = conform(&input, &target, "t").unwrap();
+        assert_eq!(batch.schema(), target);
+        assert_eq!(batch.column(0).data_type(), &DataType::Int32);
+        assert_eq!(batch.column(0).logical_null_count(), 3);
+        let lists = batch.column(1).as_list::<i32>();
+        assert_eq!((lists.value_length(0), lists.value_length(2)), (0, 1));
+        assert_eq!(lists.values().data_type(), &DataType::Int32);
+        assert!(lists.value(2).is_null(0));
+        // a Null array is all NULL, for NOT NULL too
+        let required: ArrowSchemaRef = Arc::new(ArrowSchema::new(vec![Field::new("n", DataType::Int32, false)]));
+        let one = StructArray::from(vec![(
+            Arc::new(Field::new("n", DataType::Null, true)),
+            Arc::new(arrow::array::NullArray::new(1)) as ArrayRef,
+        )]);
+        assert_eq!(conform(&one, &required, "t").unwrap_err().kind, crate::error::ErrorKind::Constraint);
     }
 
     #[test]

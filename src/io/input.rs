@@ -13,7 +13,7 @@ use parquet::errors::ParquetError;
 use parquet::file::reader::{ChunkReader, Length};
 
 use super::local_path;
-use crate::error::{Error, Result};
+use crate::error::{io_message, Error, Result};
 
 /// A file open for reading. `what` names its kind in errors ("data file", "delete file").
 pub struct InputFile {
@@ -26,7 +26,7 @@ pub struct InputFile {
 impl InputFile {
     pub fn open(location: &str, what: &'static str) -> Result<InputFile> {
         let file = File::open(local_path(location))
-            .map_err(|e| Error::io(format!("{what} {location} cannot be opened: {e}")))?;
+            .map_err(|e| Error::io(format!("{what} {location} cannot be opened: {}", io_message(&e))))?;
         Ok(InputFile { file, location: location.to_string(), what, len: OnceLock::new() })
     }
 
@@ -42,7 +42,7 @@ impl InputFile {
         let len = self
             .file
             .metadata()
-            .map_err(|e| Error::io(format!("{} {} cannot be read: {e}", self.what, self.location)))?
+            .map_err(|e| Error::io(format!("{} {} cannot be read: {}", self.what, self.location, io_message(&e))))?
             .len();
         Ok(*self.len.get_or_init(|| len))
     }
@@ -52,7 +52,12 @@ impl InputFile {
     /// initialized slice, so this calls pread itself).
     pub fn read_range(&self, offset: u64, len: usize) -> Result<Bytes> {
         let fail = |e: std::io::Error| {
-            Error::io(format!("cannot read {len} bytes at offset {offset} of {} {}: {e}", self.what, self.location))
+            Error::io(format!(
+                "cannot read {len} bytes at offset {offset} of {} {}: {}",
+                self.what,
+                self.location,
+                io_message(&e)
+            ))
         };
         let mut buf: Vec<u8> = Vec::with_capacity(len);
         while buf.len() < len {
@@ -99,7 +104,8 @@ impl ChunkReader for InputFile {
 
 /// The whole file at `location`.
 pub fn read_whole(location: &str, what: &str) -> Result<Vec<u8>> {
-    std::fs::read(local_path(location)).map_err(|e| Error::io(format!("cannot read {what} {location}: {e}")))
+    std::fs::read(local_path(location))
+        .map_err(|e| Error::io(format!("cannot read {what} {location}: {}", io_message(&e))))
 }
 
 /// The first `n` bytes of the file at `location` (fewer if it is shorter).
@@ -107,7 +113,7 @@ pub fn read_head(location: &str, n: u64) -> Result<Vec<u8>> {
     let mut head = Vec::with_capacity(n as usize);
     File::open(local_path(location))
         .and_then(|f| f.take(n).read_to_end(&mut head))
-        .map_err(|e| Error::io(format!("cannot read {location}: {e}")))?;
+        .map_err(|e| Error::io(format!("cannot read {location}: {}", io_message(&e))))?;
     Ok(head)
 }
 
@@ -122,7 +128,7 @@ pub fn list(location: &str) -> Result<Vec<Listed>> {
     let entries = match std::fs::read_dir(local_path(location)) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-        Err(e) => return Err(Error::io(format!("cannot list {location}: {e}"))),
+        Err(e) => return Err(Error::io(format!("cannot list {location}: {}", io_message(&e)))),
     };
     let mut out = vec![];
     for entry in entries.flatten() {
@@ -130,4 +136,16 @@ pub fn list(location: &str) -> Result<Vec<Listed>> {
         out.push(Listed { location: format!("{location}/{}", entry.file_name().to_string_lossy()), modified });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_missing_file_is_named_without_rusts_os_code() {
+        let location = format!("/nonexistent-{}/f.parquet", uuid::Uuid::new_v4());
+        let e = super::InputFile::open(&location, "data file").err().unwrap().message;
+        assert_eq!(e, format!("data file {location} cannot be opened: No such file or directory"));
+        let e = super::read_whole(&location, "metadata file").unwrap_err().message;
+        assert_eq!(e, format!("cannot read metadata file {location}: No such file or directory"));
+    }
 }

@@ -244,5 +244,5 @@ pub fn absolute(path: &Path) -> Result<PathBuf> {
 }
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
-    Error::io(format!("cannot {what} {}: {e}", path.display()))
+    Error::io(format!("cannot {what} {}: {}", path.display(), crate::error::io_message(&e)))
 }

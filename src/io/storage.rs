@@ -41,6 +41,7 @@ impl StorageFactory for LocalStorageFactory {
 pub struct LocalStorage;
 
 fn err(what: &str, path: &Path, e: std::io::Error) -> iceberg::Error {
+    let e = crate::error::io_message(&e);
     iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("cannot {what} {}: {e}", path.display()))
 }
 

@@ -6,7 +6,20 @@ import duckdb
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DUCKDB_CLI = os.path.join(os.path.dirname(sys.executable), "duckdb")
+
+
+def _cli():
+    """The DuckDB CLI of this host: the binary the duckdb-cli package ships (1.5.5; PyPI has no
+    2.0.1 CLI, and the path then does not exist), not the package's `bin/duckdb`, a Python wrapper
+    around it which a Ctrl-C ends with the session. `make` links it as build/duckdb."""
+    try:
+        import duckdb_cli
+    except ImportError:
+        return os.path.join(os.path.dirname(sys.executable), "duckdb-cli-not-installed")
+    return os.path.join(os.path.dirname(os.path.abspath(duckdb_cli.__file__)), "duckdb")
+
+
+DUCKDB_CLI = _cli()
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from hosts import REPOSITORY, built_extension, peer_extension  # noqa: E402

@@ -38,7 +38,8 @@ HOLDER = textwrap.dedent("""
     import sys, time, duckdb
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD '{sys.argv[1]}'")
-    con.execute(f"ATTACH '{sys.argv[2]}' AS lake (TYPE skade)")
+    options = sys.argv[3] if len(sys.argv) > 3 else ""
+    con.execute(f"ATTACH '{sys.argv[2]}' AS lake (TYPE skade{options})")
     print("attached", flush=True)
     time.sleep(60)
 """)
@@ -62,6 +63,41 @@ def test_a_catalog_held_by_another_process_is_a_clear_error(tmp_path):
     con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
 
 
+def test_a_reader_beside_a_writer_in_another_process_is_told_what_is_allowed(tmp_path):
+    lake = tmp_path / "lake.skade"
+    maker = connect()
+    maker.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    maker.execute("CREATE TABLE lake.t AS SELECT 1 AS x")
+    maker.close()  # (the file closed with its database)
+    con = connect()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, EXTENSION, str(lake)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "attached"
+        # not "one writer at a time", which reads as if readers were let in
+        with pytest.raises(duckdb.Error) as refused:
+            con.execute(f"ATTACH '{lake}' AS lake (TYPE skade, READ_ONLY)")
+        message = str(refused.value)
+        assert "already open in another process, which writes to it" in message, message
+        assert "any number of processes that attach it READ_ONLY, never both" in message, message
+        assert "COMMIT_LOG '<folder>'" in message, message
+    finally:
+        holder.kill()
+        holder.wait()
+    # READ_ONLY attaches of several processes share the file
+    reader = subprocess.Popen([sys.executable, "-c", HOLDER, EXTENSION, str(lake), ", READ_ONLY"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "attached"
+        con.execute(f"ATTACH '{lake}' AS lake (TYPE skade, READ_ONLY)")
+        assert con.execute("SELECT x FROM lake.t").fetchone() == (1,)
+        con.execute("DETACH lake")
+        with pytest.raises(duckdb.Error, match="already open in another process: without a commit log"):
+            con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    finally:
+        reader.kill()
+        reader.wait()
+
+
 def test_a_prepared_table_function_survives_detach(tmp_path, con):
     lake = tmp_path / "lake.skade"
     con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
@@ -73,3 +109,57 @@ def test_a_prepared_table_function_survives_detach(tmp_path, con):
         con.execute("EXECUTE feed")
     con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
     assert con.execute("EXECUTE feed").fetchone() == (2,)
+
+
+def test_a_frame_column_iceberg_cannot_store_names_the_way_out(tmp_path, con):
+    """A pandas timedelta (INTERVAL) or Categorical (ENUM) column fails a CTAS in DuckDB's terms,
+    naming the column and the way out, which then works."""
+    import datetime
+
+    import pyarrow as pa
+
+    con.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
+    took = pa.table({"id": [1, 2], "took": pa.array([datetime.timedelta(seconds=90), None], pa.duration("us"))})
+    con.register("took", took)
+    with pytest.raises(duckdb.Error) as refused:
+        con.execute("CREATE TABLE lake.t AS SELECT * FROM took")
+    message = str(refused.value)
+    assert 'column "took" has type INTERVAL' in message, message
+    assert "Iceberg has no INTERVAL type; store it as VARCHAR (or as seconds: epoch(took))" in message, message
+    assert "SELECT * REPLACE (CAST(took AS VARCHAR) AS took)" in message, message
+    for arrow_speak in ("Arrow", "MonthDayNano", "Interval("):
+        assert arrow_speak not in message, message
+    con.execute("CREATE TABLE lake.t AS SELECT * REPLACE (epoch(took) AS took) FROM took")
+    assert con.execute("SELECT took FROM lake.t ORDER BY id").fetchall() == [(90.0,), (None,)]
+
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"id": [1, 2], "kind": pd.Categorical(["a", "b"])})
+    con.register("frame", frame)
+    with pytest.raises(duckdb.Error) as refused:
+        con.execute("CREATE TABLE lake.c AS SELECT * FROM frame")
+    message = str(refused.value)
+    assert 'column "kind" has type ENUM(' in message, message
+    assert "Iceberg has no ENUM type; store it as VARCHAR: CAST(kind AS VARCHAR)" in message, message
+    assert "Dictionary" not in message, message
+    con.execute("CREATE TABLE lake.c AS SELECT * EXCLUDE (kind) FROM frame")
+    assert con.execute("SELECT count(*) FROM lake.c").fetchone() == (2,)
+
+
+def test_vacuum_and_analyze_do_not_scan_a_skade_table(tmp_path, con):
+    """ANALYZE and VACUUM are decided before DuckDB reads the table: with its data files gone, a
+    scan would fail, and neither does."""
+    import glob
+    import os
+
+    lake = tmp_path / "lake.skade"
+    con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    con.execute("CREATE TABLE lake.t AS SELECT i AS id FROM range(1000) r(i)")
+    files = glob.glob(f"{lake}.data/main/t/data/*.parquet")
+    assert files
+    for f in files:
+        os.remove(f)
+    with pytest.raises(duckdb.Error):  # (a scan needs them)
+        con.execute("SELECT sum(id) FROM lake.t").fetchall()
+    con.execute("ANALYZE lake.t")
+    with pytest.raises(duckdb.NotImplementedException, match=r"SELECT \* FROM skade_compact\('lake.t'\)"):
+        con.execute("VACUUM lake.t")

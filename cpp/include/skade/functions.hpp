@@ -85,6 +85,10 @@ virtual_column_map_t SkadeArrowVirtualColumns(ClientContext &context, optional_p
 //! transactions it has open: lineage inputs (cpp/skade_lineage_inputs.cpp).
 OptimizerExtension SkadeLineageInputs();
 
+//! VACUUM and ANALYZE of a skade table, decided before DuckDB scans it: ANALYZE succeeds at once,
+//! VACUUM is refused naming skade_compact (cpp/skade_vacuum.cpp).
+OptimizerExtension SkadeVacuumRule();
+
 //! Refuses NULL arguments with a message naming the function.
 void SkadeRequireArguments(TableFunctionBindInput &input, const string &function_name);
 
