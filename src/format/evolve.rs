@@ -234,10 +234,7 @@ pub fn evolve(
                     .filter_map(|id| fields.iter().find(|f| f.id == *id))
                     .map(|f| f.name.as_str())
                     .collect();
-                return Err(Error::catalog(format!(
-                    "table {table} already has a PRIMARY KEY ({})",
-                    names.join(", ")
-                )));
+                return Err(Error::catalog(format!("table {table} already has a PRIMARY KEY ({})", names.join(", "))));
             }
             for name in columns {
                 let i = find(&fields, name).ok_or_else(|| missing(name))?;

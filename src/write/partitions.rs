@@ -1,5 +1,5 @@
 //! A partitioned table's writes (issue 24): each chunk's rows grouped by their partition values
-//! in one pass (the iceberg crate's value calculator, hashed in Arrow's row format), gathered per
+//! in one pass (the iceberg crate's transforms, hashed in Arrow's row format), gathered per
 //! partition in Arrow, and written to one file stream per partition. Memory is bounded: at most
 //! [`MAX_OPEN_PARTITIONS`] partitions open (the least recently written closes: its rows so far are
 //! a file of their own), [`PARTITION_BUFFER_BYTES`] of gathered rows, and a row group per open
@@ -13,6 +13,7 @@ use arrow::datatypes::{DataType, Date32Type, Int32Type, Int64Type, TimeUnit, Tim
 use arrow::row::{RowConverter, SortField};
 use iceberg::arrow::{arrow_struct_to_literal, PartitionValueCalculator};
 use iceberg::spec::{DataFile, Literal, PartitionKey, PartitionSpecRef, SchemaRef, Transform};
+use iceberg::transform::{create_transform_function, BoxedTransformFunction};
 
 use super::file_stream::{FileStream, InnerBuilder};
 use crate::error::{Error, Result};
@@ -35,7 +36,9 @@ const MAX_DATE_DAYS: i32 = 95_000_000;
 
 pub struct Partitions {
     builder: InnerBuilder,
+    /// (for the partition values' types)
     calculator: PartitionValueCalculator,
+    transforms: Vec<BoxedTransformFunction>,
     spec: PartitionSpecRef,
     schema: SchemaRef,
     converter: RowConverter,
@@ -66,6 +69,11 @@ impl Partitions {
         table_name: &str,
     ) -> Result<Self> {
         let calculator = PartitionValueCalculator::try_new(&spec, &schema)?;
+        let transforms = spec
+            .fields()
+            .iter()
+            .map(|f| create_transform_function(&f.transform))
+            .collect::<iceberg::Result<Vec<_>>>()?;
         let DataType::Struct(fields) = calculator.partition_arrow_type() else {
             return Err(Error::internal("partition values are not a struct"));
         };
@@ -73,6 +81,7 @@ impl Partitions {
         Ok(Partitions {
             builder,
             calculator,
+            transforms,
             spec,
             schema,
             converter,
@@ -88,9 +97,8 @@ impl Partitions {
     /// Rows of the table, in its columns.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         self.check_transformable(batch)?;
-        let values = self.calculator.calculate(calculable(batch)?.as_ref())?;
-        let values: &StructArray =
-            values.as_struct_opt().ok_or_else(|| Error::internal("partition values are not a struct"))?;
+        let values = self.values(batch)?;
+        let values = &values;
         let rows = self.converter.convert_columns(values.columns())?;
         let mut groups: HashMap<&[u8], Vec<u32>> = HashMap::new();
         for (i, row) in rows.iter().enumerate() {
@@ -149,6 +157,34 @@ impl Partitions {
         Ok(())
     }
 
+    /// The partition values of `batch`'s rows: each spec field's transform of its source column.
+    /// (The iceberg crate's calculator does the same, but its truncate has no case for LargeBinary,
+    /// the Arrow type of skade's binary columns, so a BLOB column partitioned by truncate could
+    /// not be written: such a column goes to truncate as Binary, and every result is cast to the
+    /// partition field's Arrow type.)
+    fn values(&self, batch: &RecordBatch) -> Result<StructArray> {
+        let DataType::Struct(fields) = self.calculator.partition_arrow_type() else {
+            return Err(Error::internal("partition values are not a struct"));
+        };
+        let columns = self.schema.as_struct().fields();
+        let mut values = Vec::with_capacity(fields.len());
+        for ((spec_field, field), transform) in self.spec.fields().iter().zip(fields).zip(&self.transforms) {
+            let i = columns.iter().position(|f| f.id == spec_field.source_id).ok_or_else(|| {
+                Error::internal(format!("partition source field {} is no column", spec_field.source_id))
+            })?;
+            let mut source = batch.column(i).clone();
+            if matches!(spec_field.transform, Transform::Truncate(_)) && source.data_type() == &DataType::LargeBinary {
+                source = arrow::compute::cast(&source, &DataType::Binary)?;
+            }
+            let mut value = transform.transform(source)?;
+            if value.data_type() != field.data_type() {
+                value = arrow::compute::cast(&value, field.data_type())?;
+            }
+            values.push(value);
+        }
+        Ok(StructArray::try_new(fields.clone(), values, None)?)
+    }
+
     /// Every file written, once the open partitions are closed.
     pub fn finish(mut self) -> Result<Vec<DataFile>> {
         let mut open: Vec<_> = self.open.drain().map(|(_, o)| o).collect();
@@ -200,30 +236,6 @@ impl Partitions {
         }
         Ok(())
     }
-}
-
-/// `batch` as the iceberg crate's transforms take it: its truncate has no case for LargeBinary,
-/// the Arrow type of skade's binary columns (a BLOB column partitioned by truncate could not be
-/// written), so binary columns go as Binary (a copy of the offsets only while they fit in 32 bits).
-fn calculable(batch: &RecordBatch) -> Result<std::borrow::Cow<'_, RecordBatch>> {
-    if !batch.columns().iter().any(|c| c.data_type() == &DataType::LargeBinary) {
-        return Ok(std::borrow::Cow::Borrowed(batch));
-    }
-    let mut fields = vec![];
-    let mut columns = vec![];
-    for (f, c) in batch.schema().fields().iter().zip(batch.columns()) {
-        let (f, c) = match c.data_type() {
-            DataType::LargeBinary => {
-                (f.as_ref().clone().with_data_type(DataType::Binary), arrow::compute::cast(c, &DataType::Binary)?)
-            }
-            _ => (f.as_ref().clone(), c.clone()),
-        };
-        fields.push(f);
-        columns.push(c);
-    }
-    let schema =
-        std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, batch.schema().metadata().clone()));
-    Ok(std::borrow::Cow::Owned(RecordBatch::try_new(schema, columns)?))
 }
 
 fn within<T: PartialOrd>(min: Option<T>, max: Option<T>, low: T, high: T) -> bool {

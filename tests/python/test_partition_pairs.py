@@ -56,8 +56,9 @@ def lake(tmp_path_factory):
 @pytest.mark.parametrize("type_name", list(VALUES))
 def test_every_transform_is_refused_up_front_or_writable(lake, type_name):
     accepted = []
+    kind = list(VALUES).index(type_name)
     for n, transform in enumerate(TRANSFORMS):
-        table = f"t_{type_name.split('(')[0].lower()}_{n}"
+        table = f"t_{kind}_{n}"
         key = transform.format(c="c")
         try:
             lake.execute(f"CREATE TABLE lake.{table} (id INTEGER, c {type_name}) PARTITIONED BY ({key})")
