@@ -10,6 +10,7 @@
 
 #include "duckdb/catalog/catalog_entry/table_catalog_entry.hpp"
 #include "duckdb/optimizer/optimizer_extension.hpp"
+#include "duckdb/parser/keyword_helper.hpp"
 #include "duckdb/parser/parsed_data/vacuum_info.hpp"
 #include "duckdb/planner/operator/logical_vacuum.hpp"
 
@@ -28,10 +29,13 @@ void DecideVacuum(OptimizerExtensionInput &input, unique_ptr<LogicalOperator> &p
 	auto &table = vacuum.GetTable();
 	auto &info = vacuum.GetInfo();
 	if (info.options.vacuum) {
-		// the name skade's table functions take: 'lake.t', 'lake.sales.t'
+		// the name skade's table functions take: 'lake.t', 'lake.sales.t', 'lake."a.b"' (each part
+		// quoted where it must be, then the quotes of the SQL string doubled)
+		auto part = [](const string &name) { return KeywordHelper::WriteOptionallyQuoted(name); };
 		auto schema = SkadeNameString(table.ParentSchema().name);
-		auto qualified = SkadeNameString(table.ParentCatalog().GetName()) + "." +
-		                 (schema == DEFAULT_SCHEMA ? string() : schema + ".") + SkadeNameString(table.name);
+		auto qualified = part(SkadeNameString(table.ParentCatalog().GetName())) + "." +
+		                 (schema == DEFAULT_SCHEMA ? string() : part(schema) + ".") + part(SkadeNameString(table.name));
+		qualified = StringUtil::Replace(qualified, "'", "''");
 		throw NotImplementedException(
 		    "VACUUM is not supported on skade tables: to rewrite the small files and deletes of %s into one, run "
 		    "SELECT * FROM skade_compact('%s') (skade_expire_snapshots('%s', ...) drops old snapshots); ANALYZE is "

@@ -165,6 +165,17 @@ pub fn unbound_spec(schema: &Schema, keys: &[PartitionKey], table: &str) -> Resu
                 field.name, field.name
             )));
         }
+        // (nor a TIMESTAMPTZ value before 1970 with a fraction of a second: the crate's rendering of
+        // it panics, issue 42)
+        if k.transform == Transform::Identity
+            && matches!(field.field_type.as_primitive_type(), Some(iceberg::spec::PrimitiveType::Timestamptz))
+        {
+            return Err(Error::invalid(format!(
+                "cannot partition table {table} by the TIMESTAMPTZ column \"{}\" itself (instants before 1970 \
+                 cannot be written as partition values yet): use hour({}), day({}) or bucket(N, {})",
+                field.name, field.name, field.name, field.name
+            )));
+        }
         let time = |t: &Transform| matches!(t, Transform::Year | Transform::Month | Transform::Day | Transform::Hour);
         if time(&k.transform)
             && keys.iter().any(|o| o != k && time(&o.transform) && o.column.eq_ignore_ascii_case(&k.column))
@@ -189,6 +200,35 @@ pub fn unbound_spec(schema: &Schema, keys: &[PartitionKey], table: &str) -> Resu
             .map_err(|e| refused(table, &e))?;
     }
     Ok(builder.build())
+}
+
+/// The iceberg crate computes time partitions in i32 hours (they wrap beyond year ~247,000) and
+/// renders dates and instants through chrono (it panics beyond year 262,143, and on DuckDB's
+/// infinities): instants and dates beyond these bounds have no partition value, written or
+/// projected from a filter.
+pub const MAX_TIME_MICROS: i64 = i32::MAX as i64 * 3_600_000_000;
+pub const MAX_DATE_DAYS: i32 = 95_000_000;
+
+/// Whether the crate can transform `value` by `t` (see [`MAX_TIME_MICROS`]).
+pub fn transformable(t: &Transform, value: &iceberg::spec::Datum) -> bool {
+    use iceberg::spec::PrimitiveLiteral;
+    if !matches!(t, Transform::Year | Transform::Month | Transform::Day | Transform::Hour | Transform::Identity) {
+        return true;
+    }
+    match value.literal() {
+        PrimitiveLiteral::Int(days) if *value.data_type() == iceberg::spec::PrimitiveType::Date => {
+            (-MAX_DATE_DAYS..=MAX_DATE_DAYS).contains(days)
+        }
+        PrimitiveLiteral::Long(us)
+            if matches!(
+                value.data_type(),
+                iceberg::spec::PrimitiveType::Timestamp | iceberg::spec::PrimitiveType::Timestamptz
+            ) =>
+        {
+            (-MAX_TIME_MICROS..=MAX_TIME_MICROS).contains(us)
+        }
+        _ => true,
+    }
 }
 
 fn refused(table: &str, e: &iceberg::Error) -> Error {

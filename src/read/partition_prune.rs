@@ -9,6 +9,7 @@ use iceberg::spec::{Literal, PartitionSpec, PrimitiveLiteral, Struct, Transform}
 use iceberg::transform::create_transform_function;
 
 use super::filter::{Cmp, Prune};
+use crate::format::partition;
 
 /// False only when no row of a file with partition values `partition` (under `spec`) can satisfy
 /// `prune`. Conservative: whatever cannot be projected onto a partition value prunes nothing.
@@ -54,6 +55,9 @@ fn compare(t: &Transform, cmp: Cmp, value: &iceberg::spec::Datum, part: Option<&
     let Some(Literal::Primitive(part)) = part else {
         return true;
     };
+    if !partition::transformable(t, value) {
+        return true; // (an infinity or a year beyond ~247,000: the crate would panic on it)
+    }
     let Ok(Some(projected)) = create_transform_function(t).and_then(|f| f.transform_literal(value)) else {
         return true;
     };

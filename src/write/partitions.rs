@@ -28,11 +28,7 @@ const PARTITION_BATCH_ROWS: usize = 8192;
 /// ... or until all partitions' gathered rows reach this many bytes (the largest goes first).
 const PARTITION_BUFFER_BYTES: usize = 64 << 20;
 
-/// The iceberg crate computes time partitions in i32 hours (they wrap beyond year ~247,000) and
-/// renders dates through chrono (it panics beyond year 262,143): instants and dates beyond these
-/// bounds have no partition value.
-const MAX_TIME_MICROS: i64 = i32::MAX as i64 * 3_600_000_000;
-const MAX_DATE_DAYS: i32 = 95_000_000;
+use crate::format::partition::{MAX_DATE_DAYS, MAX_TIME_MICROS};
 
 pub struct Partitions {
     builder: InnerBuilder,
@@ -203,7 +199,12 @@ impl Partitions {
                 continue;
             };
             let column = batch.column(i);
-            let time = matches!(field.transform, Transform::Year | Transform::Month | Transform::Day | Transform::Hour);
+            // (identity too: the crate renders an identity value of a date or an instant through
+            // chrono, which panics beyond year 262,143 and on the infinities)
+            let time = matches!(
+                field.transform,
+                Transform::Year | Transform::Month | Transform::Day | Transform::Hour | Transform::Identity
+            );
             let fits = match (field.transform, column.data_type()) {
                 (_, DataType::Timestamp(TimeUnit::Microsecond, _)) if time => {
                     let a = column.as_primitive::<TimestampMicrosecondType>();
