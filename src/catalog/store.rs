@@ -735,6 +735,13 @@ fn open_error(path: &Path, e: redb::DatabaseError, read_only: bool, shared: bool
             "skade catalog {} is already open in another process: {ALLOWED}; {THROUGH_A_LOG}",
             path.display()
         )),
+        // (a read-only open cannot do the recovery a file left by a killed writer needs)
+        redb::DatabaseError::RepairAborted if read_only => Error::permission(format!(
+            "skade catalog {} was not closed by the process that last wrote to it (it was killed or crashed), and \
+             a READ_ONLY attach cannot recover it: ATTACH it once without READ_ONLY (that recovers every commit it \
+             acknowledged), DETACH, then attach it READ_ONLY",
+            path.display()
+        )),
         redb::DatabaseError::Storage(redb::StorageError::Corrupted(why)) => {
             Error::corrupt(format!("skade catalog {} is corrupt: {why}; restore it from a copy", path.display()))
         }

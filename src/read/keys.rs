@@ -79,10 +79,7 @@ impl KeyColumns {
         self.names
             .iter()
             .zip(values)
-            .map(|(name, v)| {
-                let value = arrow::util::display::array_value_to_string(&v, 0).unwrap_or_else(|_| "?".into());
-                format!("{name}: {value}")
-            })
+            .map(|(name, v)| format!("{name}: {}", shown_value(&v)))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -276,6 +273,24 @@ mod tests {
     use super::*;
     use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat};
 
+    #[test]
+    fn key_values_show_as_duckdb_prints_them() {
+        use arrow::array::{Date32Array, Int64Array, TimestampMicrosecondArray, TimestampSecondArray};
+        let show = |a: ArrayRef| shown_value(&a);
+        assert_eq!(show(std::sync::Arc::new(TimestampSecondArray::from(vec![i64::MAX]))), "infinity");
+        assert_eq!(show(std::sync::Arc::new(TimestampMicrosecondArray::from(vec![-i64::MAX]))), "-infinity");
+        assert_eq!(show(std::sync::Arc::new(Date32Array::from(vec![i32::MAX]))), "infinity");
+        assert_eq!(show(std::sync::Arc::new(TimestampSecondArray::from(vec![1_577_836_800]))), "2020-01-01 00:00:00");
+        assert_eq!(
+            show(std::sync::Arc::new(TimestampMicrosecondArray::from(vec![1_500_000]))),
+            "1970-01-01 00:00:01.500"
+        );
+        assert_eq!(show(std::sync::Arc::new(Date32Array::from(vec![1]))), "1970-01-02");
+        assert_eq!(show(std::sync::Arc::new(Int64Array::from(vec![-5]))), "-5");
+        // beyond the calendar Arrow renders: the stored number
+        assert_eq!(show(std::sync::Arc::new(TimestampSecondArray::from(vec![9_223_372_036_854]))), "9223372036854");
+    }
+
     /// A data file whose key columns (field ids 1 and 2) have these bounds.
     fn file(bounds: &[(i32, i64, i64)]) -> DataFile {
         DataFileBuilder::default()
@@ -308,5 +323,38 @@ mod tests {
         assert!(ranges_may_overlap(&ids, &a, &[file(&[(1, 5, 6), (2, 10, 20)])]));
         // a file without bounds may hold any key
         assert!(ranges_may_overlap(&ids, &a, &[file(&[])]));
+    }
+}
+
+/// The first value of `v` as DuckDB prints it in its own messages: a date or an instant as
+/// `2020-01-01 00:00:00` (Arrow's ISO text has a `T`), DuckDB's infinities by name (Arrow cannot
+/// render them), a value beyond the calendar Arrow renders as its stored number.
+fn shown_value(v: &ArrayRef) -> String {
+    use arrow::array::AsArray;
+    use arrow::util::display::{ArrayFormatter, FormatOptions};
+    let raw = match v.data_type() {
+        DataType::Timestamp(_, _) | DataType::Date64 => arrow::compute::cast(v, &DataType::Int64)
+            .ok()
+            .and_then(|a| a.as_primitive_opt::<arrow::datatypes::Int64Type>().map(|p| p.value(0) as i128)),
+        DataType::Date32 => arrow::compute::cast(v, &DataType::Int32)
+            .ok()
+            .and_then(|a| a.as_primitive_opt::<arrow::datatypes::Int32Type>().map(|p| p.value(0) as i128)),
+        _ => None,
+    };
+    let infinity = match v.data_type() {
+        DataType::Date32 => i32::MAX as i128,
+        _ => i64::MAX as i128,
+    };
+    match raw {
+        Some(r) if r == infinity => return "infinity".into(),
+        Some(r) if r == -infinity => return "-infinity".into(),
+        _ => {}
+    }
+    let options = FormatOptions::default()
+        .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.f"))
+        .with_timestamp_tz_format(Some("%Y-%m-%d %H:%M:%S%.f%:z"));
+    match ArrayFormatter::try_new(v.as_ref(), &options).map(|f| f.value(0).try_to_string()) {
+        Ok(Ok(text)) => text,
+        _ => raw.map(|r| r.to_string()).unwrap_or_else(|| "?".into()),
     }
 }

@@ -218,6 +218,16 @@ impl Partitions {
                     let a = column.as_primitive::<Int32Type>();
                     arrow::compute::min(a).is_none_or(|m| m >= i32::MIN.saturating_add(w as i32))
                 }
+                // (a negative decimal truncates downward, maybe past the column's precision: the
+                // crate fails writing such a value)
+                (Transform::Truncate(w), DataType::Decimal128(p, _)) => {
+                    let a = column.as_primitive::<arrow::datatypes::Decimal128Type>();
+                    let limit = 10i128.checked_pow(*p as u32).map(|m| -(m - 1)).unwrap_or(i128::MIN);
+                    arrow::compute::min(a).is_none_or(|m| {
+                        let w = w as i128;
+                        m.checked_sub(m.rem_euclid(w)).is_some_and(|t| t >= limit)
+                    })
+                }
                 (Transform::Truncate(w), DataType::Int64) => {
                     let a = column.as_primitive::<Int64Type>();
                     arrow::compute::min(a).is_none_or(|m| m >= i64::MIN + w as i64)
@@ -228,8 +238,9 @@ impl Partitions {
                 let name = &self.schema.as_struct().fields()[i].name;
                 return Err(Error::invalid(format!(
                     "cannot write a row of table {} partitioned by {}: a value of column \"{name}\" is \
-                     outside the range that transform takes (an infinity, a year beyond about ±247,000, or \
-                     an integer at its type's minimum)",
+                     outside the range that transform takes (an infinity, a year beyond about ±247,000, \
+                     an integer at its type's minimum, or a negative decimal whose truncation needs more \
+                     digits than the column has)",
                     self.table_name,
                     describe_key(name, &field.transform),
                 )));

@@ -31,7 +31,7 @@ TRANSFORMS = {"BIGINT": ["id", "bucket", "truncate"], "INTEGER": ["id", "bucket"
 def literal(ty, rng):
     if rng.random() < 0.15:
         return "NULL"
-    return {
+    value = {
         "INTEGER": lambda: str(rng.randint(-1000, 1000)),
         "BIGINT": lambda: str(rng.randint(-10**12, 10**12)),
         "SMALLINT": lambda: str(rng.randint(-3000, 3000)),
@@ -46,7 +46,8 @@ def literal(ty, rng):
         "BLOB": lambda: f"'b{rng.randint(0, 99)}\\x{rng.randint(0, 255):02X}'",
         # (its infinities were stored as NULL: issue 42)
         "TIMESTAMP_S": lambda: rng.choice(["'infinity'", "'-infinity'", f"'{rng.randint(1900, 2100)}-01-02 03:04:05'"]),
-    }[ty]() + f"::{ty}"
+    }[ty]()
+    return f"({value})::{ty}"  # (parenthesized: -128::TINYINT casts 128 before it negates)
 
 
 class Mirror:

@@ -83,6 +83,11 @@ def test_a_reader_beside_a_writer_in_another_process_is_told_what_is_allowed(tmp
     finally:
         holder.kill()
         holder.wait()
+    # a writer killed leaves recovery to do, which a READ_ONLY attach cannot: it says how
+    with pytest.raises(duckdb.Error, match="ATTACH it once without READ_ONLY"):
+        con.execute(f"ATTACH '{lake}' AS lake (TYPE skade, READ_ONLY)")
+    con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    con.execute("DETACH lake")
     # READ_ONLY attaches of several processes share the file
     reader = subprocess.Popen([sys.executable, "-c", HOLDER, EXTENSION, str(lake), ", READ_ONLY"],
                               stdout=subprocess.PIPE, text=True)
