@@ -35,10 +35,12 @@ pub struct FileStats {
 }
 
 /// One field id over the files: how many recorded both bounds (of a type with ordered literals)
-/// and their span, the bounds' types, and how many recorded a null count of 0.
+/// and their span, the bounds' types, how many recorded a null count of 0, and how many hold only
+/// NULLs in it (no bounds, and nothing to bound: issue 43 item 10).
 #[derive(Clone, Debug, Default)]
 struct FieldFold {
     bounded_files: u64,
+    all_null_files: u64,
     lower: i128,
     upper: i128,
     types: Vec<PrimitiveType>,
@@ -88,6 +90,10 @@ impl FileStats {
                 if *nulls == 0 {
                     self.fields.entry(*id).or_default().null_free_files += 1;
                 }
+                // (every row NULL: a file with rows and a count of all of them, and no bound)
+                if *nulls == file.record_count() && *nulls > 0 && !file.lower_bounds().contains_key(id) {
+                    self.fields.entry(*id).or_default().all_null_files += 1;
+                }
             }
             for (id, lower) in file.lower_bounds() {
                 let Some(upper) = file.upper_bounds().get(id) else { continue };
@@ -108,19 +114,24 @@ impl FileStats {
                 ours.widen(theirs.bounded_files, theirs.lower, theirs.upper, &theirs.types);
             }
             ours.null_free_files += theirs.null_free_files;
+            ours.all_null_files += theirs.all_null_files;
         }
         out
     }
 
     /// What the files say of the column with field id `id` and type `ty`: bounds only when every
-    /// file recorded both, of `ty` or of a type a schema change widened into it; no NULL only
+    /// file recorded both, of `ty` or of a type a schema change widened into it, or holds only
+    /// NULLs in it (and one file at least recorded bounds); no NULL only
     /// when every file recorded a null count of 0. Nothing when there is no file.
     pub fn column(&self, id: i32, ty: &Type) -> ColumnStats {
         let Some(field) = self.fields.get(&id).filter(|_| self.files > 0) else {
             return ColumnStats { bounds: None, null_free: false };
         };
-        let bounded = bounded_type(ty)
-            .is_some_and(|ty| field.bounded_files == self.files && field.types.iter().all(|t| widens_into(t, ty)));
+        let bounded = bounded_type(ty).is_some_and(|ty| {
+            field.bounded_files > 0
+                && field.bounded_files + field.all_null_files == self.files
+                && field.types.iter().all(|t| widens_into(t, ty))
+        });
         ColumnStats {
             bounds: bounded.then_some((field.lower, field.upper)),
             null_free: field.null_free_files == self.files,
@@ -273,6 +284,24 @@ mod tests {
         assert_eq!(c[2].bounds, None, "doubles get no bounds (NaN)");
         assert_eq!(c[3].bounds, None, "file a records no bound for the date");
         assert!(!c[3].null_free, "file b records no null count for the date");
+    }
+
+    #[test]
+    fn a_file_of_only_nulls_bounds_nothing() {
+        // two files with bounds, then one whose 10 rows are all NULL in field 1 (no bounds)
+        let a = file(&[(1, Datum::long(1), Datum::long(3))], &[(1, 0)]);
+        let b = file(&[(1, Datum::long(5), Datum::long(5))], &[(1, 2)]);
+        let nulls = file(&[], &[(1, 10)]);
+        let c = FileStats::of([&a, &b, &nulls]).columns(&schema());
+        assert_eq!(c[0].bounds, Some((1, 5)));
+        assert!(!c[0].null_free);
+        // merged the same way (an append's statistics build on its parent's)
+        let merged = FileStats::of([&a, &b]).merged(&FileStats::of([&nulls]));
+        assert_eq!(merged.columns(&schema())[0].bounds, Some((1, 5)));
+        // only NULLs everywhere: no bounds; a file with some NULLs and no bounds: none either
+        assert_eq!(FileStats::of([&nulls]).columns(&schema())[0].bounds, None);
+        let partly = file(&[], &[(1, 3)]);
+        assert_eq!(FileStats::of([&a, &partly]).columns(&schema())[0].bounds, None);
     }
 
     #[test]
