@@ -283,8 +283,10 @@ mod tests {
         assert_eq!(show(std::sync::Arc::new(TimestampSecondArray::from(vec![1_577_836_800]))), "2020-01-01 00:00:00");
         assert_eq!(
             show(std::sync::Arc::new(TimestampMicrosecondArray::from(vec![1_500_000]))),
-            "1970-01-01 00:00:01.500"
+            "1970-01-01 00:00:01.5"
         );
+        let tz = TimestampMicrosecondArray::from(vec![250_000]).with_timezone("+00:00");
+        assert_eq!(show(std::sync::Arc::new(tz)), "1970-01-01 00:00:00.25+00");
         assert_eq!(show(std::sync::Arc::new(Date32Array::from(vec![1]))), "1970-01-02");
         assert_eq!(show(std::sync::Arc::new(Int64Array::from(vec![-5]))), "-5");
         // beyond the calendar Arrow renders: the stored number
@@ -350,11 +352,20 @@ fn shown_value(v: &ArrayRef) -> String {
         Some(r) if r == -infinity => return "-infinity".into(),
         _ => {}
     }
+    // (fractions as DuckDB prints them: only the digits that are not trailing zeros; an instant
+    // with a time zone in UTC, which is how skade stores it)
     let options = FormatOptions::default()
-        .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.f"))
-        .with_timestamp_tz_format(Some("%Y-%m-%d %H:%M:%S%.f%:z"));
-    match ArrayFormatter::try_new(v.as_ref(), &options).map(|f| f.value(0).try_to_string()) {
+        .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.6f"))
+        .with_timestamp_tz_format(Some("%Y-%m-%d %H:%M:%S%.6f"));
+    let text = match ArrayFormatter::try_new(v.as_ref(), &options).map(|f| f.value(0).try_to_string()) {
         Ok(Ok(text)) => text,
-        _ => raw.map(|r| r.to_string()).unwrap_or_else(|| "?".into()),
+        _ => return raw.map(|r| r.to_string()).unwrap_or_else(|| "?".into()),
+    };
+    match v.data_type() {
+        DataType::Timestamp(_, tz) if text.contains('.') => {
+            let trimmed = text.trim_end_matches('0').trim_end_matches('.');
+            format!("{trimmed}{}", if tz.is_some() { "+00" } else { "" })
+        }
+        _ => text,
     }
 }

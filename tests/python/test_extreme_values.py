@@ -188,7 +188,7 @@ def unit_timestamp_kind(sql, micros, quantum=1):
         ts = f"try_cast(make_timestamp_ns(x::BIGINT)::VARCHAR AS {sql})"
         valid = f"isfinite({ts}) AND epoch_ns({ts}) = x::BIGINT"
         literal = lambda n: f"make_timestamp_ns({n})"  # noqa: E731
-    inf = PROBE.execute(f"SELECT 'infinity'::{sql}, '-infinity'::{sql}").arrow().read_all()
+    inf = PROBE.execute(f"SELECT 'infinity'::{sql}, '-infinity'::{sql}").to_arrow_table()
     assert [c.cast(pa.int64()).to_pylist()[0] for c in inf.columns] == [INF64, -INF64]
     return Kind(
         sql, 64, bound(valid, -1), bound(valid, 1),
