@@ -47,8 +47,9 @@ def trial(lake, start, rng):
 
     def read():
         for line in proc.stdout:
-            i, at = line.split()
-            acked.append((int(i), float(at)))
+            parts = line.split()
+            if len(parts) == 2:  # (a line cut short by the kill acknowledged nothing the reader saw)
+                acked.append((int(parts[0]), float(parts[1])))
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
