@@ -9,10 +9,10 @@ use std::collections::HashMap;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray, UInt32Array};
 use arrow::compute::{concat_batches, take_record_batch};
-use arrow::datatypes::{DataType, Date32Type, Int32Type, Int64Type, TimeUnit, TimestampMicrosecondType};
+use arrow::datatypes::{DataType, Date32Type, Fields, Int32Type, Int64Type, TimeUnit, TimestampMicrosecondType};
 use arrow::row::{RowConverter, SortField};
-use iceberg::arrow::{arrow_struct_to_literal, PartitionValueCalculator};
-use iceberg::spec::{DataFile, Literal, PartitionKey, PartitionSpecRef, SchemaRef, Transform};
+use iceberg::arrow::{arrow_struct_to_literal, type_to_arrow_type};
+use iceberg::spec::{DataFile, Literal, PartitionKey, PartitionSpecRef, SchemaRef, StructType, Transform, Type};
 use iceberg::transform::{create_transform_function, BoxedTransformFunction};
 
 use super::file_stream::{FileStream, InnerBuilder};
@@ -32,8 +32,9 @@ use crate::format::partition::{MAX_DATE_DAYS, MAX_TIME_MICROS};
 
 pub struct Partitions {
     builder: InnerBuilder,
-    /// (for the partition values' types)
-    calculator: PartitionValueCalculator,
+    /// The partition values' type, in Iceberg and as Arrow fields.
+    partition_type: StructType,
+    partition_fields: Fields,
     transforms: Vec<BoxedTransformFunction>,
     spec: PartitionSpecRef,
     schema: SchemaRef,
@@ -64,19 +65,21 @@ impl Partitions {
         key: Option<KeyColumns>,
         table_name: &str,
     ) -> Result<Self> {
-        let calculator = PartitionValueCalculator::try_new(&spec, &schema)?;
+        let partition_type = spec.partition_type(&schema)?;
         let transforms = spec
             .fields()
             .iter()
             .map(|f| create_transform_function(&f.transform))
             .collect::<iceberg::Result<Vec<_>>>()?;
-        let DataType::Struct(fields) = calculator.partition_arrow_type() else {
+        let DataType::Struct(partition_fields) = type_to_arrow_type(&Type::Struct(partition_type.clone()))? else {
             return Err(Error::internal("partition values are not a struct"));
         };
-        let converter = RowConverter::new(fields.iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
+        let converter =
+            RowConverter::new(partition_fields.iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
         Ok(Partitions {
             builder,
-            calculator,
+            partition_type,
+            partition_fields,
             transforms,
             spec,
             schema,
@@ -124,7 +127,7 @@ impl Partitions {
             }
             let value: ArrayRef = std::sync::Arc::new(values.slice(at, 1));
             let Some(Literal::Struct(data)) =
-                arrow_struct_to_literal(&value, self.calculator.partition_type())?.into_iter().next().flatten()
+                arrow_struct_to_literal(&value, &self.partition_type)?.into_iter().next().flatten()
             else {
                 return Err(Error::internal("partition values are not a struct"));
             };
@@ -159,9 +162,7 @@ impl Partitions {
     /// not be written: such a column goes to truncate as Binary, and every result is cast to the
     /// partition field's Arrow type.)
     fn values(&self, batch: &RecordBatch) -> Result<StructArray> {
-        let DataType::Struct(fields) = self.calculator.partition_arrow_type() else {
-            return Err(Error::internal("partition values are not a struct"));
-        };
+        let fields = &self.partition_fields;
         let columns = self.schema.as_struct().fields();
         let mut values = Vec::with_capacity(fields.len());
         for ((spec_field, field), transform) in self.spec.fields().iter().zip(fields).zip(&self.transforms) {
