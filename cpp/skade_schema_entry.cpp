@@ -4,6 +4,7 @@
 #include "skade/catalog.hpp"
 #include "skade/table_entry.hpp"
 #include "skade/transaction.hpp"
+#include "skade/view_entry.hpp"
 
 #include "duckdb/common/arrow/arrow_converter.hpp"
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
@@ -13,6 +14,7 @@
 #include "duckdb/parser/expression/constant_expression.hpp"
 #include "duckdb/parser/keyword_helper.hpp"
 #include "duckdb/parser/parsed_data/alter_table_info.hpp"
+#include "duckdb/parser/parsed_data/comment_on_column_info.hpp"
 #include "duckdb/parser/parsed_data/drop_info.hpp"
 #include "duckdb/planner/parsed_data/bound_create_table_info.hpp"
 
@@ -51,15 +53,45 @@ optional_ptr<SkadeTableEntry> SkadeSchemaEntry::GetTable(ClientContext &context,
 	return &AddTable(context, std::move(table));
 }
 
+optional_ptr<ViewCatalogEntry> SkadeSchemaEntry::GetView(ClientContext &context, const string &name) {
+	{
+		lock_guard<mutex> guard(lock);
+		auto it = views.find(name);
+		if (it != views.end()) {
+			return it->second.get();
+		}
+	}
+	auto view = SkadeLoadView(context, *this, transaction.Handle(), name);
+	if (!view) {
+		return nullptr;
+	}
+	lock_guard<mutex> guard(lock);
+	// (the first of two threads resolving it wins: bound plans may already point at it)
+	auto view_name = SkadeNameString(view->name);
+	return views.emplace(view_name, std::move(view)).first->second.get();
+}
+
 optional_ptr<CatalogEntry> SkadeSchemaEntry::LookupEntry(CatalogTransaction transaction,
                                                          const EntryLookupInfo &lookup_info) {
-	if (lookup_info.GetCatalogType() != CatalogType::TABLE_ENTRY) {
+	// Tables and views share one namespace, as in DuckDB's own schemas: a lookup of either kind
+	// finds an entry of the other (DuckDB then names the mismatch).
+	auto type = lookup_info.GetCatalogType();
+	if (type != CatalogType::TABLE_ENTRY && type != CatalogType::VIEW_ENTRY) {
 		return nullptr;
 	}
 	auto &context = transaction.GetContext();
 	auto table = GetTable(context, lookup_info.GetEntryName());
 	auto at = lookup_info.GetAtClause();
-	if (!table || !at) {
+	if (!table) {
+		auto view = GetView(context, lookup_info.GetEntryName());
+		if (view && at) {
+			throw BinderException("view \"%s\" has no versions of its own: put the AT clause on the tables its "
+			                      "query reads",
+			                      SkadeNameString(view->name));
+		}
+		return view.get();
+	}
+	if (!at) {
 		return table.get();
 	}
 	// AT (VERSION / TIMESTAMP): the table as that snapshot has it, its columns included (a snapshot
@@ -84,7 +116,9 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::LookupEntry(CatalogTransaction tran
 
 void SkadeSchemaEntry::Scan(ClientContext &context, CatalogType type,
                             const std::function<void(CatalogEntry &)> &callback) {
-	if (type != CatalogType::TABLE_ENTRY) {
+	// (as DuckDB's own schemas do, a scan of tables lists views too, and one of views tables:
+	// duckdb_columns() shows both, duckdb_tables() and duckdb_views() pick their kind)
+	if (type != CatalogType::TABLE_ENTRY && type != CatalogType::VIEW_ENTRY) {
 		return;
 	}
 	skade_strings *names = nullptr;
@@ -95,15 +129,25 @@ void SkadeSchemaEntry::Scan(ClientContext &context, CatalogType type,
 			callback(*table);
 		}
 	}
+	SkadeCheck(skade_txn_views(transaction.Handle(), name.c_str(), &names));
+	for (auto &view_name : SkadeTakeStrings(names)) {
+		auto view = GetView(context, view_name);
+		if (view) {
+			callback(*view);
+		}
+	}
 }
 
 void SkadeSchemaEntry::Scan(CatalogType type, const std::function<void(CatalogEntry &)> &callback) {
-	if (type != CatalogType::TABLE_ENTRY) {
+	if (type != CatalogType::TABLE_ENTRY && type != CatalogType::VIEW_ENTRY) {
 		return;
 	}
-	// Without a context only the tables already resolved in this transaction can be listed.
+	// Without a context only the entries already resolved in this transaction can be listed.
 	lock_guard<mutex> guard(lock);
 	for (auto &entry : tables) {
+		callback(*entry.second);
+	}
+	for (auto &entry : views) {
 		callback(*entry.second);
 	}
 }
@@ -282,8 +326,15 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 }
 
 void SkadeSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
+	if (info.type == CatalogType::VIEW_ENTRY) {
+		auto if_exists = info.if_not_found == OnEntryNotFound::RETURN_NULL;
+		SkadeCheck(
+		    skade_txn_drop_view(transaction.Handle(), name.c_str(), SkadeEntryName(info).c_str(), if_exists));
+		transaction.InvalidateEntries();
+		return;
+	}
 	if (info.type != CatalogType::TABLE_ENTRY) {
-		throw NotImplementedException("skade catalogs hold only tables: cannot drop %s \"%s\"",
+		throw NotImplementedException("skade catalogs hold tables and views: cannot drop %s \"%s\"",
 		                              CatalogTypeToString(info.type), SkadeEntryName(info));
 	}
 	if (info.cascade) {
@@ -311,14 +362,47 @@ static void ExportColumnType(ClientContext &context, const string &name, const L
 }
 
 
+//! ALTER VIEW and COMMENT ON VIEW / a view's column; false when `info` is not about a view.
+static bool AlterView(SkadeTransaction &txn, const string &schema, AlterInfo &info) {
+	auto view = SkadeEntryName(info);
+	if (info.type == AlterType::ALTER_VIEW) {
+		auto &alter = info.Cast<AlterViewInfo>();
+		if (alter.alter_view_type != AlterViewType::RENAME_VIEW) {
+			throw NotImplementedException("this ALTER VIEW is not supported on skade views");
+		}
+		auto to = SkadeNameString(alter.Cast<RenameViewInfo>().new_view_name);
+		SkadeCheck(skade_txn_rename_view(txn.Handle(), schema.c_str(), view.c_str(), to.c_str()));
+	} else if (info.type == AlterType::SET_COMMENT && info.Cast<SetCommentInfo>().entry_catalog_type ==
+	                                                      CatalogType::VIEW_ENTRY) {
+		auto &comment = info.Cast<SetCommentInfo>().comment_value;
+		auto text = comment.IsNull() ? string() : comment.ToString();
+		SkadeCheck(skade_txn_comment_view(txn.Handle(), schema.c_str(), view.c_str(), nullptr,
+		                                  comment.IsNull() ? nullptr : text.c_str()));
+	} else if (info.type == AlterType::SET_COLUMN_COMMENT &&
+	           info.Cast<SetColumnCommentInfo>().catalog_entry_type == CatalogType::VIEW_ENTRY) {
+		auto &column_info = info.Cast<SetColumnCommentInfo>();
+		auto column = SkadeNameString(column_info.column_name);
+		auto text = column_info.comment_value.IsNull() ? string() : column_info.comment_value.ToString();
+		SkadeCheck(skade_txn_comment_view(txn.Handle(), schema.c_str(), view.c_str(), column.c_str(),
+		                                  column_info.comment_value.IsNull() ? nullptr : text.c_str()));
+	} else {
+		return false;
+	}
+	txn.InvalidateEntries();
+	return true;
+}
+
 void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
+	if (AlterView(SkadeTransaction::Get(transaction, catalog), SkadeNameString(name), info)) {
+		return;
+	}
 	if (info.type == AlterType::SET_COMMENT || info.type == AlterType::SET_COLUMN_COMMENT) {
 		throw NotImplementedException("COMMENT ON is not supported on skade catalogs (\"%s\"): Iceberg tables "
 		                              "keep no comments",
 		                              SkadeEntryName(info));
 	}
 	if (info.type != AlterType::ALTER_TABLE) {
-		throw NotImplementedException("skade catalogs hold only tables: this ALTER is not supported");
+		throw NotImplementedException("skade catalogs hold tables and views: this ALTER is not supported");
 	}
 	auto &alter = info.Cast<AlterTableInfo>();
 	auto &context = transaction.GetContext();
@@ -438,7 +522,7 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 }
 
 #define SKADE_UNSUPPORTED(what)                                                                                        \
-	throw NotImplementedException("skade catalogs hold only tables: " what " is not supported")
+	throw NotImplementedException("skade catalogs hold tables and views: " what " is not supported")
 
 optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateIndex(CatalogTransaction, CreateIndexInfo &, TableCatalogEntry &) {
 	SKADE_UNSUPPORTED("CREATE INDEX");
@@ -446,8 +530,21 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateIndex(CatalogTransaction, Cre
 optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateFunction(CatalogTransaction, CreateFunctionInfo &) {
 	SKADE_UNSUPPORTED("CREATE FUNCTION/MACRO");
 }
-optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateView(CatalogTransaction, CreateViewInfo &) {
-	SKADE_UNSUPPORTED("CREATE VIEW");
+optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateView(CatalogTransaction transaction, CreateViewInfo &info) {
+	auto &context = transaction.GetContext();
+	auto &txn = SkadeTransaction::Get(transaction, catalog);
+	SkadeCreateView(context, txn.Handle(), SkadeNameString(name), info);
+	txn.InvalidateEntries();
+	auto schema = txn.GetSchema(context, SkadeNameString(name));
+	if (!schema) {
+		throw CatalogException("Schema with name %s does not exist!", SkadeNameString(name));
+	}
+#if SKADE_DUCKDB_MAJOR >= 2
+	auto view = schema->GetView(context, SkadeNameString(info.GetViewName()));
+#else
+	auto view = schema->GetView(context, info.view_name);
+#endif
+	return view.get();
 }
 optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateSequence(CatalogTransaction, CreateSequenceInfo &) {
 	SKADE_UNSUPPORTED("CREATE SEQUENCE");

@@ -101,6 +101,23 @@ skade_status *skade_txn_alter_table(const skade_txn *txn, const char *schema, co
                                     const struct ArrowSchema *column_type, const char *duckdb_type,
                                     bool *changed);
 
+// ---- views (src/ffi/views.rs) ----
+skade_status *skade_txn_views(const skade_txn *txn, const char *schema, skade_strings **result);
+// result: [name, sql, has comment ("0"/"1"), comment, alias count, aliases..., then (column,
+// comment) pairs], or NULL when no view has that name.
+skade_status *skade_txn_view(const skade_txn *txn, const char *schema, const char *name, skade_strings **result);
+// sql: the SELECT as DuckDB prints it; aliases: CREATE VIEW v (a, b); comment may be NULL; columns:
+// the bound columns' Arrow export, duckdb_types their types. on_conflict as for tables.
+skade_status *skade_txn_create_view(const skade_txn *txn, const char *schema, const char *name, const char *sql,
+                                    const char *const *aliases, size_t n_aliases, const char *comment,
+                                    const struct ArrowSchema *columns, const char *const *duckdb_types,
+                                    size_t n_columns, int32_t on_conflict, bool *created);
+skade_status *skade_txn_drop_view(const skade_txn *txn, const char *schema, const char *name, bool if_exists);
+skade_status *skade_txn_rename_view(const skade_txn *txn, const char *schema, const char *name, const char *to);
+// COMMENT ON VIEW (column NULL) or on one of its columns; a NULL comment removes it.
+skade_status *skade_txn_comment_view(const skade_txn *txn, const char *schema, const char *name, const char *column,
+                                     const char *comment);
+
 // ---- tables ----
 void skade_table_free(skade_table *table);
 // The same table read at an AT clause: unit VERSION (value: snapshot id) or TIMESTAMP (value:

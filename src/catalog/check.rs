@@ -8,7 +8,7 @@ use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinitio
 use super::consumers::ConsumerRecord;
 use super::open::Catalog;
 use super::sinks::SinkRecord;
-use super::state::{SchemaRecord, TableRecord};
+use super::state::{EntryKind, SchemaRecord, TableRecord};
 use super::store::{CommitRecord, Store};
 use super::tables::{COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, META, SCHEMAS, TABLES};
 use crate::error::Result;
@@ -82,9 +82,12 @@ impl Catalog {
             part("lineage_sinks", store.read(|tx| records::<SinkRecord>(store, tx, LINEAGE_SINKS)));
         }
         for table in tables {
-            let loaded = self.inner.metadata.get(&table.metadata_location).map(drop);
+            let loaded = match table.kind {
+                EntryKind::Table => self.inner.metadata.get(&table.metadata_location).map(drop),
+                EntryKind::View => crate::format::view::read(&table.metadata_location).map(drop),
+            };
             findings.push(Finding {
-                part: format!("table {}", table.qualified_name()),
+                part: format!("{} {}", table.kind.shown().to_lowercase(), table.qualified_name()),
                 problem: loaded.err().map(|e| e.message),
             });
         }

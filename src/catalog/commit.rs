@@ -414,6 +414,7 @@ mod tests {
             name: name.into(),
             uuid: format!("u-{name}"),
             metadata_location: location.into(),
+            kind: Default::default(),
         }
     }
 

@@ -22,6 +22,7 @@ pub mod tables;
 pub mod transaction;
 mod transaction_alter;
 mod transaction_consumers;
+pub mod views;
 
 pub use self::log_commit::LogStatus;
 pub use self::open::{Catalog, CommitEvent, WeakCatalog, COMMIT_EVENT_BUFFER, EVENTUAL_FLUSH_INTERVAL};

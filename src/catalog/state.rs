@@ -23,6 +23,52 @@ pub struct TableRecord {
     /// The Iceberg table uuid: the table's identity, stable across renames, new after re-create.
     pub uuid: String,
     pub metadata_location: String,
+    /// A table or a view: they share one namespace (as in DuckDB and Iceberg's REST catalog), so
+    /// one record type holds both; a view's pointer is its Iceberg view metadata file. Absent in
+    /// records of tables (files written before views existed read as tables).
+    #[serde(default, skip_serializing_if = "EntryKind::is_table")]
+    pub kind: EntryKind,
+}
+
+/// What a catalog entry of the table namespace is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    #[default]
+    Table,
+    View,
+}
+
+impl EntryKind {
+    pub fn is_table(&self) -> bool {
+        *self == EntryKind::Table
+    }
+
+    /// As DuckDB's messages name it ("Table", "View").
+    pub fn shown(&self) -> &'static str {
+        match self {
+            EntryKind::Table => "Table",
+            EntryKind::View => "View",
+        }
+    }
+
+    /// DuckDB's error for a statement about `wanted` that names an entry of this kind (DROP
+    /// TABLE of a view, CREATE OR REPLACE VIEW over a table).
+    pub fn mismatch(&self, name: &str, doing: &str, wanted: EntryKind) -> crate::error::Error {
+        crate::error::Error::catalog(format!(
+            "Existing object {name} is of type {}, trying to {doing} type {}",
+            self.shown(),
+            wanted.shown()
+        ))
+    }
+
+    /// The commit-log operation of creating, dropping or renaming an entry of this kind.
+    pub fn operation(&self, verb: &str) -> String {
+        match self {
+            EntryKind::Table => format!("{verb}_table"),
+            EntryKind::View => format!("{verb}_view"),
+        }
+    }
 }
 
 impl TableRecord {
@@ -49,17 +95,40 @@ impl CatalogState {
         self.schemas.get(&key(name))
     }
 
-    pub fn table(&self, schema: &str, name: &str) -> Option<&Arc<TableRecord>> {
+    /// The table or view of that name.
+    pub fn entry(&self, schema: &str, name: &str) -> Option<&Arc<TableRecord>> {
         self.tables.get(&(key(schema), key(name)))
     }
 
-    pub fn table_by_uuid(&self, uuid: &str) -> Option<&Arc<TableRecord>> {
-        self.tables.values().find(|t| t.uuid == uuid)
+    /// The table of that name (not a view).
+    pub fn table(&self, schema: &str, name: &str) -> Option<&Arc<TableRecord>> {
+        self.entry(schema, name).filter(|t| t.kind.is_table())
     }
 
-    pub fn tables_in(&self, schema: &str) -> impl Iterator<Item = &Arc<TableRecord>> {
+    /// The view of that name.
+    pub fn view(&self, schema: &str, name: &str) -> Option<&Arc<TableRecord>> {
+        self.entry(schema, name).filter(|t| t.kind == EntryKind::View)
+    }
+
+    /// The table whose uuid this is (never a view).
+    pub fn table_by_uuid(&self, uuid: &str) -> Option<&Arc<TableRecord>> {
+        self.tables.values().find(|t| t.uuid == uuid && t.kind.is_table())
+    }
+
+    /// The tables and views of a schema.
+    pub fn entries_in(&self, schema: &str) -> impl Iterator<Item = &Arc<TableRecord>> {
         let k = key(schema);
         self.tables.range((k.clone(), String::new())..).take_while(move |((s, _), _)| *s == k).map(|(_, t)| t)
+    }
+
+    /// The tables of a schema (not its views).
+    pub fn tables_in(&self, schema: &str) -> impl Iterator<Item = &Arc<TableRecord>> {
+        self.entries_in(schema).filter(|t| t.kind.is_table())
+    }
+
+    /// The views of a schema.
+    pub fn views_in(&self, schema: &str) -> impl Iterator<Item = &Arc<TableRecord>> {
+        self.entries_in(schema).filter(|t| t.kind == EntryKind::View)
     }
 
     /// The name of a table a consumer follows as it is now (renamed since: the new name), the

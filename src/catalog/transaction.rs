@@ -18,7 +18,7 @@ use super::open::Catalog;
 use super::pinned::{lookup_rows, pinned_keys};
 use super::rebase::deletes_rebase;
 use super::sinks::SinkChange;
-use super::state::{CatalogState, SchemaRecord, StateChange, TableRecord};
+use super::state::{CatalogState, EntryKind, SchemaRecord, StateChange, TableRecord};
 use super::store::{CommitRecord, InputRecord};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::partition::{self, PartitionKey};
@@ -609,10 +609,10 @@ impl Transaction {
         if key(name) == DEFAULT_SCHEMA {
             return Err(Error::catalog("cannot drop the default schema \"main\""));
         }
-        let tables: Vec<Arc<TableRecord>> = st.view.tables_in(name).cloned().collect();
+        let tables: Vec<Arc<TableRecord>> = st.view.entries_in(name).cloned().collect();
         if !tables.is_empty() && !cascade {
             return Err(Error::catalog(format!(
-                "cannot drop schema \"{}\" because it still holds {} table(s) (for example \"{}\"); use DROP SCHEMA ... CASCADE",
+                "cannot drop schema \"{}\" because it still holds {} table(s) or view(s) (for example \"{}\"); use DROP SCHEMA ... CASCADE",
                 schema.name,
                 tables.len(),
                 tables[0].name
@@ -652,11 +652,18 @@ impl Transaction {
             let Some(schema) = st.view.schema(schema_name) else {
                 return Err(Error::catalog(format!("Schema with name \"{schema_name}\" does not exist!")));
             };
-            if let Some(existing) = st.view.table(schema_name, name) {
+            if let Some(existing) = st.view.entry(schema_name, name) {
                 match on_conflict {
                     OnConflict::Ignore => return Ok(None),
                     OnConflict::Error => {
-                        return Err(Error::catalog(format!("Table with name \"{}\" already exists!", existing.name)))
+                        return Err(Error::catalog(format!(
+                            "{} with name \"{}\" already exists!",
+                            existing.kind.shown(),
+                            existing.name
+                        )))
+                    }
+                    OnConflict::Replace if existing.kind != EntryKind::Table => {
+                        return Err(existing.kind.mismatch(&existing.name, "replace with", EntryKind::Table))
                     }
                     OnConflict::Replace => {} // dropped below, once the new table exists
                 }
@@ -678,6 +685,7 @@ impl Transaction {
             name: name.to_string(),
             uuid: table_uuid.to_string(),
             metadata_location: md_location,
+            kind: EntryKind::Table,
         };
         {
             let mut st = self.lock()?;
@@ -694,7 +702,8 @@ impl Transaction {
         self.check_writable()?;
         self.check_not_reserved(schema, &format!("drop table {}", names::shown(name)))?;
         let mut st = self.lock()?;
-        match st.view.table(schema, name).cloned() {
+        match st.view.entry(schema, name).cloned() {
+            Some(t) if t.kind != EntryKind::Table => Err(t.kind.mismatch(&t.name, "drop", EntryKind::Table)),
             Some(t) => {
                 Self::stage_drop_table(&mut st, t);
                 Ok(())
@@ -704,7 +713,7 @@ impl Transaction {
         }
     }
 
-    fn stage_drop_table(st: &mut TxnState, table: Arc<TableRecord>) {
+    pub(super) fn stage_drop_table(st: &mut TxnState, table: Arc<TableRecord>) {
         Arc::make_mut(&mut st.view)
             .apply(&StateChange::DropTable { schema: table.schema.clone(), name: table.name.clone() });
         if let Some(changes) = st.changes.remove(&table.uuid) {
@@ -1078,13 +1087,13 @@ impl Transaction {
                     changes.push(Change {
                         effect: StateChange::DropTable { schema: before.schema.clone(), name: before.name.clone() },
                         expect: Expect::TableAt(before.metadata_location.clone()),
-                        operation: "rename_table".into(),
+                        operation: before.kind.operation("rename"),
                         snapshot_id: None,
                     });
                     changes.push(Change {
                         effect: StateChange::PutTable(after.clone()),
                         expect: Expect::TableAbsent,
-                        operation: "rename_table".into(),
+                        operation: after.kind.operation("rename"),
                         snapshot_id: None,
                     });
                     continue;
@@ -1105,7 +1114,7 @@ impl Transaction {
                     Ddl::CreateTable(t) => Change {
                         effect: StateChange::PutTable(t.clone()),
                         expect: Expect::TableAbsent,
-                        operation: "create_table".into(),
+                        operation: t.kind.operation("create"),
                         snapshot_id: None,
                     },
                     Ddl::DropTable(t) => {
@@ -1113,7 +1122,7 @@ impl Transaction {
                         Change {
                             effect: StateChange::DropTable { schema: t.schema.clone(), name: t.name.clone() },
                             expect: Expect::TableAt(t.metadata_location.clone()),
-                            operation: "drop_table".into(),
+                            operation: t.kind.operation("drop"),
                             snapshot_id: None,
                         }
                     }
@@ -1287,15 +1296,15 @@ impl Transaction {
         for d in &st.ddl {
             let ok = match d {
                 Ddl::CreateSchema(n) => view.schema(n).is_none(),
-                Ddl::DropSchema(n) => view.schema(n).is_some() && view.tables_in(n).next().is_none(),
-                Ddl::CreateTable(t) => view.schema(&t.schema).is_some() && view.table(&t.schema, &t.name).is_none(),
+                Ddl::DropSchema(n) => view.schema(n).is_some() && view.entries_in(n).next().is_none(),
+                Ddl::CreateTable(t) => view.schema(&t.schema).is_some() && view.entry(&t.schema, &t.name).is_none(),
                 Ddl::DropTable(t) | Ddl::AlterTable { before: t, .. } | Ddl::RenameTable { before: t, .. } => {
-                    view.table(&t.schema, &t.name).map(|h| h.metadata_location == t.metadata_location).unwrap_or(false)
+                    view.entry(&t.schema, &t.name).map(|h| h.metadata_location == t.metadata_location).unwrap_or(false)
                 }
             };
             let ok = ok
                 && match d {
-                    Ddl::RenameTable { after, .. } => view.table(&after.schema, &after.name).is_none(),
+                    Ddl::RenameTable { after, .. } => view.entry(&after.schema, &after.name).is_none(),
                     _ => true,
                 };
             if !ok {

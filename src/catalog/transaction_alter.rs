@@ -116,7 +116,7 @@ impl Transaction {
         // (the new name must be one a table could be created with; the files stay where they are)
         names::table_location(self.catalog().data_path(), &table.record.schema, to)?;
         let mut st = self.lock()?;
-        if st.view.table(schema, to).is_some_and(|t| t.uuid != table.record.uuid) {
+        if st.view.entry(schema, to).is_some_and(|t| t.uuid != table.record.uuid) {
             return Err(Error::catalog(format!(
                 "Could not rename \"{name}\" to \"{to}\": another table with this name exists"
             )));
@@ -131,6 +131,9 @@ impl Transaction {
     }
 
     fn missing(&self, schema: &str, name: &str) -> Error {
+        if self.lock().is_ok_and(|st| st.view.view(schema, name).is_some()) {
+            return Error::catalog("Can only modify view with ALTER VIEW statement");
+        }
         Error::catalog(format!("Table with name {} does not exist!", names::table_shown(self.database(), schema, name)))
     }
 }

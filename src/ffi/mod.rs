@@ -19,6 +19,7 @@ mod functions;
 mod scan;
 mod table;
 mod transaction;
+mod views;
 mod writer;
 
 use std::ffi::{c_char, CStr, CString};

@@ -11,3 +11,4 @@ pub mod partition;
 pub(crate) mod schema;
 pub mod snapshot;
 pub(crate) mod timestamps;
+pub mod view;

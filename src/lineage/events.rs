@@ -145,8 +145,9 @@ fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
             continue; // the lineage history itself: writing it is no event
         }
         let op = match r.operation.as_str() {
-            "create_table" => Operation::Create,
-            "drop_table" => Operation::Drop,
+            "create_table" | "create_view" => Operation::Create,
+            "drop_table" | "drop_view" => Operation::Drop,
+            "rename_view" | "replace_view" | "comment_view" => Operation::Alter,
             "append" => Operation::Append,
             "delete" => Operation::Delete,
             "overwrite" => Operation::Overwrite,

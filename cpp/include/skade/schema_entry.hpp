@@ -3,6 +3,7 @@
 
 #include "skade/common.hpp"
 #include "duckdb/catalog/catalog_entry/schema_catalog_entry.hpp"
+#include "duckdb/catalog/catalog_entry/view_catalog_entry.hpp"
 
 namespace duckdb {
 
@@ -16,6 +17,8 @@ public:
 
 	//! The table, cached for the transaction, or nullptr.
 	optional_ptr<SkadeTableEntry> GetTable(ClientContext &context, const string &name);
+	//! The view, cached for the transaction, or nullptr.
+	optional_ptr<ViewCatalogEntry> GetView(ClientContext &context, const string &name);
 	//! Wraps a core table handle into an entry owned by this schema.
 	SkadeTableEntry &AddTable(ClientContext &context, SkadeTableHandle table);
 
@@ -44,6 +47,7 @@ private:
 	SkadeTransaction &transaction;
 	mutex lock;
 	case_insensitive_map_t<unique_ptr<SkadeTableEntry>> tables;
+	case_insensitive_map_t<unique_ptr<ViewCatalogEntry>> views;
 	//! Tables as an AT clause pins them ("name@unit value"), with that snapshot's columns.
 	unordered_map<string, unique_ptr<SkadeTableEntry>> pinned;
 };
