@@ -445,6 +445,9 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 		// a column, or (2.0's ALTER COLUMN s.f TYPE) a field inside one
 		auto &change = alter.Cast<ChangeColumnTypeInfo>();
 		auto path = SkadeAlteredPath(change);
+		if (path.empty()) {
+			throw InternalException("ALTER COLUMN ... TYPE of no column");
+		}
 		op = path.size() > 1 ? "alter_field_type" : "alter_type";
 		column = path.size() > 1 ? PathJson(path) : path[0];
 		auto shown = StringUtil::Join(path, ".");
