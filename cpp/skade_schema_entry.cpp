@@ -10,9 +10,9 @@
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
 #include "duckdb/parser/constraints/not_null_constraint.hpp"
 #include "duckdb/parser/constraints/unique_constraint.hpp"
+#include "duckdb/parser/column_definition.hpp"
 #include "duckdb/parser/expression/cast_expression.hpp"
 #include "duckdb/parser/expression/constant_expression.hpp"
-#include "duckdb/parser/keyword_helper.hpp"
 #include "duckdb/parser/parsed_data/alter_table_info.hpp"
 #include "duckdb/parser/parsed_data/comment_on_column_info.hpp"
 #include "duckdb/parser/parsed_data/drop_info.hpp"
@@ -392,6 +392,55 @@ static bool AlterView(SkadeTransaction &txn, const string &schema, AlterInfo &in
 	return true;
 }
 
+//! A nested field's path (column first) as the core reads it: a JSON list of names.
+static string PathJson(const vector<string> &path) {
+	string json;
+	for (auto &name : path) {
+		json += (json.empty() ? "" : ",") + JsonString(name);
+	}
+	return "[" + json + "]";
+}
+
+//! Refuses what a new column or nested field (`shown`) asks that an Iceberg v2 table cannot give
+//! the rows it holds: a value computed or defaulted (they read NULL).
+static void CheckAddedColumn(const ColumnDefinition &col, const string &shown) {
+	if (col.Generated()) {
+		throw NotImplementedException("generated column \"%s\": skade tables store every column", shown);
+	}
+	if (col.HasDefaultValue() && !(col.DefaultValue().GetExpressionClass() == ExpressionClass::CONSTANT &&
+	                               col.DefaultValue().ToString() == "NULL")) {
+		throw NotImplementedException("ADD COLUMN \"%s\" with a DEFAULT: an Iceberg v2 table cannot give the rows "
+		                              "it holds a value (they read NULL); add the column, then UPDATE it",
+		                              shown);
+	}
+}
+
+//! Whether ALTER COLUMN `path` TYPE keeps the values as they are: no USING, or USING the column
+//! (or field) itself cast to the type, as DuckDB writes it when USING is left out.
+static bool KeepsValues(const ChangeColumnTypeInfo &change, const vector<string> &path) {
+	auto &expr = change.expression;
+	if (!expr) {
+		return true;
+	}
+	if (expr->GetExpressionClass() != ExpressionClass::CAST) {
+		return false;
+	}
+	auto &child = SkadeCastChild(expr->Cast<CastExpression>());
+	if (child.GetExpressionClass() != ExpressionClass::COLUMN_REF) {
+		return false;
+	}
+	auto names = SkadeColumnRefPath(child.Cast<ColumnRefExpression>());
+	if (names.size() != path.size()) {
+		return false;
+	}
+	for (idx_t i = 0; i < names.size(); i++) {
+		if (!StringUtil::CIEquals(names[i], path[i])) {
+			return false;
+		}
+	}
+	return true;
+}
+
 void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 	if (AlterView(SkadeTransaction::Get(transaction, catalog), SkadeNameString(name), info)) {
 		return;
@@ -428,15 +477,7 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 		op = "add_column";
 		column = SkadeNameString(col.Name());
 		if_flag = add.if_column_not_exists;
-		if (col.Generated()) {
-			throw NotImplementedException("generated column \"%s\": skade tables store every column", column);
-		}
-		if (col.HasDefaultValue() && !(col.DefaultValue().GetExpressionClass() == ExpressionClass::CONSTANT &&
-		                               col.DefaultValue().ToString() == "NULL")) {
-			throw NotImplementedException("ADD COLUMN \"%s\" with a DEFAULT: an Iceberg v2 table cannot give the rows "
-			                              "it holds a value (they read NULL); add the column, then UPDATE it",
-			                              column);
-		}
+		CheckAddedColumn(col, column);
 		if (SkadeAddColumnConstrained(add)) {
 			throw NotImplementedException("ADD COLUMN \"%s\" with NOT NULL or UNIQUE: the rows a table holds would "
 			                              "have it NULL; add it nullable",
@@ -447,6 +488,36 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 		typed = true;
 		break;
 	}
+	case AlterTableType::ADD_FIELD: {
+		// ADD COLUMN s.f: a field into a STRUCT (the core follows the path and says what is wrong)
+		auto &add = alter.Cast<AddFieldInfo>();
+		auto &field = add.new_field;
+		vector<string> path = SkadeNameStrings(add.column_path);
+		auto name = SkadeNameString(field.Name());
+		path.push_back(name);
+		op = "add_field";
+		column = PathJson(path);
+		if_flag = add.if_field_not_exists;
+		CheckAddedColumn(field, StringUtil::Join(path, "."));
+		type_name = field.Type().ToString();
+		ExportColumnType(context, name, field.Type(), column_type);
+		typed = true;
+		break;
+	}
+	case AlterTableType::REMOVE_FIELD: {
+		auto &remove = alter.Cast<RemoveFieldInfo>();
+		op = "drop_field";
+		column = PathJson(SkadeNameStrings(remove.column_path));
+		if_flag = remove.if_column_exists;
+		break;
+	}
+	case AlterTableType::RENAME_FIELD: {
+		auto &rename = alter.Cast<RenameFieldInfo>();
+		op = "rename_field";
+		column = PathJson(SkadeNameStrings(rename.column_path));
+		to = SkadeNameString(rename.new_name);
+		break;
+	}
 	case AlterTableType::REMOVE_COLUMN: {
 		auto &remove = alter.Cast<RemoveColumnInfo>();
 		op = "drop_column";
@@ -455,23 +526,23 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 		break;
 	}
 	case AlterTableType::ALTER_COLUMN_TYPE: {
+		// a column, or (2.0's ALTER COLUMN s.f TYPE) a field inside one
 		auto &change = alter.Cast<ChangeColumnTypeInfo>();
-		op = "alter_type";
-		column = SkadeAlteredColumn(change);
+		auto path = SkadeAlteredPath(change);
+		if (path.empty()) {
+			throw InternalException("ALTER COLUMN ... TYPE of no column");
+		}
+		op = path.size() > 1 ? "alter_field_type" : "alter_type";
+		column = path.size() > 1 ? PathJson(path) : path[0];
+		auto shown = StringUtil::Join(path, ".");
 		// USING <expression> other than the column itself cast to the type would rewrite every row
-		auto &expr = change.expression;
-		bool plain = !expr || (expr->GetExpressionClass() == ExpressionClass::CAST &&
-		                       SkadeCastChild(expr->Cast<CastExpression>()).GetExpressionClass() ==
-		                           ExpressionClass::COLUMN_REF &&
-		                       StringUtil::CIEquals(SkadeCastChild(expr->Cast<CastExpression>()).ToString(),
-		                                            KeywordHelper::WriteOptionallyQuoted(column)));
-		if (!plain) {
+		if (!KeepsValues(change, path)) {
 			throw NotImplementedException("ALTER COLUMN \"%s\" TYPE ... USING: a skade table changes a column's type "
 			                              "only to a wider one, its values as they are",
-			                              column);
+			                              shown);
 		}
 		type_name = change.target_type.ToString();
-		ExportColumnType(context, column, change.target_type, column_type);
+		ExportColumnType(context, path.back(), change.target_type, column_type);
 		typed = true;
 		break;
 	}

@@ -93,9 +93,11 @@ skade_status *skade_txn_delete_rows(const skade_txn *txn, const char *uuid, cons
 skade_status *skade_txn_end_statement(const skade_txn *txn, const char *uuid);
 skade_status *skade_txn_drop_table(const skade_txn *txn, const char *schema, const char *name, bool if_exists);
 // ALTER TABLE: `op` add_column, drop_column, rename_column, alter_type, drop_not_null, set_not_null,
-// rename_table, set_partitioned_by or add_primary_key; `column` the column, `to` a new name (the partition
-// keys, the key's columns: JSON lists), `if_flag` IF [NOT] EXISTS, `column_type` (a one-column schema) and
-// `duckdb_type` the new type (add_column, alter_type; else null). `changed`: whether anything did.
+// rename_table, set_partitioned_by or add_primary_key, or add_field, drop_field, rename_field and
+// alter_field_type (a field inside a column: `column` is its path, a JSON list of names from the column
+// down); `column` the column, `to` a new name (the partition keys, the key's columns: JSON lists),
+// `if_flag` IF [NOT] EXISTS, `column_type` (a one-column schema) and `duckdb_type` the new type (add_*,
+// alter_*type; else null). `changed`: whether anything did.
 skade_status *skade_txn_alter_table(const skade_txn *txn, const char *schema, const char *name, const char *op,
                                     const char *column, const char *to, bool if_flag,
                                     const struct ArrowSchema *column_type, const char *duckdb_type,

@@ -199,11 +199,13 @@ pub unsafe extern "C" fn skade_txn_drop_table(
 }
 
 /// ALTER TABLE `schema.name`. `op`: add_column, drop_column, rename_column, alter_type,
-/// drop_not_null, set_not_null or rename_table. `column` names the column (or, for rename_table,
-/// nothing); `to` the new name (rename_column, rename_table); `if_flag` is IF NOT EXISTS
-/// (add_column) or IF EXISTS (drop_column); `column_type` a one-column Arrow schema of the new
-/// column's type as DuckDB exports it and `duckdb_type` its name (add_column, alter_type).
-/// `changed`: whether anything changed.
+/// drop_not_null, set_not_null, add_primary_key, set_partitioned_by or rename_table; add_field,
+/// drop_field, rename_field and alter_field_type are the first four for a field inside a column.
+/// `column` names the column (or, for rename_table, nothing); for the *_field operations it is
+/// the field's path, a JSON list of names from the column down (add_field: the new field's). `to`
+/// the new name (rename_*, rename_table); `if_flag` is IF NOT EXISTS (add_*) or IF EXISTS
+/// (drop_*); `column_type` a one-column Arrow schema of the new type as DuckDB exports it and
+/// `duckdb_type` its name (add_*, alter_*type). `changed`: whether anything changed.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn skade_txn_alter_table(
@@ -226,7 +228,17 @@ pub unsafe extern "C" fn skade_txn_alter_table(
             let field = columns.fields().first().ok_or_else(|| Error::internal("no column type"))?;
             Ok((field.as_ref().clone(), arg(duckdb_type, "column type name")?.to_string()))
         };
-        let column = || arg(column, "column name").map(str::to_string);
+        let column_ptr = column;
+        let column = || arg(column_ptr, "column name").map(str::to_string);
+        // (the *_field operations name a field inside a column: `column` is its path, a JSON list)
+        let path = || -> crate::error::Result<Vec<String>> {
+            let path: Vec<String> = serde_json::from_str(arg(column_ptr, "field path")?)
+                .map_err(|e| Error::internal(format!("malformed field path: {e}")))?;
+            match path.len() {
+                0 => Err(Error::internal("an empty field path")),
+                _ => Ok(path),
+            }
+        };
         let to = || arg(to, "new name").map(str::to_string);
         let change = match arg(op, "ALTER operation")? {
             "rename_table" => {
@@ -236,13 +248,25 @@ pub unsafe extern "C" fn skade_txn_alter_table(
             "add_column" => {
                 let (field, duckdb_type) = typed()?;
                 let field = field.with_name(column()?);
-                SchemaChange::AddColumn { field, duckdb_type, if_not_exists: if_flag }
+                SchemaChange::AddColumn { parent: vec![], field, duckdb_type, if_not_exists: if_flag }
             }
-            "drop_column" => SchemaChange::DropColumn { name: column()?, if_exists: if_flag },
-            "rename_column" => SchemaChange::RenameColumn { from: column()?, to: to()? },
+            "add_field" => {
+                let (field, duckdb_type) = typed()?;
+                let mut parent = path()?;
+                let name = parent.pop().unwrap_or_default();
+                SchemaChange::AddColumn { parent, field: field.with_name(name), duckdb_type, if_not_exists: if_flag }
+            }
+            "drop_column" => SchemaChange::DropColumn { path: vec![column()?], if_exists: if_flag },
+            "drop_field" => SchemaChange::DropColumn { path: path()?, if_exists: if_flag },
+            "rename_column" => SchemaChange::RenameColumn { path: vec![column()?], to: to()? },
+            "rename_field" => SchemaChange::RenameColumn { path: path()?, to: to()? },
             "alter_type" => {
                 let (field, duckdb_type) = typed()?;
-                SchemaChange::ChangeType { name: column()?, field, duckdb_type }
+                SchemaChange::ChangeType { path: vec![column()?], field, duckdb_type }
+            }
+            "alter_field_type" => {
+                let (field, duckdb_type) = typed()?;
+                SchemaChange::ChangeType { path: path()?, field, duckdb_type }
             }
             "drop_not_null" => SchemaChange::DropNotNull { name: column()? },
             "set_not_null" => SchemaChange::SetNotNull { name: column()? },

@@ -1,14 +1,16 @@
-//! DuckDB types that Iceberg stores as a wider type (issue 24): TINYINT, SMALLINT, UTINYINT and
+//! DuckDB types that Iceberg stores as another type (issue 24): TINYINT, SMALLINT, UTINYINT and
 //! USMALLINT as int, UINTEGER as long, UBIGINT as decimal(20,0), HUGEINT as decimal(38,0),
-//! TIMESTAMP_S and TIMESTAMP_MS as timestamp (microseconds, losslessly), and TIMESTAMP_NS as
-//! timestamp truncated to microseconds when the lake allows it. The DuckDB type a column was
-//! created with is kept in the table property `skade.duckdb-types` (field id -> type name), so
-//! DESCRIBE and every read give it back; files hold the Iceberg type, so every Iceberg reader
-//! reads them. Only top-level columns: a narrow type inside a STRUCT, LIST or MAP is refused.
+//! TIMESTAMP_S and TIMESTAMP_MS as timestamp (microseconds, losslessly), TIMESTAMP_NS as
+//! timestamp truncated to microseconds when the lake allows it, and JSON as string (issue 43).
+//! The DuckDB type a column or a field was created with is kept in the table property
+//! `skade.duckdb-types` (field id -> type name), so DESCRIBE and every read give it back; files
+//! hold the Iceberg type, so every Iceberg reader reads them. Fields inside a STRUCT, LIST or MAP
+//! are kept by their own field ids, like columns.
 //!
 //! Reads convert at the edge, where rows leave for DuckDB ([`Facing`]): the Arrow type DuckDB
 //! imports as the column's own type (Int8, ..., UInt64, HUGEINT as DuckDB's opaque 16-byte
-//! type, Timestamp(s/ms/ns)). Writes convert in `schema::conform` (a checked cast; a HUGEINT
+//! type, Timestamp(s/ms/ns), JSON as a string under the `arrow.json` extension, which both DuckDB
+//! versions import as JSON). Writes convert in `schema::conform` (a checked cast; a HUGEINT
 //! beyond decimal(38,0) is refused).
 
 use std::collections::{BTreeMap, HashMap};
@@ -20,6 +22,7 @@ use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as Arro
 use arrow::error::ArrowError;
 use iceberg::spec::{PrimitiveType, Type};
 
+use super::nested_arrays::reshape;
 use crate::error::{Error, Result};
 
 /// The table property holding the kept DuckDB types (JSON: `{"<field id>": "TINYINT", ...}`).
@@ -28,6 +31,9 @@ pub const PROPERTY: &str = "skade.duckdb-types";
 const EXTENSION_NAME: &str = "ARROW:extension:name";
 const EXTENSION_METADATA: &str = "ARROW:extension:metadata";
 const OPAQUE: &str = "arrow.opaque";
+/// DuckDB's JSON, as DuckDB exports and imports it (a string under this canonical extension).
+const JSON: &str = "arrow.json";
+const HUGEINT_METADATA: &str = r#"{"type_name":"hugeint","vendor_name":"DuckDB"}"#;
 const PARQUET_FIELD_ID: &str = "PARQUET:field_id";
 
 /// How a lake stores TIMESTAMP_NS columns (ATTACH option TIMESTAMP_NS).
@@ -44,6 +50,9 @@ pub enum Nanoseconds {
 /// here, with the type's DuckDB name; None for every other type (mapped as they always were).
 pub fn stored_as(field: &Field, nanoseconds: Nanoseconds) -> std::result::Result<Option<(Type, &'static str)>, String> {
     let prim = |p, name| Ok(Some((Type::Primitive(p), name)));
+    if field.metadata().get(EXTENSION_NAME).map(String::as_str) == Some(JSON) {
+        return prim(PrimitiveType::String, "JSON");
+    }
     if has_other_extension(field) {
         return Ok(None); // (BOOLEAN comes as arrow.bool8 over Int8, UUID as arrow.uuid)
     }
@@ -72,24 +81,6 @@ pub fn stored_as(field: &Field, nanoseconds: Nanoseconds) -> std::result::Result
     }
 }
 
-/// Whether `field` is one of the types kept here, anywhere (for the refusal inside nested types).
-pub fn is_kept(field: &Field) -> bool {
-    if has_other_extension(field) {
-        return false;
-    }
-    opaque_type_name(field).as_deref() == Some("hugeint")
-        || matches!(
-            field.data_type(),
-            DataType::Int8
-                | DataType::Int16
-                | DataType::UInt8
-                | DataType::UInt16
-                | DataType::UInt32
-                | DataType::UInt64
-                | DataType::Timestamp(TimeUnit::Second | TimeUnit::Millisecond | TimeUnit::Nanosecond, None)
-        )
-}
-
 /// An Arrow extension type other than DuckDB's opaque ones (their storage type says nothing).
 fn has_other_extension(field: &Field) -> bool {
     field.metadata().get(EXTENSION_NAME).is_some_and(|name| name != OPAQUE)
@@ -108,7 +99,7 @@ pub(crate) fn opaque_type_name(field: &Field) -> Option<String> {
     meta.get("type_name")?.as_str().map(str::to_string)
 }
 
-/// A table's kept DuckDB types, by top-level field id.
+/// A table's kept DuckDB types, by field id (of a column, or of a field inside one).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DuckdbTypes(pub BTreeMap<i32, String>);
 
@@ -138,8 +129,11 @@ impl DuckdbTypes {
     }
 }
 
-/// The Arrow type DuckDB imports as `duckdb_type`.
-fn facing_type(duckdb_type: &str) -> Option<(DataType, Option<&'static str>)> {
+/// The Arrow type DuckDB imports as `duckdb_type`, and the extension (name, metadata) that
+/// says which DuckDB type it is where the Arrow type alone does not.
+type Target = (DataType, Option<(&'static str, &'static str)>);
+
+fn facing_type(duckdb_type: &str) -> Option<Target> {
     Some(match duckdb_type {
         "TINYINT" => (DataType::Int8, None),
         "SMALLINT" => (DataType::Int16, None),
@@ -147,10 +141,12 @@ fn facing_type(duckdb_type: &str) -> Option<(DataType, Option<&'static str>)> {
         "USMALLINT" => (DataType::UInt16, None),
         "UINTEGER" => (DataType::UInt32, None),
         "UBIGINT" => (DataType::UInt64, None),
-        "HUGEINT" => (DataType::FixedSizeBinary(16), Some("hugeint")),
+        "HUGEINT" => (DataType::FixedSizeBinary(16), Some((OPAQUE, HUGEINT_METADATA))),
         "TIMESTAMP_S" => (DataType::Timestamp(TimeUnit::Second, None), None),
         "TIMESTAMP_MS" => (DataType::Timestamp(TimeUnit::Millisecond, None), None),
         "TIMESTAMP_NS" => (DataType::Timestamp(TimeUnit::Nanosecond, None), None),
+        // (DuckDB's own export gives the extension an empty metadata too)
+        "JSON" => (DataType::Utf8, Some((JSON, ""))),
         _ => return None,
     })
 }
@@ -160,7 +156,7 @@ fn facing_type(duckdb_type: &str) -> Option<(DataType, Option<&'static str>)> {
 #[derive(Debug, Clone, Default)]
 pub struct Facing {
     /// (ordered: its Debug text names a table's shape, see `TableInfo::shape_id`)
-    by_field_id: BTreeMap<i32, (DataType, Option<&'static str>)>,
+    by_field_id: BTreeMap<i32, Target>,
 }
 
 impl Facing {
@@ -189,35 +185,39 @@ impl Facing {
         self.by_field_id.is_empty()
     }
 
-    fn target(&self, field: &Field) -> Option<&(DataType, Option<&'static str>)> {
+    fn target(&self, field: &Field) -> Option<&Target> {
         let id: i32 = field.metadata().get(PARQUET_FIELD_ID)?.parse().ok()?;
         self.by_field_id.get(&id)
     }
 
-    /// `schema` with every kept column as DuckDB imports it.
+    /// `schema` with every kept column and field as DuckDB imports it.
     pub fn schema(&self, schema: &ArrowSchemaRef) -> ArrowSchemaRef {
         if self.is_empty() {
             return schema.clone();
         }
-        let fields: Vec<Field> = schema
-            .fields()
-            .iter()
-            .map(|f| match self.target(f) {
-                Some((ty, opaque)) => {
-                    let mut metadata = f.metadata().clone();
-                    if let Some(name) = opaque {
-                        metadata.insert(EXTENSION_NAME.into(), OPAQUE.into());
-                        metadata.insert(
-                            EXTENSION_METADATA.into(),
-                            format!(r#"{{"type_name":"{name}","vendor_name":"DuckDB"}}"#),
-                        );
-                    }
-                    f.as_ref().clone().with_data_type(ty.clone()).with_metadata(metadata)
-                }
-                None => f.as_ref().clone(),
-            })
-            .collect();
+        let fields: Vec<Field> = schema.fields().iter().map(|f| self.field(f)).collect();
         Arc::new(ArrowSchema::new_with_metadata(fields, schema.metadata().clone()))
+    }
+
+    /// `field` as DuckDB imports it: its kept type, or (a STRUCT, LIST or MAP) the kept types
+    /// of the fields inside it.
+    fn field(&self, f: &Field) -> Field {
+        if let Some((ty, extension)) = self.target(f) {
+            let mut metadata = f.metadata().clone();
+            if let Some((name, extension_metadata)) = extension {
+                metadata.insert(EXTENSION_NAME.into(), name.to_string());
+                metadata.insert(EXTENSION_METADATA.into(), extension_metadata.to_string());
+            }
+            return f.clone().with_data_type(ty.clone()).with_metadata(metadata);
+        }
+        let ty = match f.data_type() {
+            DataType::Struct(children) => DataType::Struct(children.iter().map(|c| self.field(c)).collect()),
+            DataType::List(element) => DataType::List(Arc::new(self.field(element))),
+            // (the entries field has no id: its key and value have)
+            DataType::Map(entries, sorted) => DataType::Map(Arc::new(self.field(entries)), *sorted),
+            _ => return f.clone(),
+        };
+        f.clone().with_data_type(ty)
     }
 
     /// A batch of `schema` (as [`Self::schema`] gave it) from one in the stored types.
@@ -229,7 +229,7 @@ impl Facing {
             .columns()
             .iter()
             .zip(schema.fields())
-            .map(|(c, f)| if c.data_type() == f.data_type() { Ok(c.clone()) } else { from_stored(c, f) })
+            .map(|(c, f)| reshape(c, f, &from_stored))
             .collect::<Result<Vec<_>>>()?;
         let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
         Ok(RecordBatch::try_new_with_options(schema.clone(), columns, &options)?)
@@ -266,7 +266,7 @@ impl RecordBatchReader for FacingReader {
     }
 }
 
-/// A column in its stored type as `field`'s type: a checked cast (a value another writer stored
+/// A value in its stored type as `field`'s type (a column's, or a field's inside one): a checked cast (a value another writer stored
 /// that the DuckDB type cannot hold is an error naming the column, never NULL), or a HUGEINT
 /// reinterpreted from its decimal (the same 16 bytes).
 fn from_stored(column: &ArrayRef, field: &Field) -> Result<ArrayRef> {

@@ -4,38 +4,45 @@
 //! id, a promoted one widened as it is read. A column dropped and added again under its name is a
 //! new column (a new id), NULL in the files before. Only what Iceberg allows: its type promotions
 //! (int -> long, float -> double, a decimal's precision widened), making a required column
-//! optional (not the reverse), no default values (v2 has none).
+//! optional (not the reverse), no default values (v2 has none). Fields inside STRUCT columns
+//! are added, dropped, renamed and promoted the same way (`evolve_nested`, `evolve_types`).
 
 use std::sync::Arc;
 
 use arrow::datatypes::Field;
-use iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, TableMetadata, TableMetadataBuilder, Type};
+use iceberg::spec::{NestedField, NestedFieldRef, Schema, TableMetadata, TableMetadataBuilder};
 
 use super::duckdb_types::{self, DuckdbTypes, Nanoseconds};
+use super::evolve_nested::Columns;
+use super::evolve_types::{changed_field, duckdb_type_name};
+use super::field_path::{self, edit_inside, field_at, walk, Walk};
 use super::partition;
 use super::schema::column_type;
 use crate::error::{Error, Result};
 
-/// One ALTER TABLE of a table's columns.
+/// One ALTER TABLE of a table's columns. A `path` names a column (one name) or a field inside
+/// one (the column, then each field down: see `field_path`).
 #[derive(Debug, Clone)]
 pub enum SchemaChange {
-    /// ADD COLUMN: `field` as DuckDB exports the column's type, `duckdb_type` its name.
+    /// ADD COLUMN: `field` as DuckDB exports the new column's type (its name the column's),
+    /// `duckdb_type` its name; `parent` the STRUCT it goes into (empty: the table).
     AddColumn {
+        parent: Vec<String>,
         field: Field,
         duckdb_type: String,
         if_not_exists: bool,
     },
     DropColumn {
-        name: String,
+        path: Vec<String>,
         if_exists: bool,
     },
     RenameColumn {
-        from: String,
+        path: Vec<String>,
         to: String,
     },
     /// ALTER COLUMN ... TYPE: `field` the new type as DuckDB exports it.
     ChangeType {
-        name: String,
+        path: Vec<String>,
         field: Field,
         duckdb_type: String,
     },
@@ -106,8 +113,16 @@ pub fn evolve(
     let mut kept = DuckdbTypes::of(metadata.properties())?;
     let find = |fields: &[NestedFieldRef], name: &str| fields.iter().position(|f| f.name.eq_ignore_ascii_case(name));
     let missing = |name: &str| Error::catalog(format!("Table {table} does not have a column with name \"{name}\""));
+    let nested = |fields: Vec<NestedFieldRef>, kept: DuckdbTypes| Columns { fields, kept, metadata, table };
     match change {
-        SchemaChange::AddColumn { field, duckdb_type, if_not_exists } => {
+        SchemaChange::AddColumn { parent, field, duckdb_type, if_not_exists } if !parent.is_empty() => {
+            let mut columns = nested(fields, kept);
+            if !columns.add_field(parent, field, duckdb_type, *if_not_exists, nanoseconds)? {
+                return Ok(None);
+            }
+            (fields, kept) = (columns.fields, columns.kept);
+        }
+        SchemaChange::AddColumn { field, duckdb_type, if_not_exists, .. } => {
             if find(&fields, field.name()).is_some() {
                 if *if_not_exists {
                     return Ok(None);
@@ -118,7 +133,7 @@ pub fn evolve(
                 )));
             }
             let mut next_id = metadata.last_column_id();
-            let (ty, kept_as) = column_type(field, &mut next_id, nanoseconds).map_err(|why| {
+            let (ty, kept_as) = column_type(field, &mut next_id, nanoseconds, &mut kept).map_err(|why| {
                 Error::invalid(format!(
                     "column \"{}\" has type {duckdb_type}, which a skade (Iceberg) table cannot store: {why}",
                     field.name()
@@ -130,7 +145,15 @@ pub fn evolve(
                 kept.0.insert(next_id, name.to_string());
             }
         }
-        SchemaChange::DropColumn { name, if_exists } => {
+        SchemaChange::DropColumn { path, if_exists } if path.len() > 1 => {
+            let mut columns = nested(fields, kept);
+            if !columns.drop_field(path, *if_exists)? {
+                return Ok(None);
+            }
+            (fields, kept) = (columns.fields, columns.kept);
+        }
+        SchemaChange::DropColumn { path, if_exists } => {
+            let name = column_of(path)?;
             let Some(i) = find(&fields, name) else {
                 return if *if_exists { Ok(None) } else { Err(missing(name)) };
             };
@@ -153,10 +176,18 @@ pub fn evolve(
                     fields[i].name
                 )));
             }
-            kept.0.remove(&fields[i].id);
+            for id in field_path::ids(&fields[i]) {
+                kept.0.remove(&id); // (the column's own and its fields')
+            }
             fields.remove(i);
         }
-        SchemaChange::RenameColumn { from, to } => {
+        SchemaChange::RenameColumn { path, to } if path.len() > 1 => {
+            let mut columns = nested(fields, kept);
+            columns.rename_field(path, to)?;
+            (fields, kept) = (columns.fields, columns.kept);
+        }
+        SchemaChange::RenameColumn { path, to } => {
+            let from = column_of(path)?;
             let i = find(&fields, from).ok_or_else(|| missing(from))?;
             if find(&fields, to).is_some_and(|j| j != i) {
                 return Err(Error::catalog(format!("Column with name {to} already exists in table {table}")));
@@ -164,42 +195,42 @@ pub fn evolve(
             let f = &fields[i];
             fields[i] = Arc::new(NestedField::new(f.id, to, (*f.field_type).clone(), f.required).with_doc_of(f));
         }
-        SchemaChange::ChangeType { name, field, duckdb_type } => {
-            let i = find(&fields, name).ok_or_else(|| missing(name))?;
-            let f = fields[i].clone();
-            let before = kept.0.get(&f.id).cloned().unwrap_or_else(|| natural_duckdb_type(&f.field_type));
+        SchemaChange::ChangeType { path, field, duckdb_type } => {
+            let steps = match walk(&fields, path) {
+                Walk::Found(steps) => steps,
+                Walk::NoColumn => return Err(missing(column_of(path)?)),
+                // (the field asked for, and the one it is not inside)
+                Walk::NotNested { depth } => return Err(no_sub_field(&path[depth + 1], &path[depth])),
+                Walk::NoField { depth } => return Err(no_sub_field(&path[depth], &path[depth - 1])),
+            };
+            let f = field_at(&fields, &steps);
+            let shown = path.join(".");
+            let before = duckdb_type_name(&f, &kept);
             let refuse = |why: &str| {
                 Error::invalid(format!(
-                    "cannot change column \"{}\" of table {table} from {before} to {duckdb_type}: {why}",
-                    f.name
+                    "cannot change column \"{shown}\" of table {table} from {before} to {duckdb_type}: {why}"
                 ))
             };
             if keys.contains(&f.id) {
                 return Err(refuse("it is part of the PRIMARY KEY, whose type stays as created"));
             }
-            if partition::is_partition_source(metadata, f.id) {
+            if field_path::ids(&f).iter().any(|id| partition::is_partition_source(metadata, *id)) {
                 return Err(refuse("the table's files are partitioned by it, their partition values in its type"));
             }
+            nested(fields.clone(), kept.clone()).refuse_in_map_key(&steps, path)?;
             let mut next_id = metadata.last_column_id();
-            let (ty, kept_as) = column_type(field, &mut next_id, nanoseconds).map_err(|why| refuse(&why))?;
-            if *f.field_type == ty && kept.0.get(&f.id).map(String::as_str) == kept_as {
+            let mut next_kept = kept.clone();
+            let changed =
+                changed_field(&f, field, &mut next_kept, &mut next_id, nanoseconds).map_err(|why| refuse(&why))?;
+            if changed == f && next_kept == kept {
                 return Ok(None); // the type it has
             }
-            if !iceberg_promotes(&f.field_type, &ty) {
-                return Err(refuse(&format!(
-                    "Iceberg changes a column's type only to a wider one of its kind (int to bigint, float to \
-                     double, a decimal's precision widened), and {} to {ty} is not one",
-                    f.field_type
-                )));
-            }
-            if !duckdb_widens(&before, duckdb_type) {
-                return Err(refuse("not every value of the old type fits the new one"));
-            }
-            fields[i] = Arc::new(NestedField::new(f.id, &f.name, ty, f.required).with_doc_of(&f));
-            match kept_as {
-                Some(k) => kept.0.insert(f.id, k.to_string()),
-                None => kept.0.remove(&f.id),
-            };
+            let (at, above) = steps.split_last().unwrap_or((&0, &[]));
+            fields = edit_inside::<Error>(&fields, above, |mut inside| {
+                inside[*at] = changed;
+                Ok(inside)
+            })?;
+            kept = next_kept;
         }
         SchemaChange::DropNotNull { name } => {
             let i = find(&fields, name).ok_or_else(|| missing(name))?;
@@ -280,75 +311,13 @@ impl WithDoc for NestedField {
     }
 }
 
-/// Iceberg's allowed type changes of a column (the type itself, or a promotion).
-fn iceberg_promotes(from: &Type, to: &Type) -> bool {
-    use PrimitiveType::*;
-    match (from, to) {
-        (Type::Primitive(a), Type::Primitive(b)) if a == b => true,
-        (Type::Primitive(Int), Type::Primitive(Long)) | (Type::Primitive(Float), Type::Primitive(Double)) => true,
-        (Type::Primitive(Decimal { precision: p, scale: s }), Type::Primitive(Decimal { precision: q, scale: t })) => {
-            s == t && q >= p
-        }
-        _ => false,
-    }
+fn no_sub_field(name: &str, column: &str) -> Error {
+    Error::catalog(format!("Sub-field \"{name}\" does not exist in column \"{column}\""))
 }
 
-/// The DuckDB type a column of Iceberg type `ty` reads as when no other is kept.
-fn natural_duckdb_type(ty: &Type) -> String {
-    match ty {
-        Type::Primitive(PrimitiveType::Int) => "INTEGER".into(),
-        Type::Primitive(PrimitiveType::Long) => "BIGINT".into(),
-        Type::Primitive(PrimitiveType::Float) => "FLOAT".into(),
-        Type::Primitive(PrimitiveType::Double) => "DOUBLE".into(),
-        Type::Primitive(PrimitiveType::Decimal { precision, scale }) => format!("DECIMAL({precision},{scale})"),
-        Type::Primitive(PrimitiveType::String) => "VARCHAR".into(),
-        Type::Primitive(PrimitiveType::Binary) => "BLOB".into(),
-        Type::Primitive(PrimitiveType::Timestamptz) => "TIMESTAMP WITH TIME ZONE".into(),
-        other => other.to_string().to_uppercase(),
-    }
-}
-
-/// Whether every value of DuckDB type `from` is one of `to` (the integer types by their ranges,
-/// decimals by precision at one scale; the rest only to themselves or FLOAT to DOUBLE).
-fn duckdb_widens(from: &str, to: &str) -> bool {
-    let (from, to) = (from.to_ascii_uppercase(), to.to_ascii_uppercase());
-    match (integer_range(&from), integer_range(&to)) {
-        (Some((a, b)), Some((c, d))) => return c <= a && b <= d,
-        (Some(_), None) | (None, Some(_)) => return false,
-        _ => {}
-    }
-    match (decimal_of(&from), decimal_of(&to)) {
-        (Some((p, s)), Some((q, t))) => s == t && q >= p,
-        _ => from == to || (from == "FLOAT" && to == "DOUBLE"),
-    }
-}
-
-/// The values of an integer type, DECIMAL(p,0) included.
-fn integer_range(ty: &str) -> Option<(i128, i128)> {
-    Some(match ty {
-        "TINYINT" => (i8::MIN as i128, i8::MAX as i128),
-        "SMALLINT" => (i16::MIN as i128, i16::MAX as i128),
-        "INTEGER" => (i32::MIN as i128, i32::MAX as i128),
-        "BIGINT" => (i64::MIN as i128, i64::MAX as i128),
-        "HUGEINT" => (i128::MIN, i128::MAX),
-        "UTINYINT" => (0, u8::MAX as i128),
-        "USMALLINT" => (0, u16::MAX as i128),
-        "UINTEGER" => (0, u32::MAX as i128),
-        "UBIGINT" => (0, u64::MAX as i128),
-        _ => match decimal_of(ty) {
-            Some((p, 0)) if p <= 38 => {
-                let max = 10i128.pow(p) - 1;
-                (-max, max)
-            }
-            _ => return None,
-        },
-    })
-}
-
-fn decimal_of(ty: &str) -> Option<(u32, u32)> {
-    let inner = ty.strip_prefix("DECIMAL(")?.strip_suffix(')')?;
-    let (p, s) = inner.split_once(',')?;
-    Some((p.trim().parse().ok()?, s.trim().parse().ok()?))
+/// The column a top-level change names.
+fn column_of(path: &[String]) -> Result<&str> {
+    path.first().map(String::as_str).ok_or_else(|| Error::internal("an ALTER of no column"))
 }
 
 #[cfg(test)]
@@ -357,10 +326,15 @@ mod tests {
     fn every_change_is_an_alter_operation() {
         let field = Field::new("c", arrow::datatypes::DataType::Int32, true);
         let changes = [
-            SchemaChange::AddColumn { field: field.clone(), duckdb_type: "INTEGER".into(), if_not_exists: false },
-            SchemaChange::DropColumn { name: "c".into(), if_exists: false },
-            SchemaChange::RenameColumn { from: "c".into(), to: "d".into() },
-            SchemaChange::ChangeType { name: "c".into(), field, duckdb_type: "BIGINT".into() },
+            SchemaChange::AddColumn {
+                parent: vec![],
+                field: field.clone(),
+                duckdb_type: "INTEGER".into(),
+                if_not_exists: false,
+            },
+            SchemaChange::DropColumn { path: vec!["c".into()], if_exists: false },
+            SchemaChange::RenameColumn { path: vec!["c".into()], to: "d".into() },
+            SchemaChange::ChangeType { path: vec!["c".into()], field, duckdb_type: "BIGINT".into() },
             SchemaChange::DropNotNull { name: "c".into() },
             SchemaChange::SetNotNull { name: "c".into() },
             SchemaChange::AddPrimaryKey { columns: vec!["c".into()] },
@@ -394,36 +368,10 @@ mod tests {
             .to_string();
         assert!(err.contains("already has a PRIMARY KEY (c, a)"), "{err}");
         // later changes keep it
-        let rename = SchemaChange::RenameColumn { from: "b".into(), to: "bb".into() };
+        let rename = SchemaChange::RenameColumn { path: vec!["b".into()], to: "bb".into() };
         let renamed = evolve(&next, "/t/metadata/00001-x.metadata.json", &rename, Nanoseconds::Refuse, "main.t")
             .unwrap()
             .unwrap();
         assert_eq!(declared_key_ids(renamed.current_schema(), renamed.properties()), vec![3, 1]);
-    }
-
-    #[test]
-    fn widening_follows_value_ranges() {
-        for (from, to) in [
-            ("TINYINT", "SMALLINT"),
-            ("SMALLINT", "INTEGER"),
-            ("INTEGER", "BIGINT"),
-            ("UTINYINT", "SMALLINT"),
-            ("UINTEGER", "BIGINT"),
-            ("FLOAT", "DOUBLE"),
-            ("DECIMAL(9,2)", "DECIMAL(18,2)"),
-            ("INTEGER", "DECIMAL(10,0)"),
-        ] {
-            assert!(duckdb_widens(from, to), "{from} -> {to}");
-        }
-        for (from, to) in [
-            ("BIGINT", "INTEGER"),
-            ("TINYINT", "UTINYINT"),
-            ("UBIGINT", "BIGINT"),
-            ("DOUBLE", "FLOAT"),
-            ("DECIMAL(9,2)", "DECIMAL(18,3)"),
-            ("INTEGER", "VARCHAR"),
-        ] {
-            assert!(!duckdb_widens(from, to), "{from} -> {to}");
-        }
     }
 }

@@ -29,8 +29,9 @@ use super::duckdb_types::{self, DuckdbTypes};
 use crate::error::{Error, Result};
 use crate::io::write_new;
 
-/// Metadata of a new, empty, unpartitioned v2 table. `kept` are DuckDB types Iceberg stores as a
-/// wider type, by column name (kept in a table property by field id: see `duckdb_types`);
+/// Metadata of a new, empty, unpartitioned v2 table. `kept` are DuckDB types Iceberg stores as
+/// another type, by the field ids of `schema` (kept in a table property by the ids the table's
+/// fields get: see `duckdb_types`);
 /// `primary_key` the key columns in declared order (a composite key's order is kept in a table
 /// property: see `schema::KEY_ORDER_PROPERTY`).
 pub fn new_table(
@@ -38,7 +39,7 @@ pub fn new_table(
     spec: UnboundPartitionSpec,
     location: &str,
     table_uuid: Uuid,
-    kept: &[(String, String)],
+    kept: &DuckdbTypes,
     primary_key: &[String],
 ) -> Result<TableMetadata> {
     let mut properties = HashMap::from([
@@ -76,9 +77,13 @@ pub fn new_table(
             .ok_or_else(|| Error::internal(format!("column {name} vanished from the new table's schema")))
     };
     if !kept.is_empty() {
+        // (the same fields in the same places: matched by place, nested ones too)
+        let mut ids = HashMap::new();
+        super::field_path::id_map(schema.as_struct().fields(), first.current_schema().as_struct().fields(), &mut ids);
         let mut types = DuckdbTypes::default();
-        for (name, ty) in kept {
-            types.0.insert(field_id(name)?, ty.clone());
+        for (id, ty) in &kept.0 {
+            let id = ids.get(id).ok_or_else(|| Error::internal(format!("field {id} vanished from the new table")))?;
+            types.0.insert(*id, ty.clone());
         }
         properties.insert(duckdb_types::PROPERTY.to_string(), types.property());
     }
@@ -314,8 +319,15 @@ pub(crate) mod tests {
     #[test]
     fn files_are_the_crates_json_and_texts_follow_their_snapshot() {
         let texts = SnapshotTexts::default();
-        let created =
-            new_table(schema(), UnboundPartitionSpec::builder().build(), "/t", Uuid::new_v4(), &[], &[]).unwrap();
+        let created = new_table(
+            schema(),
+            UnboundPartitionSpec::builder().build(),
+            "/t",
+            Uuid::new_v4(),
+            &Default::default(),
+            &[],
+        )
+        .unwrap();
         let one = with_snapshot(&created, 7, "1");
         let two = with_snapshot(&one, 8, "2");
         for md in [&created, &one, &two] {

@@ -4,9 +4,13 @@
 pub(crate) mod avro_names;
 pub mod duckdb_types;
 pub mod evolve;
+pub(crate) mod evolve_nested;
+pub(crate) mod evolve_types;
 pub mod expire;
+pub(crate) mod field_path;
 pub mod manifests;
 pub mod metadata;
+pub(crate) mod nested_arrays;
 pub mod partition;
 pub(crate) mod schema;
 pub mod snapshot;

@@ -180,14 +180,23 @@ inline const string &SkadeFunctionName(const BoundTableFunction &function) {
 	return function.GetName().GetIdentifierName();
 }
 
-//! The column an ALTER COLUMN names: 2.0 takes a path (a nested field); skade alters top-level
-//! columns only, so a longer path is an error.
+//! The column an ALTER COLUMN names: 2.0 takes a path (a nested field); skade sets and drops NOT
+//! NULL of top-level columns only (as DuckDB's own tables), so a longer path is an error.
 template <class INFO>
 inline string SkadeAlteredColumn(const INFO &info) {
 	if (info.column_path.size() != 1) {
 		throw NotImplementedException("ALTER of a nested field is not supported on skade tables");
 	}
 	return info.column_path[0].GetIdentifierName();
+}
+//! The column or nested field ALTER COLUMN ... TYPE names, from the column down (1.5's grammar
+//! takes a column only).
+inline vector<string> SkadeAlteredPath(const ChangeColumnTypeInfo &info) {
+	return IdentifiersToStrings(info.column_path);
+}
+//! The names of a column reference, qualifiers or nested fields included (`t.c`, `s.f`).
+inline vector<string> SkadeColumnRefPath(const ColumnRefExpression &ref) {
+	return IdentifiersToStrings(ref.ColumnNames());
 }
 //! The expression a CAST casts.
 inline const ParsedExpression &SkadeCastChild(const CastExpression &cast) {
@@ -318,6 +327,12 @@ inline const TableFilter &SkadeFilterOf(const ENTRY &entry) {
 template <class INFO>
 inline string SkadeAlteredColumn(const INFO &info) {
 	return info.column_name;
+}
+inline vector<string> SkadeAlteredPath(const ChangeColumnTypeInfo &info) {
+	return {info.column_name};
+}
+inline vector<string> SkadeColumnRefPath(const ColumnRefExpression &ref) {
+	return ref.column_names;
 }
 inline bool SkadeAddColumnConstrained(const AddColumnInfo &) {
 	return false;
