@@ -10,4 +10,5 @@ pub mod metadata;
 pub mod partition;
 pub(crate) mod schema;
 pub mod snapshot;
+pub mod sort_order;
 pub(crate) mod timestamps;
