@@ -37,7 +37,7 @@ fn main() {
                     let txn = catalog.begin();
                     let name = format!("t{writers}_{run}_{w}");
                     let t = txn
-                        .create_table("main", &name, &schema, &["BIGINT".into()], &[], &[], &[], OnConflict::Error)
+                        .create_table("main", &name, &schema, &["BIGINT".into()], &[], &[], &[], &[], OnConflict::Error)
                         .unwrap()
                         .unwrap();
                     txn.commit().unwrap();

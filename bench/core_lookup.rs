@@ -76,8 +76,10 @@ fn main() {
     let txn = catalog.begin();
     let types = ["BIGINT", "VARCHAR", "DOUBLE"].map(String::from);
     let key = vec!["id".to_string()];
-    let uuid =
-        txn.create_table("main", "orders", &schema(), &types, &key, &key, &[], OnConflict::Error).unwrap().unwrap();
+    let uuid = txn
+        .create_table("main", "orders", &schema(), &types, &key, &key, &[], &[], OnConflict::Error)
+        .unwrap()
+        .unwrap();
     let uuid = uuid.record.uuid.clone();
     txn.commit().unwrap();
     for i in 0..APPENDS {

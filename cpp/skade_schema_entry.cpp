@@ -8,6 +8,7 @@
 
 #include "duckdb/common/arrow/arrow_converter.hpp"
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
+#include "duckdb/main/config.hpp"
 #include "duckdb/parser/constraints/not_null_constraint.hpp"
 #include "duckdb/parser/constraints/unique_constraint.hpp"
 #include "duckdb/parser/column_definition.hpp"
@@ -175,9 +176,9 @@ static string JsonString(const string &text) {
 	return out + "\"";
 }
 
-//! A partition key of SET PARTITIONED BY as the core reads it: a column, a constant, or a call of
-//! a function on them.
-static string PartitionKeyJson(const ParsedExpression &expr) {
+//! A partition key of PARTITIONED BY (or a sort key's expression) as the core reads it: a column, a
+//! constant, or a call of a function on them. `verb` ("partition", "sort") names the clause.
+static string KeyExprJson(const ParsedExpression &expr, const string &verb) {
 	switch (expr.GetExpressionClass()) {
 	case ExpressionClass::COLUMN_REF:
 		return "{\"column\":" + JsonString(SkadeNameString(expr.Cast<ColumnRefExpression>().GetColumnName())) + "}";
@@ -187,14 +188,14 @@ static string PartitionKeyJson(const ParsedExpression &expr) {
 		auto &call = expr.Cast<FunctionExpression>();
 		string args;
 		for (auto arg : SkadeCallArguments(call)) {
-			args += (args.empty() ? "" : ",") + PartitionKeyJson(*arg);
+			args += (args.empty() ? "" : ",") + KeyExprJson(*arg, verb);
 		}
 		return "{\"function\":{\"name\":" + JsonString(SkadeCallName(call)) + ",\"args\":[" + args + "]}}";
 	}
 	default:
-		throw NotImplementedException("cannot partition a skade table by %s: use a column, year(c), month(c), day(c), "
+		throw NotImplementedException("cannot %s a skade table by %s: use a column, year(c), month(c), day(c), "
 		                              "hour(c), bucket(N, c) or truncate(W, c)",
-		                              expr.ToString());
+		                              verb, expr.ToString());
 	}
 }
 
@@ -202,9 +203,25 @@ static string PartitionKeyJson(const ParsedExpression &expr) {
 static string PartitionKeysJson(const vector<unique_ptr<ParsedExpression>> &keys) {
 	string json;
 	for (auto &key : keys) {
-		json += (json.empty() ? "" : ",") + PartitionKeyJson(*key);
+		json += (json.empty() ? "" : ",") + KeyExprJson(*key, "partition");
 	}
 	return "[" + json + "]";
+}
+
+//! A sort key of SORTED BY as the core reads it: its expression, and its direction and NULL order
+//! resolved as DuckDB resolves an ORDER BY's (the default_order and default_null_order settings
+//! fill in what the statement leaves out), so the stored order is what the user would get.
+static string SortKeyJson(ClientContext &context, const ParsedExpression &expr, OrderType type,
+                          OrderByNullType null_order) {
+	auto &config = DBConfig::GetConfig(context);
+	auto direction = config.ResolveOrder(context, type);
+	auto nulls = config.ResolveNullOrder(context, direction, null_order);
+	string json = "{\"expr\":" + KeyExprJson(expr, "sort");
+	json += ",\"descending\":";
+	json += direction == OrderType::DESCENDING ? "true" : "false";
+	json += ",\"nulls_first\":";
+	json += nulls == OrderByNullType::NULLS_FIRST ? "true" : "false";
+	return json + "}";
 }
 
 optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction transaction, BoundCreateTableInfo &info) {
@@ -215,8 +232,15 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 	}
 	// PARTITIONED BY: the keys as written, the core maps them to Iceberg transforms
 	auto partitioned_by = base.partition_keys.empty() ? string() : PartitionKeysJson(base.partition_keys);
-	if (!base.sort_keys.empty()) {
-		throw NotImplementedException("SORTED BY is not supported on skade tables yet");
+	// SORTED BY: DuckDB's grammar takes plain expressions there (ASC or DESC only in ALTER TABLE ...
+	// SET SORTED BY), so each key sorts in the default direction and NULL order
+	string sorted_by;
+	for (auto &key : base.sort_keys) {
+		sorted_by += (sorted_by.empty() ? "" : ",") +
+		             SortKeyJson(context, *key, OrderType::ORDER_DEFAULT, OrderByNullType::ORDER_DEFAULT);
+	}
+	if (!sorted_by.empty()) {
+		sorted_by = "[" + sorted_by + "]";
 	}
 	if (!base.options.empty()) {
 		throw InvalidInputException("unknown table option \"%s\" for a skade table", base.options.begin()->first);
@@ -312,8 +336,8 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 	SkadeCheck(skade_txn_create_table(txn.Handle(), name.c_str(), SkadeTableName(base).c_str(), &arrow.arrow_schema,
 	                                  type_ptrs.data(), type_ptrs.size(), not_null_ptrs.data(), not_null_ptrs.size(),
 	                                  key_ptrs.data(), key_ptrs.size(),
-	                                  partitioned_by.empty() ? nullptr : partitioned_by.c_str(), on_conflict,
-	                                  table.out()));
+	                                  partitioned_by.empty() ? nullptr : partitioned_by.c_str(),
+	                                  sorted_by.empty() ? nullptr : sorted_by.c_str(), on_conflict, table.out()));
 	txn.InvalidateEntries();
 	if (!table) {
 		return nullptr;
@@ -577,6 +601,17 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 		// the keys as written (the core maps them to Iceberg transforms); none: RESET
 		op = "set_partitioned_by";
 		to = PartitionKeysJson(alter.Cast<SetPartitionedByInfo>().partition_keys);
+		break;
+	}
+	case AlterTableType::SET_SORTED_BY: {
+		// the keys as written, directions and NULL orders resolved (the core maps them to an Iceberg
+		// sort order); none: RESET
+		op = "set_sorted_by";
+		string keys;
+		for (auto &order : alter.Cast<SetSortedByInfo>().orders) {
+			keys += (keys.empty() ? "" : ",") + SortKeyJson(context, *order.expression, order.type, order.null_order);
+		}
+		to = "[" + keys + "]";
 		break;
 	}
 	default:

@@ -30,6 +30,8 @@ ExceptionType ExceptionTypeFor(int32_t code) {
 		return ExceptionType::PERMISSION;
 	case SKADE_ERR_INTERRUPTED:
 		return ExceptionType::INTERRUPT;
+	case SKADE_ERR_BINDER:
+		return ExceptionType::BINDER;
 	case SKADE_ERR_IO:
 	case SKADE_ERR_CORRUPT:
 	default:

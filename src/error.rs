@@ -28,6 +28,9 @@ pub enum ErrorKind {
     Internal = 9,
     /// The query was interrupted (Ctrl-C, `con.interrupt()`) while the core waited.
     Interrupted = 10,
+    /// A statement names what its table does not have (a column of SORTED BY): DuckDB's binder
+    /// would have refused it, had the statement been bound against the table.
+    Binder = 11,
 }
 
 #[derive(Debug, Clone)]
@@ -71,6 +74,9 @@ impl Error {
     }
     pub fn constraint(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Constraint, message)
+    }
+    pub fn binder(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Binder, message)
     }
 
     /// Prefixes the message with what was being done, keeping the kind.

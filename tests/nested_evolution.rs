@@ -85,7 +85,7 @@ fn nested_fields_evolve_by_id_and_keep_their_duckdb_types() {
     let types = ["BIGINT", "STRUCT(a TINYINT, b VARCHAR)", "USMALLINT[]", "JSON"].map(str::to_string);
     let txn = catalog.begin();
     let uuid = txn
-        .create_table("main", "t", &columns, &types, &[], &[], &[], OnConflict::Error)
+        .create_table("main", "t", &columns, &types, &[], &[], &[], &[], OnConflict::Error)
         .unwrap()
         .unwrap()
         .record

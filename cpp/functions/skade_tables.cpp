@@ -1,4 +1,5 @@
-// skade_tables(catalog): schema_name, table_name, kind, current_snapshot_id, metadata_location.
+// skade_tables(catalog): schema_name, table_name, kind, current_snapshot_id, metadata_location,
+// partitioned_by, sorted_by (the columns the core describes).
 #include "skade/functions.hpp"
 
 #include "skade/catalog.hpp"

@@ -32,6 +32,7 @@ enum {
 	SKADE_ERR_PERMISSION = 8,
 	SKADE_ERR_INTERNAL = 9,
 	SKADE_ERR_INTERRUPTED = 10,
+	SKADE_ERR_BINDER = 11,
 };
 
 typedef struct SkadeStatus skade_status;
@@ -78,13 +79,15 @@ skade_status *skade_txn_table(const skade_txn *txn, const char *schema, const ch
 
 skade_status *skade_txn_create_schema(const skade_txn *txn, const char *name, bool if_not_exists);
 skade_status *skade_txn_drop_schema(const skade_txn *txn, const char *name, bool if_exists, bool cascade);
-// on_conflict: 0 error, 1 ignore, 2 replace. result: NULL when ignored. partitioned_by: the keys of
-// PARTITIONED BY as a JSON list (as for ALTER's set_partitioned_by), or NULL.
+// on_conflict: 0 error, 1 ignore, 2 replace. result: NULL when ignored. partitioned_by, sorted_by: the
+// keys of PARTITIONED BY and SORTED BY as JSON lists (as for ALTER's set_partitioned_by and
+// set_sorted_by), or NULL.
 skade_status *skade_txn_create_table(const skade_txn *txn, const char *schema, const char *name,
                                      const struct ArrowSchema *columns, const char *const *duckdb_types,
                                      size_t n_columns, const char *const *not_null, size_t n_not_null,
                                      const char *const *primary_key, size_t n_primary_key,
-                                     const char *partitioned_by, int32_t on_conflict, skade_table **result);
+                                     const char *partitioned_by, const char *sorted_by, int32_t on_conflict,
+                                     skade_table **result);
 // Deletes rows by the row ids this transaction's scans produced; `deleted` gets the count.
 skade_status *skade_txn_delete_rows(const skade_txn *txn, const char *uuid, const int64_t *row_ids, size_t n,
                                     uint64_t *deleted);
@@ -93,11 +96,11 @@ skade_status *skade_txn_delete_rows(const skade_txn *txn, const char *uuid, cons
 skade_status *skade_txn_end_statement(const skade_txn *txn, const char *uuid);
 skade_status *skade_txn_drop_table(const skade_txn *txn, const char *schema, const char *name, bool if_exists);
 // ALTER TABLE: `op` add_column, drop_column, rename_column, alter_type, drop_not_null, set_not_null,
-// rename_table, set_partitioned_by or add_primary_key, or add_field, drop_field, rename_field and
-// alter_field_type (a field inside a column: `column` is its path, a JSON list of names from the column
-// down); `column` the column, `to` a new name (the partition keys, the key's columns: JSON lists),
-// `if_flag` IF [NOT] EXISTS, `column_type` (a one-column schema) and `duckdb_type` the new type (add_*,
-// alter_*type; else null). `changed`: whether anything did.
+// rename_table, set_partitioned_by, set_sorted_by or add_primary_key, or add_field, drop_field, rename_field
+// and alter_field_type (a field inside a column: `column` is its path, a JSON list of names from the column
+// down); `column` the column, `to` a new name (the partition keys, the sort keys, the key's columns: JSON
+// lists; no keys: RESET), `if_flag` IF [NOT] EXISTS, `column_type` (a one-column schema) and `duckdb_type`
+// the new type (add_*, alter_*type; else null). `changed`: whether anything did.
 skade_status *skade_txn_alter_table(const skade_txn *txn, const char *schema, const char *name, const char *op,
                                     const char *column, const char *to, bool if_flag,
                                     const struct ArrowSchema *column_type, const char *duckdb_type,

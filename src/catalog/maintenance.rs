@@ -163,8 +163,9 @@ impl Catalog {
     /// then read fewer, larger files and no deletes. Rows, keys and the changelog are unchanged
     /// (a `replace` snapshot changes no row). It rebases over appends committed meanwhile and
     /// fails with a conflict if rows were deleted or updated meanwhile. The old files stay for
-    /// time travel until their snapshots expire. Nothing to gain (at most one data file and no
-    /// deletes): no commit.
+    /// time travel until their snapshots expire. On a table with a sort order the new files are
+    /// sorted by it, as every write's are. Nothing to gain (at most one data file, sorted by the
+    /// table's order if it has one, and no deletes): no commit.
     pub fn compact(&self, schema: &str, name: &str) -> Result<CompactReport> {
         self.compact_as(None, schema, name)
     }
@@ -184,7 +185,11 @@ impl Catalog {
             return Ok(CompactReport::default());
         };
         let live = self.inner.read_caches.manifests.snapshot_files(&table.metadata, current)?;
-        if live.deletes.is_empty() && live.data.len() <= 1 {
+        let order = table.metadata.default_sort_order();
+        let in_order = |f: &iceberg::spec::DataFile| {
+            order.is_unsorted() || f.sort_order_id().is_some_and(|id| i64::from(id) == order.order_id)
+        };
+        if live.deletes.is_empty() && live.data.len() <= 1 && live.data.iter().all(|e| in_order(e.file())) {
             return Ok(CompactReport::default());
         }
         let columns = (0..table.metadata.current_schema().as_struct().fields().len()).collect();

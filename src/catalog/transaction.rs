@@ -23,6 +23,7 @@ use super::store::{CommitRecord, InputRecord};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::partition::{self, PartitionKey};
 use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
+use crate::format::sort_order::{self, SortKey};
 use crate::format::{metadata, schema};
 use crate::io::{remove_files, sync_files};
 use crate::lookup::{lookup, Found, LookupRequest};
@@ -628,8 +629,8 @@ impl Transaction {
 
     /// Creates a table. `arrow` is DuckDB's Arrow export of the columns, `duckdb_types` their
     /// DuckDB type names (for messages), `partitioned_by` its partition spec (CREATE TABLE ...
-    /// PARTITIONED BY; none: unpartitioned). Returns the table, or None when it existed and
-    /// `on_conflict` is Ignore.
+    /// PARTITIONED BY; none: unpartitioned), `sorted_by` its sort order (SORTED BY; none:
+    /// unsorted). Returns the table, or None when it existed and `on_conflict` is Ignore.
     #[allow(clippy::too_many_arguments)]
     pub fn create_table(
         &self,
@@ -640,6 +641,7 @@ impl Transaction {
         not_null: &[String],
         primary_key: &[String],
         partitioned_by: &[PartitionKey],
+        sorted_by: &[SortKey],
         on_conflict: OnConflict,
     ) -> Result<Option<TableInfo>> {
         self.check_writable()?;
@@ -675,7 +677,8 @@ impl Transaction {
         let table_uuid = Uuid::new_v4();
         let shown = names::table_shown(self.database(), &stored_schema_name, name);
         let spec = partition::unbound_spec(&iceberg_schema, partitioned_by, &shown)?;
-        let md = metadata::new_table(iceberg_schema, spec, &location, table_uuid, &kept, primary_key)?;
+        let order = sort_order::sort_order(&iceberg_schema, sorted_by, &shown)?;
+        let md = metadata::new_table(iceberg_schema, spec, order, &location, table_uuid, &kept, primary_key)?;
         let md_location = metadata::metadata_location(&location, 0);
         self.lock()?.written.push(md_location.clone());
         self.catalog.inner.metadata.write(&md_location, &md)?;

@@ -318,7 +318,7 @@ mod tests {
         let (types, key) = (["BIGINT".to_string(), "VARCHAR".to_string()], ["id".to_string()]);
         let txn = catalog.begin();
         let table =
-            txn.create_table("main", "t", &columns, &types, &key, &key, &[], OnConflict::Error).unwrap().unwrap();
+            txn.create_table("main", "t", &columns, &types, &key, &key, &[], &[], OnConflict::Error).unwrap().unwrap();
         let (uuid, schema_id) = (table.record.uuid.clone(), table.shape_id().unwrap());
         let mut writer = txn.writer(&uuid).unwrap();
         let id: ArrayRef = Arc::new(Int64Array::from(vec![1, 2]));

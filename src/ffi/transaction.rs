@@ -15,6 +15,7 @@ use crate::catalog::Transaction;
 use crate::error::Error;
 use crate::format::evolve::SchemaChange;
 use crate::format::partition::parse_keys;
+use crate::format::sort_order::parse_sort_keys;
 
 pub struct SkadeTxn(pub(crate) Arc<Transaction>);
 
@@ -120,8 +121,10 @@ pub unsafe extern "C" fn skade_txn_drop_schema(
     guard(|| handle(txn, "transaction")?.0.drop_schema(arg(name, "schema name")?, if_exists, cascade))
 }
 
-/// `on_conflict`: 0 error, 1 ignore (IF NOT EXISTS), 2 replace (OR REPLACE). `result` is null
-/// when the table existed and was ignored.
+/// `on_conflict`: 0 error, 1 ignore (IF NOT EXISTS), 2 replace (OR REPLACE). `partitioned_by`
+/// and `sorted_by`: the keys of PARTITIONED BY and SORTED BY as JSON lists (as ALTER's
+/// set_partitioned_by and set_sorted_by take them), or null. `result` is null when the table
+/// existed and was ignored.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn skade_txn_create_table(
@@ -136,6 +139,7 @@ pub unsafe extern "C" fn skade_txn_create_table(
     primary_key: *const *const c_char,
     n_primary_key: usize,
     partitioned_by: *const c_char,
+    sorted_by: *const c_char,
     on_conflict: i32,
     result: *mut *mut SkadeTable,
 ) -> *mut SkadeStatus {
@@ -158,6 +162,10 @@ pub unsafe extern "C" fn skade_txn_create_table(
             &match partitioned_by.is_null() {
                 true => Vec::new(),
                 false => parse_keys(arg(partitioned_by, "partition keys")?)?,
+            },
+            &match sorted_by.is_null() {
+                true => Vec::new(),
+                false => parse_sort_keys(arg(sorted_by, "sort keys")?)?,
             },
             on_conflict,
         )?;
@@ -199,13 +207,15 @@ pub unsafe extern "C" fn skade_txn_drop_table(
 }
 
 /// ALTER TABLE `schema.name`. `op`: add_column, drop_column, rename_column, alter_type,
-/// drop_not_null, set_not_null, add_primary_key, set_partitioned_by or rename_table; add_field,
-/// drop_field, rename_field and alter_field_type are the first four for a field inside a column.
-/// `column` names the column (or, for rename_table, nothing); for the *_field operations it is
-/// the field's path, a JSON list of names from the column down (add_field: the new field's). `to`
-/// the new name (rename_*, rename_table); `if_flag` is IF NOT EXISTS (add_*) or IF EXISTS
-/// (drop_*); `column_type` a one-column Arrow schema of the new type as DuckDB exports it and
-/// `duckdb_type` its name (add_*, alter_*type). `changed`: whether anything changed.
+/// drop_not_null, set_not_null, add_primary_key, set_partitioned_by, set_sorted_by or
+/// rename_table (add_primary_key, set_partitioned_by and set_sorted_by take their keys in `to`,
+/// JSON lists; none: RESET); add_field, drop_field, rename_field and alter_field_type are the first
+/// four for a field inside a column. `column` names the column (or, for rename_table, nothing);
+/// for the *_field operations it is the field's path, a JSON list of names from the column down
+/// (add_field: the new field's). `to` the new name (rename_*, rename_table); `if_flag` is IF NOT
+/// EXISTS (add_*) or IF EXISTS (drop_*); `column_type` a one-column Arrow schema of the new type as
+/// DuckDB exports it and `duckdb_type` its name (add_*, alter_*type). `changed`: whether anything
+/// changed.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn skade_txn_alter_table(
@@ -277,6 +287,8 @@ pub unsafe extern "C" fn skade_txn_alter_table(
             },
             // (`to`: the partition keys as the shim describes them, JSON)
             "set_partitioned_by" => SchemaChange::SetPartitioning { keys: parse_keys(&to()?)? },
+            // (`to`: the sort keys as the shim describes them, JSON)
+            "set_sorted_by" => SchemaChange::SetSortOrder { keys: parse_sort_keys(&to()?)? },
             other => return Err(Error::internal(format!("unknown ALTER operation {other}"))),
         };
         out(changed, txn.alter_table(schema, name, &change)?)

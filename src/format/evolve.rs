@@ -61,6 +61,10 @@ pub enum SchemaChange {
     SetPartitioning {
         keys: Vec<super::partition::PartitionKey>,
     },
+    /// SET SORTED BY (RESET: no keys): a new default sort order.
+    SetSortOrder {
+        keys: Vec<super::sort_order::SortKey>,
+    },
 }
 
 /// The commit log's operations of ALTER TABLE: every [`SchemaChange::operation`], and RENAME TO's
@@ -75,6 +79,8 @@ pub const ALTER_OPERATIONS: &[&str] = &[
     "add_primary_key",
     "set_partitioned_by",
     "reset_partitioned_by",
+    "set_sorted_by",
+    "reset_sorted_by",
     "rename_table",
 ];
 
@@ -91,6 +97,8 @@ impl SchemaChange {
             SchemaChange::AddPrimaryKey { .. } => "add_primary_key",
             SchemaChange::SetPartitioning { keys } if keys.is_empty() => "reset_partitioned_by",
             SchemaChange::SetPartitioning { .. } => "set_partitioned_by",
+            SchemaChange::SetSortOrder { keys } if keys.is_empty() => "reset_sorted_by",
+            SchemaChange::SetSortOrder { .. } => "set_sorted_by",
         }
     }
 }
@@ -106,6 +114,9 @@ pub fn evolve(
 ) -> Result<Option<TableMetadata>> {
     if let SchemaChange::SetPartitioning { keys } = change {
         return super::partition::set_spec(metadata, location, keys, table);
+    }
+    if let SchemaChange::SetSortOrder { keys } = change {
+        return super::sort_order::set_order(metadata, location, keys, table);
     }
     let schema = metadata.current_schema();
     let mut fields: Vec<NestedFieldRef> = schema.as_struct().fields().to_vec();
@@ -167,6 +178,13 @@ pub fn evolve(
                 return Err(Error::invalid(format!(
                     "cannot drop column \"{}\" of table {table}: the table's files are partitioned by it \
                      (Iceberg readers need it to read their partition values)",
+                    fields[i].name
+                )));
+            }
+            if super::sort_order::is_sort_source(metadata, fields[i].id) {
+                return Err(Error::invalid(format!(
+                    "cannot drop column \"{}\" of table {table}: the table is sorted by it (SET SORTED BY \
+                     without it, or RESET SORTED BY, first)",
                     fields[i].name
                 )));
             }
@@ -280,6 +298,7 @@ pub fn evolve(
             }
         }
         SchemaChange::SetPartitioning { .. } => return Err(Error::internal("a partitioning is no change of columns")),
+        SchemaChange::SetSortOrder { .. } => return Err(Error::internal("a sort order is no change of columns")),
     }
     // the key's declared order (identifier fields are a set): see `schema::KEY_ORDER_PROPERTY`
     let key_order = match change {
@@ -343,6 +362,15 @@ mod tests {
                 keys: vec![super::super::partition::PartitionKey {
                     column: "c".into(),
                     transform: iceberg::spec::Transform::Identity,
+                }],
+            },
+            SchemaChange::SetSortOrder { keys: vec![] },
+            SchemaChange::SetSortOrder {
+                keys: vec![super::super::sort_order::SortKey {
+                    column: "c".into(),
+                    transform: iceberg::spec::Transform::Identity,
+                    direction: iceberg::spec::SortDirection::Descending,
+                    null_order: iceberg::spec::NullOrder::First,
                 }],
             },
         ];

@@ -250,7 +250,16 @@ mod tests {
         let (schema, kept) =
             super::super::schema::iceberg_schema(&arrow, &types, &[], &key, Nanoseconds::Refuse).unwrap();
         let spec = UnboundPartitionSpec::builder().build();
-        super::super::metadata::new_table(schema, spec, "/t", uuid::Uuid::new_v4(), &kept, &key).unwrap()
+        super::super::metadata::new_table(
+            schema,
+            spec,
+            iceberg::spec::SortOrder::unsorted_order(),
+            "/t",
+            uuid::Uuid::new_v4(),
+            &kept,
+            &key,
+        )
+        .unwrap()
     }
 
     fn path(p: &str) -> Vec<String> {

@@ -29,14 +29,15 @@ use super::duckdb_types::{self, DuckdbTypes};
 use crate::error::{Error, Result};
 use crate::io::write_new;
 
-/// Metadata of a new, empty, unpartitioned v2 table. `kept` are DuckDB types Iceberg stores as
-/// another type, by the field ids of `schema` (kept in a table property by the ids the table's
-/// fields get: see `duckdb_types`);
+/// Metadata of a new, empty v2 table partitioned by `spec` and sorted by `sort_order` (both of
+/// `schema`'s field ids). `kept` are DuckDB types Iceberg stores as another type, by the field ids
+/// of `schema` (kept in a table property by the ids the table's fields get: see `duckdb_types`);
 /// `primary_key` the key columns in declared order (a composite key's order is kept in a table
 /// property: see `schema::KEY_ORDER_PROPERTY`).
 pub fn new_table(
     schema: Schema,
     spec: UnboundPartitionSpec,
+    sort_order: SortOrder,
     location: &str,
     table_uuid: Uuid,
     kept: &DuckdbTypes,
@@ -52,7 +53,7 @@ pub fn new_table(
         let built = TableMetadataBuilder::new(
             schema.clone(),
             spec.clone(),
-            SortOrder::unsorted_order(),
+            sort_order.clone(),
             location.to_string(),
             FormatVersion::V2,
             properties,
@@ -322,6 +323,7 @@ pub(crate) mod tests {
         let created = new_table(
             schema(),
             UnboundPartitionSpec::builder().build(),
+            SortOrder::unsorted_order(),
             "/t",
             Uuid::new_v4(),
             &Default::default(),
@@ -362,7 +364,8 @@ pub(crate) mod tests {
         let key: Vec<String> = key.iter().map(|k| k.to_string()).collect();
         let nanoseconds = super::super::duckdb_types::Nanoseconds::Refuse;
         let (schema, kept) = super::super::schema::iceberg_schema(&arrow, &types, &[], &key, nanoseconds).unwrap();
-        new_table(schema, UnboundPartitionSpec::builder().build(), "/t", Uuid::new_v4(), &kept, &key).unwrap()
+        let unsorted = SortOrder::unsorted_order();
+        new_table(schema, UnboundPartitionSpec::builder().build(), unsorted, "/t", Uuid::new_v4(), &kept, &key).unwrap()
     }
 
     #[test]

@@ -14,5 +14,6 @@ pub(crate) mod nested_arrays;
 pub mod partition;
 pub(crate) mod schema;
 pub mod snapshot;
+pub mod sort_order;
 pub(crate) mod timestamps;
 pub mod view;

@@ -11,10 +11,10 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 
 /// One partition key as the shim describes DuckDB's parsed expression: a column, or a function
-/// of constants and one column (`day(ts)`, `bucket(16, id)`).
+/// of constants and one column (`day(ts)`, `bucket(16, id)`). A sort key's expression too.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum KeyExpr {
+pub(crate) enum KeyExpr {
     Column(String),
     Constant(String),
     Function { name: String, args: Vec<KeyExpr> },
@@ -31,21 +31,23 @@ pub struct PartitionKey {
 pub fn parse_keys(json: &str) -> Result<Vec<PartitionKey>> {
     let exprs: Vec<KeyExpr> =
         serde_json::from_str(json).map_err(|e| Error::internal(format!("malformed partition keys: {e}")))?;
-    exprs.iter().map(key).collect()
+    exprs.iter().map(|e| key(e, "partition")).collect()
 }
 
-fn key(expr: &KeyExpr) -> Result<PartitionKey> {
+/// `expr` as a transform of a column. `what` names the clause in messages: "partition" (a
+/// partition key) or "sort" (a sort key, which takes the same transforms).
+pub(crate) fn key(expr: &KeyExpr, what: &str) -> Result<PartitionKey> {
     let (name, args) = match expr {
         KeyExpr::Column(c) => return Ok(PartitionKey { column: c.clone(), transform: Transform::Identity }),
         KeyExpr::Constant(c) => {
-            return Err(Error::invalid(format!("cannot partition by the constant {c}: name a column")));
+            return Err(Error::invalid(format!("cannot {what} by the constant {c}: name a column")));
         }
         KeyExpr::Function { name, args } => (name.to_ascii_lowercase(), args),
     };
     const FORMS: &str = "a column, year(c), month(c), day(c), hour(c), bucket(N, c) or truncate(W, c)";
     let column = |args: &[KeyExpr]| match args {
         [KeyExpr::Column(c)] => Ok(c.clone()),
-        _ => Err(Error::invalid(format!("partition key {name}(...) takes one column: use {FORMS}"))),
+        _ => Err(Error::invalid(format!("{what} key {name}(...) takes one column: use {FORMS}"))),
     };
     let width = |args: &[KeyExpr]| -> Result<(u32, String)> {
         match args {
@@ -53,12 +55,12 @@ fn key(expr: &KeyExpr) -> Result<PartitionKey> {
             [KeyExpr::Constant(n), KeyExpr::Column(c)] => match n.parse::<u32>() {
                 Ok(n) if n > 0 && n <= i32::MAX as u32 => Ok((n, c.clone())),
                 _ => Err(Error::invalid(format!(
-                    "partition key {name}({n}, {c}): {n} is not a positive integer of at most {}",
+                    "{what} key {name}({n}, {c}): {n} is not a positive integer of at most {}",
                     i32::MAX
                 ))),
             },
             _ => Err(Error::invalid(format!(
-                "partition key {name}(...) takes a positive integer and a column, as {name}(16, c)"
+                "{what} key {name}(...) takes a positive integer and a column, as {name}(16, c)"
             ))),
         }
     };
@@ -76,7 +78,7 @@ fn key(expr: &KeyExpr) -> Result<PartitionKey> {
             let (w, c) = width(args)?;
             (Transform::Truncate(w), c)
         }
-        other => return Err(Error::invalid(format!("unknown partition transform {other}: use {FORMS}"))),
+        other => return Err(Error::invalid(format!("unknown {what} transform {other}: use {FORMS}"))),
     };
     Ok(PartitionKey { column, transform })
 }
@@ -235,7 +237,7 @@ fn refused(table: &str, e: &iceberg::Error) -> Error {
     Error::invalid(format!("cannot partition table {table} so: {}", e.message()))
 }
 
-fn transform_name(t: &Transform) -> &'static str {
+pub(crate) fn transform_name(t: &Transform) -> &'static str {
     match t {
         Transform::Identity => "identity",
         Transform::Year => "year",

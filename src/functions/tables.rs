@@ -1,5 +1,7 @@
 //! `skade_tables(catalog)`: every table the transaction sees, with its partitioning (the current
-//! partition spec as SET PARTITIONED BY would write it; NULL: unpartitioned).
+//! partition spec as SET PARTITIONED BY would write it; NULL: unpartitioned) and its sort order
+//! (the default order as SET SORTED BY would write it, directions and NULL orders spelled out;
+//! NULL: unsorted).
 
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use crate::catalog::Transaction;
 use crate::error::Result;
 use crate::format::partition::describe;
+use crate::format::sort_order;
 
 pub fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -18,6 +21,7 @@ pub fn schema() -> SchemaRef {
         Field::new("current_snapshot_id", DataType::Int64, true),
         Field::new("metadata_location", DataType::Utf8, false),
         Field::new("partitioned_by", DataType::Utf8, true),
+        Field::new("sorted_by", DataType::Utf8, true),
     ]))
 }
 
@@ -28,6 +32,7 @@ pub fn rows(txn: &Transaction) -> Result<RecordBatch> {
     let mut snapshot = Int64Builder::new();
     let mut location = StringBuilder::new();
     let mut partitioned_by = StringBuilder::new();
+    let mut sorted_by = StringBuilder::new();
     for s in txn.schemas()? {
         for t in txn.tables(&s.name)? {
             let Some(info) = txn.table(&t.schema, &t.name)? else {
@@ -42,6 +47,8 @@ pub fn rows(txn: &Transaction) -> Result<RecordBatch> {
             let md = &info.metadata;
             let spec = describe(md.default_partition_spec(), md.current_schema());
             partitioned_by.append_option((!spec.is_empty()).then_some(spec));
+            let order = sort_order::describe(md.default_sort_order(), md.current_schema());
+            sorted_by.append_option((!order.is_empty()).then_some(order));
         }
     }
     let columns: Vec<ArrayRef> = vec![
@@ -51,6 +58,7 @@ pub fn rows(txn: &Transaction) -> Result<RecordBatch> {
         Arc::new(snapshot.finish()),
         Arc::new(location.finish()),
         Arc::new(partitioned_by.finish()),
+        Arc::new(sorted_by.finish()),
     ];
     Ok(RecordBatch::try_new(schema(), columns)?)
 }

@@ -122,6 +122,7 @@ fn ensure_table(txn: &Transaction) -> Result<String> {
         &["first_commit_seq".into()],
         &["commit_seq".into()],
         &[],
+        &[],
         OnConflict::Ignore,
     )?;
     let info = match created {

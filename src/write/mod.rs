@@ -1,9 +1,11 @@
-//! Writing files: data files (Parquet with Iceberg field ids and statistics), delete files, and
-//! the primary-key check of the rows a statement wrote.
+//! Writing files: data files (Parquet with Iceberg field ids and statistics, their rows in the
+//! table's sort order or key order), delete files, and the primary-key check of the rows a
+//! statement wrote.
 
 pub mod delete_writer;
 pub mod file_stream;
 pub mod key_check;
-pub mod key_order;
 pub mod partitions;
+pub mod row_order;
+pub mod sorted_runs;
 pub mod writer;

@@ -3,7 +3,9 @@
 //! partition in Arrow, and written to one file stream per partition. Memory is bounded: at most
 //! [`MAX_OPEN_PARTITIONS`] partitions open (the least recently written closes: its rows so far are
 //! a file of their own), [`PARTITION_BUFFER_BYTES`] of gathered rows, and a row group per open
-//! Parquet writer. Rows whose partition value the crate cannot compute are refused.
+//! Parquet writer; on a table with a sort order, [`SORTED_RUN_BYTES`] of rows held to be sorted
+//! across all partitions (the largest ends its run, a file, when they are reached). Rows whose
+//! partition value the crate cannot compute are refused.
 
 use std::collections::HashMap;
 
@@ -15,10 +17,10 @@ use iceberg::arrow::{arrow_struct_to_literal, type_to_arrow_type};
 use iceberg::spec::{DataFile, Literal, PartitionKey, PartitionSpecRef, SchemaRef, StructType, Transform, Type};
 use iceberg::transform::{create_transform_function, BoxedTransformFunction};
 
-use super::file_stream::{FileStream, InnerBuilder};
+use super::file_stream::{FileOrder, FileStream, InnerBuilder};
+use super::sorted_runs::SORTED_RUN_BYTES;
 use crate::error::{Error, Result};
 use crate::format::partition::describe_key;
-use crate::read::keys::KeyColumns;
 
 /// At most this many partitions' files are open at once.
 pub const MAX_OPEN_PARTITIONS: usize = 128;
@@ -39,7 +41,7 @@ pub struct Partitions {
     spec: PartitionSpecRef,
     schema: SchemaRef,
     converter: RowConverter,
-    key: Option<KeyColumns>,
+    order: FileOrder,
     table_name: String,
     /// Open partitions by their values (in the converter's row format).
     open: HashMap<Vec<u8>, Open>,
@@ -62,7 +64,7 @@ impl Partitions {
         builder: InnerBuilder,
         schema: SchemaRef,
         spec: PartitionSpecRef,
-        key: Option<KeyColumns>,
+        order: FileOrder,
         table_name: &str,
     ) -> Result<Self> {
         let partition_type = spec.partition_type(&schema)?;
@@ -84,7 +86,7 @@ impl Partitions {
             spec,
             schema,
             converter,
-            key,
+            order,
             table_name: table_name.to_string(),
             open: HashMap::new(),
             writes: 0,
@@ -115,6 +117,15 @@ impl Partitions {
                 None => break,
             }
         }
+        if let FileOrder::Sorted { .. } = self.order {
+            // (each partition's stream holds a run of its own: bounded together, not each)
+            while self.open.values().map(|o| o.stream.held_bytes()).sum::<usize>() > SORTED_RUN_BYTES {
+                match self.open.values_mut().max_by_key(|o| o.stream.held_bytes()) {
+                    Some(open) => open.stream.end_run()?,
+                    None => break,
+                }
+            }
+        }
         Ok(())
     }
 
@@ -132,7 +143,7 @@ impl Partitions {
                 return Err(Error::internal("partition values are not a struct"));
             };
             let partition = PartitionKey::new(self.spec.as_ref().clone(), self.schema.clone(), data);
-            let stream = FileStream::new(&self.builder, Some(partition), self.key.as_ref())?;
+            let stream = FileStream::new(&self.builder, Some(partition), &self.order);
             self.open.insert(key.to_vec(), Open { stream, used: 0, gathered: vec![], rows: 0, bytes: 0 });
         }
         let open = self.open.get_mut(key).ok_or_else(|| Error::internal("partition not open"))?;

@@ -1,6 +1,6 @@
 //! Streams rows into Parquet data files with Iceberg field ids and per-file statistics, rolling
 //! to a new file at the target size. Memory stays bounded by one row group per writer (and, on a
-//! table with a primary key, the rows held to be sorted: `key_order`).
+//! table with a primary key or a sort order, the rows held to be sorted: `sorted_runs`).
 
 use std::sync::Arc;
 
@@ -8,8 +8,7 @@ use arrow::array::StructArray;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use arrow::row::RowConverter;
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, DataFileFormat, PrimitiveType, TableMetadata};
-use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::spec::{DataFile, DataFileFormat, PrimitiveType, Schema, TableMetadata};
 use iceberg::writer::file_writer::location_generator::DefaultFileNameGenerator;
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
@@ -19,9 +18,10 @@ use parquet::schema::types::ColumnPath;
 use uuid::Uuid;
 
 pub use super::file_stream::ROW_GROUP_ROWS;
-use super::file_stream::{FileStream, FlatLocations};
+use super::file_stream::{FileOrder, FileStream, FlatLocations};
 use super::key_check::{budget_bytes, KeyBudget};
 use super::partitions::Partitions;
+use super::row_order::RowOrder;
 use crate::error::Result;
 use crate::format::schema::{arrow_schema, conform};
 use crate::read::keys::{KeyColumns, PackedKeys};
@@ -73,6 +73,25 @@ enum Files {
 pub struct Written {
     pub files: Vec<DataFile>,
     pub keys: Option<PackedKeys>,
+}
+
+/// The order the table's new files hold their rows in: its default sort order (then its key), else
+/// its key a row group at a time, else as written.
+fn file_order(metadata: &TableMetadata, schema: &Schema, key: Option<&KeyColumns>) -> Result<FileOrder> {
+    let key_columns = key.map(|k| k.indexes.as_slice()).unwrap_or_default();
+    let sort = metadata.default_sort_order();
+    if !sort.is_unsorted() {
+        if let Some(order) = RowOrder::of_sort_order(schema, sort, key_columns)? {
+            let id = i32::try_from(sort.order_id).map_err(|_| {
+                crate::error::Error::corrupt(format!("sort order id {} is out of range", sort.order_id))
+            })?;
+            return Ok(FileOrder::Sorted { order, id });
+        }
+    }
+    Ok(match key {
+        Some(_) => FileOrder::Key(RowOrder::by_columns(key_columns)),
+        None => FileOrder::Arrival,
+    })
 }
 
 /// Whether a column of this type is written DELTA_BINARY_PACKED (Parquet's integer encoding).
@@ -188,17 +207,13 @@ impl TableWriter {
             FlatLocations(data_dir),
             DefaultFileNameGenerator::new(Uuid::now_v7().to_string(), None, DataFileFormat::Parquet),
         );
-        let builder = DataFileWriterBuilder::new(rolling);
+        let order = file_order(metadata, &schema, keys.as_ref())?;
         let spec = metadata.default_partition_spec();
         let files = match spec.is_unpartitioned() {
-            true => Files::One(Box::new(FileStream::new(&builder, None, keys.as_ref())?)),
-            false => Files::Partitioned(Box::new(Partitions::new(
-                builder,
-                schema.clone(),
-                spec.clone(),
-                keys.clone(),
-                table_name,
-            )?)),
+            true => Files::One(Box::new(FileStream::new(&rolling, None, &order))),
+            false => {
+                Files::Partitioned(Box::new(Partitions::new(rolling, schema.clone(), spec.clone(), order, table_name)?))
+            }
         };
         let keys = match keys {
             Some(k) => Some((k.clone(), k.converter()?, PackedKeys::default())),

@@ -54,7 +54,7 @@ pub fn catalog_with_table(dir: &TestDir) -> (Catalog, String) {
 
 pub fn create(txn: &Transaction, name: &str) -> String {
     let types = vec!["BIGINT".to_string(), "VARCHAR".to_string()];
-    let t = txn.create_table("main", name, &columns(), &types, &[], &[], &[], OnConflict::Error).unwrap().unwrap();
+    let t = txn.create_table("main", name, &columns(), &types, &[], &[], &[], &[], OnConflict::Error).unwrap().unwrap();
     t.record.uuid.clone()
 }
 
@@ -109,7 +109,8 @@ pub fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 pub fn create_keyed(txn: &Transaction, name: &str) -> String {
     let types = vec!["BIGINT".to_string(), "VARCHAR".to_string()];
     let key = vec!["id".to_string()];
-    let t = txn.create_table("main", name, &columns(), &types, &key, &key, &[], OnConflict::Error).unwrap().unwrap();
+    let t =
+        txn.create_table("main", name, &columns(), &types, &key, &key, &[], &[], OnConflict::Error).unwrap().unwrap();
     t.record.uuid.clone()
 }
 
