@@ -20,9 +20,11 @@ pub(crate) mod state;
 pub(crate) mod store;
 pub mod tables;
 pub mod transaction;
+mod transaction_add_files;
 mod transaction_alter;
 mod transaction_consumers;
 
 pub use self::log_commit::LogStatus;
 pub use self::open::{Catalog, CommitEvent, WeakCatalog, COMMIT_EVENT_BUFFER, EVENTUAL_FLUSH_INTERVAL};
 pub use self::transaction::{TableInfo, Transaction};
+pub use self::transaction_add_files::AddedFiles;
