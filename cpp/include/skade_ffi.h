@@ -198,6 +198,11 @@ skade_status *skade_fn_expire_snapshots(const skade_txn *txn, const char *uuid, 
 // Rewrites table `uuid`'s live rows into new files, deletes applied, as its own `replace` commit;
 // one row: removed_data_files, removed_delete_files, added_data_files, rows.
 skade_status *skade_fn_compact(const skade_txn *txn, const char *uuid, struct ArrowArrayStream *result);
+// Adopts the Parquet files `paths` (n_paths of them, globs already expanded) into table `uuid`
+// where they lie, staged in `txn` (they commit with it, as one append); all of them or none, the
+// error naming the file and column that do not fit. One row: added_data_files, rows.
+skade_status *skade_fn_add_files(const skade_txn *txn, const char *uuid, const char *const *paths, size_t n_paths,
+                                 struct ArrowArrayStream *result);
 skade_status *skade_fn_commits_since(const skade_catalog *catalog, uint64_t since, struct ArrowArrayStream *result);
 // The lineage events of the transactions committed after `since` (src/functions/lineage.rs).
 skade_status *skade_fn_lineage(const skade_catalog *catalog, uint64_t since, struct ArrowArrayStream *result);

@@ -9,6 +9,7 @@ use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use iceberg::spec::{Datum, Schema, TableMetadata};
 
 use crate::error::Result;
+use crate::format::name_mapping::FileNames;
 use crate::lookup::cache::LookupCache;
 use crate::lookup::{lookup, LookupRequest};
 use crate::read::caches::ReadCaches;
@@ -18,7 +19,7 @@ use crate::read::keys::KeyColumns;
 use crate::read::scan::{row_id, ScanRequest};
 
 /// The rows of the keys `keys` a scan asked for, found by a lookup, in the plan's columns `out`
-/// (with row ids when asked).
+/// (with row ids when asked); `names`: the plan's name mapping (files without field ids).
 pub fn lookup_rows(
     metadata: &TableMetadata,
     (caches, lookup_cache): (&ReadCaches, &LookupCache),
@@ -26,6 +27,7 @@ pub fn lookup_rows(
     schema: &Schema,
     keys: &[ArrayRef],
     out: ArrowSchemaRef,
+    names: Option<&FileNames>,
 ) -> Result<RecordBatch> {
     let request = LookupRequest {
         metadata,
@@ -33,6 +35,7 @@ pub fn lookup_rows(
         staged: req.staged,
         staged_deletes: req.staged_deletes,
         output: schema,
+        names,
     };
     let found = lookup(caches, lookup_cache, &request, keys)?;
     let mut columns: Vec<ArrayRef> = req.columns.iter().map(|&c| found.batch.column(c).clone()).collect();

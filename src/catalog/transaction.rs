@@ -21,6 +21,7 @@ use super::sinks::SinkChange;
 use super::state::{CatalogState, EntryKind, SchemaRecord, StateChange, TableRecord};
 use super::store::{CommitRecord, InputRecord};
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::name_mapping::FileNames;
 use crate::format::partition::{self, PartitionKey};
 use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
 use crate::format::sort_order::{self, SortKey};
@@ -233,6 +234,11 @@ struct TableChanges {
     /// The statistics of `appends[..n]` (scans ask for them per statement; `appends` only grows
     /// while the transaction runs, so the first `n` are the same files).
     appends_stats: (usize, FileStats),
+    /// The column names files adopted by `skade_add_files` use, by field id (into the table's
+    /// name mapping at commit; reads in the transaction use them before).
+    names: BTreeMap<String, i32>,
+    /// Those files' paths: the user's, never removed when the transaction fails or drops the table.
+    adopted: HashSet<String>,
 }
 
 impl TableChanges {
@@ -439,9 +445,9 @@ impl Transaction {
     ) -> Result<ScanPlan> {
         let mut st = self.lock()?;
         st.read(table);
-        let (staged, staged_deletes) = match (table.version, st.staged(&table.record.uuid)) {
-            (Version::Current, Some(c)) => (c.appends.clone(), c.deletes.clone()),
-            _ => (vec![], vec![]),
+        let (staged, staged_deletes, staged_names) = match (table.version, st.staged(&table.record.uuid)) {
+            (Version::Current, Some(c)) => (c.appends.clone(), c.deletes.clone(), c.names.clone()),
+            _ => (vec![], vec![], BTreeMap::new()),
         };
         let file_ids = std::cell::RefCell::new(&mut st.file_ids);
         let number = |path: &str| file_ids.borrow_mut().id(path);
@@ -456,11 +462,14 @@ impl Transaction {
         };
         let planned = (|| {
             let (plan, snapshot) = ScanPlan::prepare(&table.metadata, inner.read_caches.clone(), &request)?;
+            let plan = plan.with_names(&staged_names);
             // Filters that pin the primary key: a lookup of those keys, not a read of every file.
             if let Some(keys) = request.prune.as_ref().zip(plan.key()).and_then(|(p, key)| pinned_keys(p, key)) {
                 let caches = (inner.read_caches.as_ref(), &inner.lookup_cache);
                 let schema = plan.iceberg_schema().clone();
-                let rows = lookup_rows(&table.metadata, caches, &request, &schema, &keys, plan.schema())?;
+                let names = plan.names();
+                let rows =
+                    lookup_rows(&table.metadata, caches, &request, &schema, &keys, plan.schema(), names.as_deref())?;
                 return Ok(plan.with_rows(rows));
             }
             plan.plan_files(&table.metadata, snapshot.as_deref(), request)
@@ -561,16 +570,18 @@ impl Transaction {
             None => Version::Current,
         };
         self.note_read(&TableInfo { version, ..table.clone() })?;
-        let (staged, staged_deletes) = match (version, self.lock()?.staged(uuid)) {
-            (Version::Current, Some(c)) => (c.appends.clone(), c.deletes.clone()),
-            _ => (vec![], vec![]),
+        let (staged, staged_deletes, staged_names) = match (version, self.lock()?.staged(uuid)) {
+            (Version::Current, Some(c)) => (c.appends.clone(), c.deletes.clone(), c.names.clone()),
+            _ => (vec![], vec![], BTreeMap::new()),
         };
+        let names = FileNames::with(FileNames::of(&table.metadata)?.as_deref(), &staged_names);
         let request = LookupRequest {
             metadata: &table.metadata,
             version,
             staged: &staged,
             staged_deletes: &staged_deletes,
             output: current,
+            names: names.as_deref(),
         };
         lookup(&self.catalog.inner.read_caches, &self.catalog.inner.lookup_cache, &request, &keys)
             .map_err(|e| e.context(format!("table {name}")))
@@ -759,6 +770,46 @@ impl Transaction {
         Ok(())
     }
 
+    /// Stages data files written elsewhere (`skade_add_files`) as one statement's new files of
+    /// `uuid`, read by the column names `names` (file column name -> field id: into the table's
+    /// name mapping at commit), and ends the statement: on a table with a primary key their keys
+    /// are read back from them and checked as any statement's are. They are the user's files:
+    /// nothing this transaction does on failure, rollback or DROP TABLE removes them.
+    pub(super) fn stage_adopted(&self, uuid: &str, files: Vec<DataFile>, names: BTreeMap<String, i32>) -> Result<()> {
+        let before = {
+            let mut st = self.lock()?;
+            let Some(record) = st.view.table_by_uuid(uuid).cloned() else {
+                return Err(Error::catalog("the table was dropped in this transaction"));
+            };
+            let changes = st.changes.entry(uuid.to_string()).or_default();
+            if !changes.pending.is_empty() {
+                return Err(Error::internal("a statement of this transaction is still writing the table"));
+            }
+            if let Some(f) = files.iter().find(|f| changes.adopted.contains(f.file_path())) {
+                return Err(Error::invalid(format!(
+                    "cannot add {} to table {}: this transaction added it already",
+                    f.file_path(),
+                    self.shown_name(&record)
+                )));
+            }
+            let before = (changes.names.clone(), changes.adopted.clone());
+            changes.names.extend(names);
+            changes.adopted.extend(files.iter().map(|f| f.file_path().to_string()));
+            changes.pending.extend(files);
+            // (no writer collected their keys: the check reads them from the files)
+            changes.statement_budget = Some(KeyBudget::exhausted(self.memory_limit()));
+            before
+        };
+        let ended = self.end_statement(uuid);
+        if ended.is_err() {
+            // (the statement's files left the changes: so do the names they brought)
+            if let Some(changes) = self.lock()?.changes.get_mut(uuid) {
+                (changes.names, changes.adopted) = before;
+            }
+        }
+        ended
+    }
+
     /// Ends a statement that wrote rows to `uuid`: on a table with a primary key its new keys must
     /// be distinct and not live in the table (committed or staged, after deletes), else nothing
     /// of the statement stays. Files whose key bounds cannot overlap the new keys are not read.
@@ -771,6 +822,7 @@ impl Transaction {
         let pending = std::mem::take(&mut changes.pending);
         let keys = std::mem::take(&mut changes.pending_keys);
         let budget = changes.statement_budget.take();
+        let staged_names = changes.names.clone();
         if let Some(key) = KeyColumns::of(table.metadata.current_schema())? {
             let duplicate = |k: &[u8]| {
                 let shown = key.converter().map(|c| key.describe(&c, k)).unwrap_or_default();
@@ -789,7 +841,8 @@ impl Transaction {
                     staged_deletes: &changes.deletes,
                     row_ids: None,
                 };
-                ScanPlan::plan(&table.metadata, caches.clone(), request)
+                // (the mapping reads this transaction's adopted files, the statement's own too)
+                Ok::<_, Error>(ScanPlan::plan(&table.metadata, caches.clone(), request)?.with_names(&staged_names))
             };
             match budget.filter(|b| b.exceeded()) {
                 // The writers dropped the keys: read them back, a partition at a time.
@@ -988,8 +1041,15 @@ impl Transaction {
         // outcome.
         let dropped: Vec<String> = std::mem::take(&mut st.dropped)
             .into_values()
-            .flat_map(|c| c.appends.into_iter().chain(c.deletes).chain(c.pending))
-            .map(|f| f.file_path().to_string())
+            .flat_map(|c| {
+                let adopted = c.adopted; // (the user's files stay)
+                c.appends
+                    .into_iter()
+                    .chain(c.deletes)
+                    .chain(c.pending)
+                    .map(|f| f.file_path().to_string())
+                    .filter(move |p| !adopted.contains(p))
+            })
             .collect();
         self.discard(&dropped);
         result
@@ -1039,6 +1099,7 @@ impl Transaction {
                 operation: changes.operation,
                 delete_base: changes.delete_base,
                 spec_ids: changes.spec_ids,
+                names: changes.names,
             };
             let mut snap = block_on(stage_snapshot(&inner.file_io, &md, snapshot_id, delta, written))?;
             snap.key_check = key_check;

@@ -17,6 +17,7 @@ use super::compare::{comparable, comparable_type};
 use super::filters::Filters;
 use super::types::{change_column, with_tags, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
 use crate::error::Result;
+use crate::format::name_mapping::FileNames;
 use crate::read::caches::ReadCaches;
 use crate::read::deletes::{with_sequence, DeleteIndex, FileDeletes};
 use crate::read::filter::Prune;
@@ -152,7 +153,8 @@ struct Decoding<'a> {
 impl Decoding<'_> {
     /// A plan over given files, pruned by the filters, reading the wanted columns.
     fn read_files(&self, files: Vec<(String, u64, FileDeletes)>) -> Result<Vec<RecordBatch>> {
-        let plan = ScanPlan::for_files(self.schema.clone(), self.caches.clone(), files)?;
+        let names = FileNames::of(self.metadata)?;
+        let plan = ScanPlan::for_files(self.schema.clone(), self.caches.clone(), files, names)?;
         read_all(plan.with_prune(self.filters.rows.clone()).read_only(self.read))
     }
 }
@@ -354,6 +356,7 @@ pub fn read_deferred(
     filters: &Filters,
 ) -> Result<()> {
     let schema = metadata.current_schema().clone();
+    let names = FileNames::of(metadata)?;
     let removed: Vec<&RecordBatch> = changes.iter().flat_map(|c| &c.deleted).collect();
     let first = RemovedFirst::of(&schema, &removed)?;
     let mut used: Vec<usize> = used.iter().copied().chain([0]).collect();
@@ -368,7 +371,8 @@ pub fn read_deferred(
                 continue;
             }
             let files = files.into_iter().map(|(f, d)| (f.file_path().to_string(), f.record_count(), d)).collect();
-            let plan = ScanPlan::for_files(schema.clone(), caches.clone(), files)?.with_prune(filters.rows.clone());
+            let plan = ScanPlan::for_files(schema.clone(), caches.clone(), files, names.clone())?
+                .with_prune(filters.rows.clone());
             c.inserted.extend(read_all(plan.read_only(columns))?);
         }
         Ok(())

@@ -10,12 +10,12 @@ use arrow::ffi_stream::FFI_ArrowArrayStream;
 
 use super::catalog::SkadeCatalog;
 use super::transaction::SkadeTxn;
-use super::{arg, column_list, guard, handle, out, SkadeStatus};
+use super::{arg, arg_list, column_list, guard, handle, out, SkadeStatus};
 use crate::changelog::filters::Filters;
 use crate::error::Error;
 use crate::functions::{
-    changelog, check, commit_log, commits_since, compact, consumers, expire_snapshots, lineage, lineage_delivery,
-    lookup_stats, snapshots, tables,
+    add_files, changelog, check, commit_log, commits_since, compact, consumers, expire_snapshots, lineage,
+    lineage_delivery, lookup_stats, snapshots, tables,
 };
 
 #[no_mangle]
@@ -31,6 +31,7 @@ pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut
             "skade_commit_log" => commit_log::schema(),
             "skade_expire_snapshots" => expire_snapshots::schema(),
             "skade_compact" => compact::schema(),
+            "skade_add_files" => add_files::schema(),
             "skade_lookup_stats" => lookup_stats::schema(),
             "skade_consumers" => consumers::schema(),
             "skade_drop_consumer" => consumers::drop_schema(),
@@ -169,6 +170,24 @@ pub unsafe extern "C" fn skade_fn_compact(
     guard(|| {
         let batch = compact::run(&handle(txn, "transaction")?.0, arg(uuid, "table id")?)?;
         let reader = RecordBatchIterator::new([Ok(batch)], compact::schema());
+        out(result, super::export_stream(reader))
+    })
+}
+
+/// Adopts the Parquet files `paths` (`n_paths` of them, globs expanded) into table `uuid`, staged
+/// in the transaction.
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_add_files(
+    txn: *const SkadeTxn,
+    uuid: *const c_char,
+    paths: *const *const c_char,
+    n_paths: usize,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let paths = arg_list(paths, n_paths, "file path")?;
+        let batch = add_files::run(&handle(txn, "transaction")?.0, arg(uuid, "table id")?, &paths)?;
+        let reader = RecordBatchIterator::new([Ok(batch)], add_files::schema());
         out(result, super::export_stream(reader))
     })
 }

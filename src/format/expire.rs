@@ -48,7 +48,8 @@ pub fn expired_snapshots(metadata: &TableMetadata, retention: Retention) -> Vec<
 
 /// The files of the `expired` snapshots of `before` that no snapshot of `after` references:
 /// manifest lists, manifests, data and delete files. They can be removed once `after` is the
-/// committed metadata.
+/// committed metadata. Data files outside the table's own `data/` folder are never among them:
+/// those are files `skade_add_files` adopted where they lay, which stay the user's.
 pub fn unreferenced_files(
     caches: &ManifestCache,
     before: &TableMetadata,
@@ -84,13 +85,21 @@ pub fn unreferenced_files(
             out.push(m.manifest_path.clone());
             for e in caches.manifest(m)?.iter() {
                 let path = e.file().file_path();
-                if !kept_files.contains(path) && seen.insert(path.to_string()) {
+                if !kept_files.contains(path) && owns_file(before.location(), path) && seen.insert(path.to_string()) {
                     out.push(path.to_string());
                 }
             }
         }
     }
     Ok(out)
+}
+
+/// Whether the data or delete file at `path` is one the table at `location` wrote: skade writes
+/// every such file into the table's `data/` folder (`write::writer`, `write::delete_writer`).
+/// Anything elsewhere was adopted by `skade_add_files` and is never removed by maintenance.
+pub fn owns_file(location: &str, path: &str) -> bool {
+    let folder = format!("{}/data/", local_path(location).trim_end_matches('/'));
+    local_path(path).starts_with(&folder)
 }
 
 /// `after` (metadata with the expired snapshots removed) without the metadata-log entries written
@@ -162,4 +171,24 @@ pub fn unlisted_metadata_files(after: &TableMetadata, current: &str) -> Vec<Stri
 fn names_table(path: &str, uuid: &str) -> bool {
     let needle = format!(r#""table-uuid":"{uuid}""#);
     crate::io::input::read_head(path, 128).is_ok_and(|head| head.windows(needle.len()).any(|w| w == needle.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::owns_file;
+
+    #[test]
+    fn a_table_owns_only_the_files_in_its_data_folder() {
+        let table = "/w/lake.skade.data/main/t";
+        assert!(owns_file(table, "/w/lake.skade.data/main/t/data/0198-a.parquet"));
+        assert!(owns_file(
+            "file:///w/lake.skade.data/main/t/",
+            "file:///w/lake.skade.data/main/t/data/x-deletes.parquet"
+        ));
+        // adopted files: elsewhere, in a sibling table's folder, or beside the data folder
+        assert!(!owns_file(table, "/w/exports/a.parquet"));
+        assert!(!owns_file(table, "/w/lake.skade.data/main/t2/data/a.parquet"));
+        assert!(!owns_file(table, "/w/lake.skade.data/main/t/data.parquet"));
+        assert!(!owns_file(table, "/w/lake.skade.data/main/t/metadata/a.parquet"));
+    }
 }

@@ -1,5 +1,6 @@
 //! The Iceberg table format: schemas (DuckDB's types as Iceberg's), metadata files, manifests and
-//! manifest lists, producing a snapshot's files, and snapshot expiry. Nothing here reads rows.
+//! manifest lists, producing a snapshot's files, snapshot expiry, and the name mapping of files
+//! without field ids. Nothing here reads rows.
 
 pub(crate) mod avro_names;
 pub mod duckdb_types;
@@ -10,6 +11,7 @@ pub mod expire;
 pub(crate) mod field_path;
 pub mod manifests;
 pub mod metadata;
+pub mod name_mapping;
 pub(crate) mod nested_arrays;
 pub mod partition;
 pub(crate) mod schema;

@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use super::manifests::{inherit, FileEntry, ManifestCache};
 use super::metadata::{self, MetadataCache};
+use super::name_mapping;
 use crate::error::{Error, Result};
 
 /// New files staged for one table in one transaction, with the snapshot id they will commit as.
@@ -37,6 +38,9 @@ pub struct StagedSnapshot {
     /// Paths of live data and delete files the snapshot removes (a rewrite). They must still be
     /// live in the head it lands on.
     pub removed: Vec<String>,
+    /// The column names files without field ids (adopted ones) use, by field id: merged into the
+    /// table's name mapping of the head the snapshot lands on (see `name_mapping::merged`).
+    pub names: BTreeMap<String, i32>,
 }
 
 pub struct KeyCheck {
@@ -58,6 +62,8 @@ pub struct TableDelta {
     /// The partition spec of each file not written with the table's default one (a position
     /// delete file has the spec and partition of the data file it deletes from), by path.
     pub spec_ids: HashMap<String, i32>,
+    /// See [`StagedSnapshot::names`].
+    pub names: BTreeMap<String, i32>,
 }
 
 /// Writes the manifests of a transaction's changes to one table: one for new data files, one for
@@ -69,7 +75,7 @@ pub async fn stage_snapshot(
     delta: TableDelta,
     written: &mut Vec<String>,
 ) -> Result<StagedSnapshot> {
-    let TableDelta { data, deletes, removed, operation, delete_base, spec_ids } = delta;
+    let TableDelta { data, deletes, removed, operation, delete_base, spec_ids, names } = delta;
     let operation = operation.unwrap_or(match (data.is_empty(), deletes.is_empty(), removed.is_empty()) {
         (false, true, true) => Operation::Append,
         (true, false, true) => Operation::Delete,
@@ -120,6 +126,7 @@ pub async fn stage_snapshot(
         delete_base,
         key_check: None,
         removed,
+        names,
     })
 }
 
@@ -197,7 +204,18 @@ pub async fn produce(
         .with_summary(summary)
         .with_schema_id(base.current_schema_id())
         .build();
-    let metadata = TableMetadataBuilder::new_from_metadata(base.clone(), Some(base_location.to_string()))
+    let mut builder = TableMetadataBuilder::new_from_metadata(base.clone(), Some(base_location.to_string()));
+    if !staged.names.is_empty() {
+        // (merged into the head's mapping, not the one the files were checked on: a concurrent
+        // adoption's names stay)
+        let mapping = name_mapping::merged(
+            base.properties().get(name_mapping::PROPERTY).map(String::as_str),
+            base.current_schema(),
+            &staged.names,
+        )?;
+        builder = builder.set_properties(HashMap::from([(name_mapping::PROPERTY.to_string(), mapping)]))?;
+    }
+    let metadata = builder
         .add_snapshot(snapshot)?
         .set_ref(MAIN_BRANCH, SnapshotReference::new(staged.snapshot_id, SnapshotRetention::branch(None, None, None)))?
         .build()?

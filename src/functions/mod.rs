@@ -1,5 +1,6 @@
 //! The rows behind skade's table functions, as Arrow batches.
 
+pub(crate) mod add_files;
 pub mod changelog;
 pub(crate) mod check;
 pub(crate) mod commit_log;

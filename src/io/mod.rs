@@ -239,6 +239,14 @@ pub fn local_path(location: &str) -> &str {
     location.strip_prefix("file://").or_else(|| location.strip_prefix("file:")).unwrap_or(location)
 }
 
+/// The real path of an existing file (`..` and symbolic links resolved): how a file adopted where it
+/// lies is named, so that no spelling of its path can place it inside a table's own folder.
+pub fn canonical(location: &str) -> Result<String> {
+    let path = Path::new(local_path(location));
+    let real = std::fs::canonicalize(path).map_err(|e| io_err("find", path, e))?;
+    real.into_os_string().into_string().map_err(|_| Error::invalid(format!("{location} is not a UTF-8 path")))
+}
+
 pub fn absolute(path: &Path) -> Result<PathBuf> {
     std::path::absolute(path).map_err(|e| io_err("resolve", path, e))
 }

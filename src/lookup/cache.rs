@@ -14,6 +14,7 @@ use super::data_file::{Bounds, DataFileIndex};
 use super::dictionaries::Dictionaries;
 use super::stats;
 use crate::error::Result;
+use crate::format::name_mapping::FileNames;
 use crate::io::input::InputFile;
 use crate::read::caches::ReadCaches;
 use crate::read::deletes::{with_sequence, DeleteIndex};
@@ -158,22 +159,27 @@ impl LookupCache {
         Ok(file)
     }
 
+    /// The index of a candidate file; `names`: the table's name mapping, for a file without
+    /// field ids (an adopted one).
     pub fn data_file(
         &self,
         candidate: &CandidateFile,
         schema: &Schema,
         key: &KeyColumns,
         encoders: &ColumnEncoders,
+        names: Option<&FileNames>,
     ) -> Result<Arc<DataFileIndex>> {
         if let Some(f) = self.files.lock().unwrap().0.get(&candidate.path) {
-            if f.key_types == key.types {
+            // (a file adopted by two tables, or by a rolled-back transaction, may have its
+            // columns mapped to other ids: its index is then made again)
+            if f.key_types == key.types && f.names_fit(names) {
                 return Ok(f.clone());
             }
         }
         let file = self.handle(&candidate.path)?;
         // The file's real length (a manifest's recorded size could be wrong).
         let len = file.size()?;
-        let index = Arc::new(DataFileIndex::load(&file, &candidate.path, len, schema, key, encoders)?);
+        let index = Arc::new(DataFileIndex::load(&file, &candidate.path, len, schema, key, encoders, names)?);
         let mut files = self.files.lock().unwrap();
         let bytes = index.memory_size();
         if files.0.len() >= MAX_FILES || files.1 + bytes > MAX_FILE_INDEX_BYTES {

@@ -31,6 +31,7 @@ use super::column_decode::{self, Direct};
 use super::dictionaries::Dictionaries;
 use super::stats;
 use crate::error::{Error, Result};
+use crate::format::name_mapping::{assigned_ids, with_field_ids, FileNames};
 use crate::format::schema::conform_array;
 use crate::io::input::InputFile;
 use crate::io::ranges::{chunk_range, footer_range, FileRanges};
@@ -91,6 +92,8 @@ impl PageRows {
 pub struct DataFileIndex {
     /// The key types its bounds were encoded with (a cached index is only valid for them).
     pub key_types: Vec<DataType>,
+    /// The field ids a name mapping gave the file's columns (None: its own, or none).
+    mapped_ids: Option<Vec<Option<i32>>>,
     meta: ArrowReaderMetadata,
     len: u64,
     /// Top-level column (in the file) of each field id.
@@ -110,6 +113,7 @@ impl DataFileIndex {
         schema: &Schema,
         key: &KeyColumns,
         encoders: &ColumnEncoders,
+        names: Option<&FileNames>,
     ) -> Result<DataFileIndex> {
         let unreadable =
             |e: &dyn std::fmt::Display| Error::corrupt(format!("data file {path} is not readable Parquet: {e}"));
@@ -123,6 +127,13 @@ impl DataFileIndex {
                 stats::read(0); // a footer larger than the tail read: the reader reads it itself
                 reader().parse_and_finish(file).map_err(|e| unreadable(&e))?
             }
+        };
+        // A file without field ids (adopted by skade_add_files) takes them from the table's
+        // name mapping, as scans do (`ReadCaches::footer`).
+        let mapped_ids = names.and_then(|n| assigned_ids(footer.file_metadata().schema_descr(), n));
+        let footer = match &mapped_ids {
+            Some(ids) => with_field_ids(&footer, ids)?,
+            None => footer,
         };
         let meta =
             ArrowReaderMetadata::try_new(Arc::new(footer), ArrowReaderOptions::new()).map_err(|e| unreadable(&e))?;
@@ -195,7 +206,27 @@ impl DataFileIndex {
             })?;
         }
         let direct = column_decode::plan(&meta);
-        Ok(DataFileIndex { key_types: key.types.clone(), meta, len, roots_by_id, key_physical, groups, direct })
+        Ok(DataFileIndex {
+            key_types: key.types.clone(),
+            mapped_ids,
+            meta,
+            len,
+            roots_by_id,
+            key_physical,
+            groups,
+            direct,
+        })
+    }
+
+    /// Whether this index reads the file's columns as the name mapping `names` does.
+    pub fn names_fit(&self, names: Option<&FileNames>) -> bool {
+        match &self.mapped_ids {
+            None => names.is_none_or(|n| assigned_ids(self.meta.parquet_schema(), n).is_none()),
+            Some(ids) => names.is_some_and(|n| {
+                let fields = self.meta.parquet_schema().root_schema().get_fields();
+                fields.iter().zip(ids).all(|(f, id)| n.id(f.name()) == *id)
+            }),
+        }
     }
 
     /// Approximate bytes held: the footer (with page indexes), the bloom filters, the bounds.

@@ -31,6 +31,7 @@ use self::cache::{within, CandidateFile};
 use self::data_file::{DataFileIndex, PageRows};
 use self::probe_keys::bloom_bytes;
 use crate::error::{Error, Result};
+use crate::format::name_mapping::FileNames;
 use crate::format::schema::conform_array;
 use crate::read::caches::ReadCaches;
 use crate::read::deletes::{DeleteIndex, EqualityDeletes};
@@ -50,6 +51,9 @@ pub struct LookupRequest<'a> {
     pub staged_deletes: &'a [DataFile],
     /// The columns of the rows returned, matched by field id (missing ones are NULL).
     pub output: &'a Schema,
+    /// The table's name mapping (with the transaction's own adopted files'): the field ids of
+    /// files without their own.
+    pub names: Option<&'a FileNames>,
 }
 
 /// The rows found (one per key found, in the order the keys were given) and where each is.
@@ -141,7 +145,7 @@ pub fn lookup(
         'files: for (f, file) in files.iter().enumerate().filter(|(_, f)| within(&f.bounds, &columns) && may_hold(f)) {
             let index = match indexes.entry(f) {
                 Entry::Occupied(e) => e.get().clone(),
-                Entry::Vacant(e) => e.insert(lookup_cache.data_file(file, &schema, key, encoders)?).clone(),
+                Entry::Vacant(e) => e.insert(lookup_cache.data_file(file, &schema, key, encoders, req.names)?).clone(),
             };
             let blooms: Vec<Option<Vec<u8>>> = keys
                 .iter()

@@ -15,6 +15,7 @@ use super::key_bounds::ColumnEncoders;
 use super::keys::KeyColumns;
 use crate::error::{Error, Result};
 use crate::format::manifests::ManifestCache;
+use crate::format::name_mapping::{assigned_ids, with_field_ids, FileNames};
 use crate::format::schema::arrow_schema;
 use crate::io::input::InputFile;
 
@@ -23,6 +24,9 @@ pub struct ReadCaches {
     pub manifests: ManifestCache,
     pub deletes: DeleteCache,
     footers: Mutex<HashMap<String, ArrowReaderMetadata>>,
+    /// Footers of files without field ids with the ids a name mapping gives them, by path and
+    /// those ids (two tables, or a rolled-back adoption, may give one file different ids).
+    mapped_footers: Mutex<HashMap<MappedFooter, ArrowReaderMetadata>>,
     /// By table uuid and schema id, checked against the schema itself: an ALTER rolled back
     /// frees its schema id for a different schema (a table dropped and created again has the
     /// same location but a new uuid).
@@ -34,6 +38,9 @@ pub struct ReadCaches {
     /// gives them (checked against the schema: see `shapes`).
     column_stats: Mutex<HashMap<(uuid::Uuid, i64), Arc<SnapshotColumns>>>,
 }
+
+/// A file's path and the field ids a name mapping gives its top-level columns.
+type MappedFooter = (String, Vec<Option<i32>>);
 
 const MAX_CACHED_FOOTERS: usize = 65_536;
 const MAX_CACHED_SHAPES: usize = 4096;
@@ -58,19 +65,39 @@ pub struct Shape {
 }
 
 impl ReadCaches {
-    /// The footer of the data file at `path`, open as `file`.
-    pub fn footer(&self, path: &str, file: &InputFile) -> Result<ArrowReaderMetadata> {
-        if let Some(m) = self.footers.lock().unwrap().get(path) {
-            return Ok(m.clone());
+    /// The footer of the data file at `path`, open as `file`; a file without field ids (an
+    /// adopted one) with those its table's mapping `names` gives its columns (see `name_mapping`).
+    pub fn footer(&self, path: &str, file: &InputFile, names: Option<&FileNames>) -> Result<ArrowReaderMetadata> {
+        let cached = self.footers.lock().unwrap().get(path).cloned();
+        let m = match cached {
+            Some(m) => m,
+            None => {
+                let m = ArrowReaderMetadata::load(file, ArrowReaderOptions::new())
+                    .map_err(|e| Error::corrupt(format!("data file {path} is not readable Parquet: {e}")))?;
+                let mut footers = self.footers.lock().unwrap();
+                if footers.len() >= MAX_CACHED_FOOTERS {
+                    footers.clear();
+                }
+                footers.insert(path.to_string(), m.clone());
+                m
+            }
+        };
+        let Some(ids) = names.and_then(|n| assigned_ids(m.parquet_schema(), n)) else {
+            return Ok(m);
+        };
+        let name = (path.to_string(), ids);
+        if let Some(mapped) = self.mapped_footers.lock().unwrap().get(&name) {
+            return Ok(mapped.clone());
         }
-        let m = ArrowReaderMetadata::load(file, ArrowReaderOptions::new())
+        let meta = with_field_ids(m.metadata(), &name.1)?;
+        let mapped = ArrowReaderMetadata::try_new(Arc::new(meta), ArrowReaderOptions::new())
             .map_err(|e| Error::corrupt(format!("data file {path} is not readable Parquet: {e}")))?;
-        let mut footers = self.footers.lock().unwrap();
+        let mut footers = self.mapped_footers.lock().unwrap();
         if footers.len() >= MAX_CACHED_FOOTERS {
             footers.clear();
         }
-        footers.insert(path.to_string(), m.clone());
-        Ok(m)
+        footers.insert(name, mapped.clone());
+        Ok(mapped)
     }
 
     pub fn shape(&self, metadata: &TableMetadata, schema: &Schema) -> Result<Arc<Shape>> {

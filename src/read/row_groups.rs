@@ -9,8 +9,10 @@
 use std::collections::HashMap;
 
 use iceberg::spec::{Datum, PrimitiveType, Schema, Type};
+use parquet::basic::{ColumnOrder, ConvertedType, LogicalType, TimeUnit};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::statistics::Statistics;
+use parquet::schema::types::ColumnDescriptor;
 
 use super::filter::ColumnStats;
 
@@ -48,7 +50,9 @@ pub fn row_group_stats(schema: &Schema, footer: &ParquetMetaData, field_ids: &[i
             continue;
         }
         if let Some(Type::Primitive(p)) = schema.field_by_id(info.id()).map(|f| f.field_type.as_ref()) {
-            leaves.push((info.id(), leaf, p.clone()));
+            if values_are(p, column, footer.file_metadata().column_order(leaf)) {
+                leaves.push((info.id(), leaf, p.clone()));
+            }
         }
     }
     footer
@@ -80,6 +84,28 @@ pub fn row_group_stats(schema: &Schema, footer: &ParquetMetaData, field_ids: &[i
         .collect()
 }
 
+/// Whether the statistics of Parquet column `column` are values of Iceberg type `ty` as [`datum`]
+/// reads them. Files skade wrote always are; a file another writer made (adopted by
+/// `skade_add_files`) may store a timestamp in milliseconds, an unsigned integer whose largest
+/// values read as negative, or strings ordered by an older writer's signed bytes: such statistics
+/// bound nothing here (a wrong bound would skip rows).
+pub fn values_are(ty: &PrimitiveType, column: &ColumnDescriptor, order: ColumnOrder) -> bool {
+    let micros = |unit: &TimeUnit| matches!(unit, TimeUnit::MICROS);
+    match (ty, column.logical_type_ref()) {
+        (_, Some(LogicalType::Integer { bit_width, is_signed: false })) => *bit_width < 32,
+        (PrimitiveType::Timestamp | PrimitiveType::Timestamptz, Some(LogicalType::Timestamp { unit, .. })) => {
+            micros(unit)
+        }
+        (PrimitiveType::Time, Some(LogicalType::Time { unit, .. })) => micros(unit),
+        (PrimitiveType::Timestamp | PrimitiveType::Timestamptz, _) => {
+            column.converted_type() == ConvertedType::TIMESTAMP_MICROS
+        }
+        (PrimitiveType::Time, _) => column.converted_type() == ConvertedType::TIME_MICROS,
+        (PrimitiveType::String | PrimitiveType::Binary, _) => matches!(order, ColumnOrder::TYPE_DEFINED_ORDER(_)),
+        _ => true,
+    }
+}
+
 /// A statistic as an Iceberg value of type `ty`: the minimum, or the maximum when `max`.
 fn datum(ty: &PrimitiveType, stats: &Statistics, max: bool) -> Option<Datum> {
     if max && !stats.max_is_exact() && matches!(stats, Statistics::ByteArray(_) | Statistics::FixedLenByteArray(_)) {
@@ -101,6 +127,9 @@ fn datum(ty: &PrimitiveType, stats: &Statistics, max: bool) -> Option<Datum> {
         (PrimitiveType::Long, Statistics::Int32(s)) => pick!(s).map(|v| Datum::long(*v as i64)),
         (PrimitiveType::Float, Statistics::Float(s)) => pick!(s).filter(|v| !v.is_nan()).map(|v| Datum::float(*v)),
         (PrimitiveType::Double, Statistics::Double(s)) => pick!(s).filter(|v| !v.is_nan()).map(|v| Datum::double(*v)),
+        (PrimitiveType::Double, Statistics::Float(s)) => {
+            pick!(s).filter(|v| !v.is_nan()).map(|v| Datum::double(*v as f64))
+        }
         (PrimitiveType::Date, Statistics::Int32(s)) => pick!(s).map(|v| Datum::date(*v)),
         (PrimitiveType::Time, Statistics::Int64(s)) => pick!(s).and_then(|v| Datum::time_micros(*v).ok()),
         (PrimitiveType::Timestamp, Statistics::Int64(s)) => pick!(s).map(|v| Datum::timestamp_micros(*v)),

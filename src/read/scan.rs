@@ -27,6 +27,7 @@ use super::select::kept_rows;
 use super::skippable::group_can_skip;
 use super::time_travel::{snapshot_and_schema, Version};
 use crate::error::{Error, Result};
+use crate::format::name_mapping::FileNames;
 use crate::format::schema::{arrow_schema, conform_array, roots_by_field_id};
 use crate::io::input::InputFile;
 use crate::io::ranges::{chunk_range, FileRanges};
@@ -98,6 +99,9 @@ pub struct ScanPlan {
     caches: Arc<ReadCaches>,
     /// Whether tasks may stream DuckDB's fastest Arrow types (see [`Self::with_duckdb_types`]).
     duckdb_types: bool,
+    /// The table's name mapping: the field ids of the columns of files without their own (files
+    /// adopted by `skade_add_files`).
+    names: Option<Arc<FileNames>>,
 }
 
 impl ScanPlan {
@@ -138,6 +142,8 @@ impl ScanPlan {
             shape: Some(shape),
             caches,
             duckdb_types: false,
+            // (the current mapping reads every snapshot's files: a name, once mapped, keeps its id)
+            names: FileNames::of(metadata)?,
         };
         Ok((plan, snapshot))
     }
@@ -214,11 +220,13 @@ impl ScanPlan {
     /// A plan over given files with given deletes (the changelog reads the files one snapshot
     /// added, with that snapshot's own deletes): every column, no row ids, no pruning. Every
     /// column reads as nullable: the files may predate `schema`'s constraints (ADD PRIMARY KEY
-    /// makes a column required; rows an older snapshot added may hold NULL in it).
+    /// makes a column required; rows an older snapshot added may hold NULL in it). `names`: the
+    /// table's name mapping (`FileNames::of`), for files without field ids.
     pub fn for_files(
         schema: SchemaRef,
         caches: Arc<ReadCaches>,
         files: Vec<(String, u64, FileDeletes)>,
+        names: Option<Arc<FileNames>>,
     ) -> Result<ScanPlan> {
         let arrow = arrow_schema(&schema)?;
         let nullable: Vec<Field> = arrow.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
@@ -238,7 +246,22 @@ impl ScanPlan {
             shape: None,
             caches,
             duckdb_types: false,
+            names,
         })
+    }
+
+    /// The same plan, also reading files without field ids by `more` (file column name -> field
+    /// id: a transaction's own adopted files, whose names are not in the table's mapping yet).
+    pub fn with_names(mut self, more: &std::collections::BTreeMap<String, i32>) -> ScanPlan {
+        if !more.is_empty() {
+            self.names = FileNames::with(self.names.as_deref(), more);
+        }
+        self
+    }
+
+    /// The name mapping the plan reads files without field ids by.
+    pub fn names(&self) -> Option<Arc<FileNames>> {
+        self.names.clone()
     }
 
     pub fn schema(&self) -> ArrowSchemaRef {
@@ -314,7 +337,8 @@ impl ScanPlan {
         if let Some(removed) = &*slot {
             return Ok(Some(removed.clone()));
         }
-        let removed = Arc::new(equality_positions(&self.caches, &task.path, &task.deletes.equality)?);
+        let removed =
+            Arc::new(equality_positions(&self.caches, &task.path, &task.deletes.equality, self.names.as_deref())?);
         *slot = Some(removed.clone());
         Ok(Some(removed))
     }
@@ -358,7 +382,7 @@ impl ScanPlan {
             return Ok(TaskReader { deletes, ..base });
         }
         let file = InputFile::open(&task.path, "data file")?;
-        let footer = self.caches.footer(&task.path, &file)?;
+        let footer = self.caches.footer(&task.path, &file, self.names.as_deref())?;
         let parquet_schema = footer.parquet_schema();
         let (roots, column_of) = read_roots(parquet_schema, &self.field_ids);
         let columns: Vec<Option<usize>> = self.field_ids.iter().map(column_of).collect();
@@ -529,9 +553,14 @@ fn read_roots(
 /// The positions of the rows of the data file at `path` whose keys one of the equality-delete
 /// sets `sets` holds (sorted): its key columns are read whole, each batch's first key column
 /// compared with a set's key range before any key is encoded and probed.
-fn equality_positions(caches: &ReadCaches, path: &str, sets: &[Arc<EqualityDeletes>]) -> Result<Vec<u64>> {
+fn equality_positions(
+    caches: &ReadCaches,
+    path: &str,
+    sets: &[Arc<EqualityDeletes>],
+    names: Option<&FileNames>,
+) -> Result<Vec<u64>> {
     let file = InputFile::open(path, "data file")?;
-    let footer = caches.footer(path, &file)?;
+    let footer = caches.footer(path, &file, names)?;
     let parquet_schema = footer.parquet_schema();
     let key_ids: Vec<i32> = sets.iter().flat_map(|e| e.field_ids.iter().copied()).collect();
     let (roots, column_of) = read_roots(parquet_schema, &key_ids);

@@ -63,6 +63,14 @@ impl KeyBudget {
         true
     }
 
+    /// A budget already spent: the statement's check reads every key back from its files (files
+    /// adopted by `skade_add_files`, whose keys no writer collected).
+    pub fn exhausted(memory_limit: u64) -> Arc<KeyBudget> {
+        let budget = Self::for_memory_limit(memory_limit);
+        budget.exceeded.store(true, Ordering::Relaxed);
+        budget
+    }
+
     pub fn exceeded(&self) -> bool {
         self.exceeded.load(Ordering::Relaxed)
     }
@@ -80,7 +88,8 @@ pub enum KeyClash {
 
 /// Checks the keys of the rows in `written` (the statement's files, all of whose rows are new)
 /// against each other and against the live rows `existing` reads, one hash partition of the keys
-/// at a time so that each partition's keys fit `budget` bytes.
+/// at a time so that each partition's keys fit `budget` bytes. `existing`'s name mapping reads
+/// the written files too (adopted files have no field ids).
 pub fn check_partitioned(
     schema: SchemaRef,
     caches: Arc<ReadCaches>,
@@ -91,7 +100,7 @@ pub fn check_partitioned(
 ) -> Result<Option<KeyClash>> {
     let rows: u64 = written.iter().map(|f| f.record_count()).sum();
     let files = written.iter().map(|f| (f.file_path().to_string(), f.record_count(), FileDeletes::default())).collect();
-    let plan = ScanPlan::for_files(schema, caches, files)?.read_only(Some(&key.indexes));
+    let plan = ScanPlan::for_files(schema, caches, files, existing.names())?.read_only(Some(&key.indexes));
     by_partition(
         &plan,
         key,

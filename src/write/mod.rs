@@ -1,7 +1,8 @@
 //! Writing files: data files (Parquet with Iceberg field ids and statistics, their rows in the
-//! table's sort order or key order), delete files, and the primary-key check of the rows a
-//! statement wrote.
+//! table's sort order or key order), delete files, the primary-key check of the rows a statement
+//! wrote, and files a user had adopted as data files.
 
+pub mod adopt;
 pub mod delete_writer;
 pub mod file_stream;
 pub mod key_check;

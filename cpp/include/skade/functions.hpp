@@ -114,6 +114,8 @@ vector<TableFunctionSet> SkadeLineageDeliveryFunctions();
 TableFunction SkadeCheckFunction();
 TableFunction SkadeExpireSnapshotsFunction();
 TableFunction SkadeCompactFunction();
+//! skade_add_files(table, path | glob | [paths and globs]).
+TableFunctionSet SkadeAddFilesFunctions();
 TableFunctionSet SkadeChangelogFunctions();
 TableFunction SkadeLookupFunction();
 TableFunction SkadeLookupStatsFunction();
