@@ -6,7 +6,11 @@
 #include "duckdb/catalog/catalog_entry/schema_catalog_entry.hpp"
 #include "duckdb/common/arrow/arrow_converter.hpp"
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
+#include "duckdb/parser/expression/lambda_expression.hpp"
+#include "duckdb/parser/expression/subquery_expression.hpp"
+#include "duckdb/parser/parsed_expression_iterator.hpp"
 #include "duckdb/parser/parser.hpp"
+#include "duckdb/parser/query_node.hpp"
 #include "duckdb/parser/statement/select_statement.hpp"
 
 namespace duckdb {
@@ -47,6 +51,28 @@ unique_ptr<ViewCatalogEntry> SkadeLoadView(ClientContext &context, SchemaCatalog
 	return make_uniq<ViewCatalogEntry>(schema.ParentCatalog(), schema, info);
 }
 
+#if SKADE_DUCKDB_MAJOR < 2
+// DuckDB 1.x prints a lambda as it was written, `x -> x + 1`, which DuckDB 2.0 refuses as
+// deprecated: a view's SQL is written with the `lambda x: x + 1` both versions parse, so a lake's
+// views read the same in either.
+static void LambdaKeywordsIn(QueryNode &node);
+
+static void LambdaKeywords(ParsedExpression &expr) {
+	if (expr.GetExpressionClass() == ExpressionClass::LAMBDA) {
+		expr.Cast<LambdaExpression>().syntax_type = LambdaSyntaxType::LAMBDA_KEYWORD;
+	}
+	if (expr.GetExpressionClass() == ExpressionClass::SUBQUERY) {
+		LambdaKeywordsIn(*expr.Cast<SubqueryExpression>().subquery->node);
+	}
+	ParsedExpressionIterator::EnumerateChildren(expr, [](ParsedExpression &child) { LambdaKeywords(child); });
+}
+
+static void LambdaKeywordsIn(QueryNode &node) {
+	ParsedExpressionIterator::EnumerateQueryNodeChildren(
+	    node, [](unique_ptr<ParsedExpression> &child) { LambdaKeywords(*child); });
+}
+#endif
+
 void SkadeCreateView(ClientContext &context, skade_txn *txn, const string &schema, CreateViewInfo &info) {
 	if (info.temporary) {
 		throw NotImplementedException("skade catalogs do not hold temporary views");
@@ -66,7 +92,13 @@ void SkadeCreateView(ClientContext &context, skade_txn *txn, const string &schem
 	if (info.types.empty() && info.on_conflict != OnCreateConflict::IGNORE_ON_CONFLICT) {
 		throw NotImplementedException("skade keeps a view with the columns it binds to: create it bound");
 	}
+#if SKADE_DUCKDB_MAJOR < 2
+	auto query = info.query->Copy();
+	LambdaKeywordsIn(*query->Cast<SelectStatement>().node);
+	auto sql = query->ToString();
+#else
 	auto sql = info.query->ToString();
+#endif
 	vector<string> aliases = SkadeNameStrings(info.aliases);
 	// the columns as the view shows them: its aliases rename the query's first columns
 	vector<string> names = SkadeNameStrings(info.names);

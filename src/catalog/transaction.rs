@@ -1101,8 +1101,10 @@ impl Transaction {
                 spec_ids: changes.spec_ids,
                 names: changes.names,
             };
+            let adopted: Vec<String> = changes.adopted.iter().cloned().collect();
             let mut snap = block_on(stage_snapshot(&inner.file_io, &md, snapshot_id, delta, written))?;
             snap.key_check = key_check;
+            snap.adopted = adopted;
             staged.push((record, snap));
         }
 
@@ -1312,6 +1314,9 @@ impl Transaction {
                     }
                 }
             }
+            if !snap.adopted.is_empty() && base_location != record.metadata_location {
+                self.check_concurrent_adoptions(record, &snap.adopted, &base)?;
+            }
             let (metadata, location) = block_on(produce(
                 &inner.file_io,
                 &inner.read_caches.manifests,
@@ -1348,6 +1353,24 @@ impl Transaction {
             return Err(Error::conflict(format!(
                 "transaction conflict on table {}: a concurrent transaction inserted rows whose keys may \
                  collide with this one's; nothing was committed, retry the transaction",
+                self.shown_name(record)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Files adopted by this transaction must not have become data files of the table since it
+    /// read it (two transactions adopting one file would each hold its rows).
+    fn check_concurrent_adoptions(&self, record: &TableRecord, adopted: &[String], base: &TableMetadata) -> Result<()> {
+        let Some(current) = base.current_snapshot() else {
+            return Ok(());
+        };
+        let files = self.catalog.inner.read_caches.manifests.snapshot_files(base, current)?;
+        let live: HashSet<&str> = files.data.iter().map(|e| e.file().file_path()).collect();
+        if let Some(path) = adopted.iter().find(|p| live.contains(p.as_str())) {
+            return Err(Error::conflict(format!(
+                "transaction conflict on table {}: a concurrent transaction added file {path} to it first; \
+                 nothing was committed",
                 self.shown_name(record)
             )));
         }

@@ -118,6 +118,21 @@ pub fn evolve(
     if let SchemaChange::SetSortOrder { keys } = change {
         return super::sort_order::set_order(metadata, location, keys, table);
     }
+    let inside_a_column = match change {
+        SchemaChange::AddColumn { parent, .. } => !parent.is_empty(),
+        SchemaChange::DropColumn { path, .. } | SchemaChange::RenameColumn { path, .. } => path.len() > 1,
+        _ => false,
+    };
+    if inside_a_column && metadata.properties().contains_key(super::name_mapping::PROPERTY) {
+        // Files adopted by skade_add_files carry no field ids: skade maps their columns by name,
+        // but the fields inside a column by position, which adding, dropping or renaming one
+        // would shift onto other fields.
+        return Err(Error::not_implemented(format!(
+            "cannot add, drop or rename a field inside a column of table {table}: it holds files adopted by \
+             skade_add_files, whose nested fields skade reads by position (a table that ever adopted files keeps its \
+             nested fields as they are)"
+        )));
+    }
     let schema = metadata.current_schema();
     let mut fields: Vec<NestedFieldRef> = schema.as_struct().fields().to_vec();
     let mut keys: Vec<i32> = schema.identifier_field_ids().collect();

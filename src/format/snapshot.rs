@@ -41,6 +41,10 @@ pub struct StagedSnapshot {
     /// The column names files without field ids (adopted ones) use, by field id: merged into the
     /// table's name mapping of the head the snapshot lands on (see `name_mapping::merged`).
     pub names: BTreeMap<String, i32>,
+    /// Paths of files adopted by `skade_add_files` (checked not live when the transaction read
+    /// the table): on a rebase they must not be live in the head either (a concurrent adoption of
+    /// the same file would hold its rows twice).
+    pub adopted: Vec<String>,
 }
 
 pub struct KeyCheck {
@@ -127,6 +131,7 @@ pub async fn stage_snapshot(
         key_check: None,
         removed,
         names,
+        adopted: vec![],
     })
 }
 

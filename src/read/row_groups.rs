@@ -91,6 +91,11 @@ pub fn row_group_stats(schema: &Schema, footer: &ParquetMetaData, field_ids: &[i
 /// bound nothing here (a wrong bound would skip rows).
 pub fn values_are(ty: &PrimitiveType, column: &ColumnDescriptor, order: ColumnOrder) -> bool {
     let micros = |unit: &TimeUnit| matches!(unit, TimeUnit::MICROS);
+    // (DuckDB marks UINTEGER and UBIGINT with the converted type alone: their statistics are the
+    // unsigned values' bits, which read as signed ones would bound the wrong rows)
+    if matches!(column.converted_type(), ConvertedType::UINT_32 | ConvertedType::UINT_64) {
+        return false;
+    }
     match (ty, column.logical_type_ref()) {
         (_, Some(LogicalType::Integer { bit_width, is_signed: false })) => *bit_width < 32,
         (PrimitiveType::Timestamp | PrimitiveType::Timestamptz, Some(LogicalType::Timestamp { unit, .. })) => {

@@ -4,6 +4,7 @@ mapping (`schema.name-mapping.default`) maps their columns to field ids for ever
 their footer's bounds and partition values prune in PyIceberg's plan."""
 import json
 
+import duckdb
 import pytest
 from pyiceberg.expressions import EqualTo, GreaterThanOrEqual
 from pyiceberg.table import StaticTable
@@ -95,3 +96,23 @@ def test_adopted_files_keep_their_partition_for_other_readers(tmp_path):
     partitions = sorted(t.file.partition[0] for t in static.scan().plan_files())
     assert partitions == [648, 649, 650]  # months since 1970: January to March 2024
     con.close()
+
+
+def test_two_transactions_adopting_one_file_cannot_both_commit(tmp_path):
+    """(review) each checks the file is no data file of the table when it adopts it; the second to
+    commit must find the first's snapshot holds it (else the file's rows would count twice)."""
+    con = connect()
+    con.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
+    con.execute("CREATE TABLE lake.t (id BIGINT, v VARCHAR)")
+    f = tmp_path / "f1.parquet"
+    con.execute(f"COPY (SELECT i AS id, 'v' || i AS v FROM range(5) r(i)) TO '{f}'")
+    a, b = con.cursor(), con.cursor()
+    a.execute("BEGIN")
+    a.execute(f"CALL skade_add_files('lake.t', '{f}')")
+    b.execute("BEGIN")
+    b.execute(f"CALL skade_add_files('lake.t', '{tmp_path}/../{tmp_path.name}/f1.parquet')")
+    a.execute("COMMIT")
+    with pytest.raises(duckdb.Error, match="a concurrent transaction added file .*f1.parquet to it first"):
+        b.execute("COMMIT")
+    assert con.execute("SELECT count(*) FROM lake.t").fetchone() == (5,)
+    assert {r[1] for r in con.execute("SELECT * FROM skade_check('lake')").fetchall()} == {"ok"}

@@ -1,9 +1,10 @@
 //! Which table column each column of a file to adopt is, by name, and whether its values read as
 //! that column's type. A read converts a file's column to the table's type (`conform_array`), so
 //! a file may hold a type a read widens without loss: narrower integers (signed, or unsigned that
-//! fit), FLOAT for DOUBLE, a DECIMAL of the same scale and fewer digits, integers whose digits a
-//! DECIMAL column holds, other string and binary layouts, timestamps in milliseconds. Anything a
-//! read would narrow, round or reinterpret is refused.
+//! fit), FLOAT for DOUBLE, a DECIMAL of the same scale and fewer digits, other string and binary
+//! layouts, timestamps in milliseconds. Anything a read would narrow, round or reinterpret is
+//! refused, and so are integers for a DECIMAL column (UBIGINT's): Iceberg has no such promotion,
+//! and other readers would refuse the file.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -62,9 +63,8 @@ pub fn readable(file: &DataType, table: &DataType) -> bool {
         (Dictionary(_, values), _) => return readable(values, table),
         (Boolean, Boolean) | (Date32, Date32) => true,
         (Int8 | Int16 | Int32 | UInt8 | UInt16, Int32 | Int64) | (Int64 | UInt32, Int64) => true,
-        (Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64, Decimal128(p, s)) => {
-            integer_digits(file).is_some_and(|d| d <= (*p as i16 - *s as i16).max(0) as u8)
-        }
+        // (integers for a DECIMAL column, UBIGINT's included, would read in skade, but Iceberg
+        // allows no integer-to-decimal promotion: other readers, PyIceberg's, refuse such a file)
         (Float32, Float32 | Float64) | (Float64, Float64) => true,
         (Decimal32(p, s) | Decimal64(p, s) | Decimal128(p, s) | Decimal256(p, s), Decimal128(tp, ts)) => {
             s == ts && p <= tp
@@ -100,18 +100,6 @@ pub fn readable(file: &DataType, table: &DataType) -> bool {
 /// may hold NULLs cannot be checked from its footer).
 fn element_readable(file: &Field, table: &Field) -> bool {
     (table.is_nullable() || !file.is_nullable()) && readable(file.data_type(), table.data_type())
-}
-
-/// The decimal digits every value of an integer type fits in.
-fn integer_digits(ty: &DataType) -> Option<u8> {
-    Some(match ty {
-        DataType::Int8 | DataType::UInt8 => 3,
-        DataType::Int16 | DataType::UInt16 => 5,
-        DataType::Int32 | DataType::UInt32 => 10,
-        DataType::Int64 => 19,
-        DataType::UInt64 => 20,
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
@@ -179,7 +167,7 @@ mod tests {
     fn only_lossless_conversions_read() {
         use DataType::*;
         assert!(readable(&UInt32, &Int64) && !readable(&UInt32, &Int32) && !readable(&Int64, &Int32));
-        assert!(readable(&UInt64, &Decimal128(20, 0)) && !readable(&UInt64, &Decimal128(19, 0)));
+        assert!(!readable(&UInt64, &Decimal128(20, 0)) && !readable(&Int32, &Decimal128(19, 0)));
         assert!(!readable(&Float64, &Float32) && readable(&Float32, &Float64));
         assert!(!readable(&Decimal128(10, 2), &Decimal128(9, 2)) && !readable(&Decimal128(9, 3), &Decimal128(18, 2)));
         let tz = |unit| Timestamp(unit, Some(Arc::from("UTC")));
