@@ -165,7 +165,13 @@ void SkadeCatalog::OnDetach(ClientContext &context) {
 }
 
 DatabaseSize SkadeCatalog::GetDatabaseSize(ClientContext &context) {
-	return DatabaseSize();
+	// The bytes the lake holds (the catalog file and the live files of every table, as DuckLake
+	// counts its data files); DuckDB's blocks and WAL mean nothing here and stay 0.
+	DatabaseSize size;
+	uint64_t bytes = 0;
+	SkadeCheck(skade_fn_database_size(SkadeTransaction::Get(context, *this).Handle(), &bytes));
+	size.bytes = bytes;
+	return size;
 }
 
 shared_ptr<SkadeTableShape> SkadeCatalog::TableShape(ClientContext &context, skade_table *table) {

@@ -386,7 +386,8 @@ static void ExportColumnType(ClientContext &context, const string &name, const L
 }
 
 
-//! ALTER VIEW and COMMENT ON VIEW / a view's column; false when `info` is not about a view.
+//! ALTER VIEW and COMMENT ON VIEW / a view's column; false when `info` is not about a view. (A
+//! comment reaches here when no table has the name: COMMENT ON TABLE may name a view.)
 static bool AlterView(SkadeTransaction &txn, const string &schema, AlterInfo &info) {
 	auto view = SkadeEntryName(info);
 	if (info.type == AlterType::ALTER_VIEW) {
@@ -396,14 +397,12 @@ static bool AlterView(SkadeTransaction &txn, const string &schema, AlterInfo &in
 		}
 		auto to = SkadeNameString(alter.Cast<RenameViewInfo>().new_view_name);
 		SkadeCheck(skade_txn_rename_view(txn.Handle(), schema.c_str(), view.c_str(), to.c_str()));
-	} else if (info.type == AlterType::SET_COMMENT && info.Cast<SetCommentInfo>().entry_catalog_type ==
-	                                                      CatalogType::VIEW_ENTRY) {
+	} else if (info.type == AlterType::SET_COMMENT) {
 		auto &comment = info.Cast<SetCommentInfo>().comment_value;
 		auto text = comment.IsNull() ? string() : comment.ToString();
 		SkadeCheck(skade_txn_comment_view(txn.Handle(), schema.c_str(), view.c_str(), nullptr,
 		                                  comment.IsNull() ? nullptr : text.c_str()));
-	} else if (info.type == AlterType::SET_COLUMN_COMMENT &&
-	           info.Cast<SetColumnCommentInfo>().catalog_entry_type == CatalogType::VIEW_ENTRY) {
+	} else if (info.type == AlterType::SET_COLUMN_COMMENT) {
 		auto &column_info = info.Cast<SetColumnCommentInfo>();
 		auto column = SkadeNameString(column_info.column_name);
 		auto text = column_info.comment_value.IsNull() ? string() : column_info.comment_value.ToString();
@@ -465,14 +464,31 @@ static bool KeepsValues(const ChangeColumnTypeInfo &change, const vector<string>
 	return true;
 }
 
+//! COMMENT ON TABLE or on a table's column: the table property `comment`, the column's Iceberg doc.
+static void CommentTable(SkadeTransaction &txn, const string &schema, AlterInfo &info) {
+	auto column_comment = info.type == AlterType::SET_COLUMN_COMMENT;
+	auto &comment = column_comment ? info.Cast<SetColumnCommentInfo>().comment_value
+	                               : info.Cast<SetCommentInfo>().comment_value;
+	auto column = column_comment ? SkadeNameString(info.Cast<SetColumnCommentInfo>().column_name) : string();
+	auto text = comment.IsNull() ? string() : comment.ToString();
+	bool changed = false;
+	SkadeCheck(skade_txn_alter_table(txn.Handle(), schema.c_str(), SkadeEntryName(info).c_str(),
+	                                 column_comment ? "set_column_comment" : "set_comment",
+	                                 column_comment ? column.c_str() : nullptr,
+	                                 comment.IsNull() ? nullptr : text.c_str(), false, nullptr, nullptr, &changed));
+	txn.InvalidateEntries();
+}
+
 void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
-	if (AlterView(SkadeTransaction::Get(transaction, catalog), SkadeNameString(name), info)) {
+	auto &skade_txn = SkadeTransaction::Get(transaction, catalog);
+	// DuckDB lets COMMENT ON VIEW name a table and COMMENT ON TABLE a view: the entry decides
+	auto comment = info.type == AlterType::SET_COMMENT || info.type == AlterType::SET_COLUMN_COMMENT;
+	if (comment && GetTable(transaction.GetContext(), SkadeEntryName(info))) {
+		CommentTable(skade_txn, SkadeNameString(name), info);
 		return;
 	}
-	if (info.type == AlterType::SET_COMMENT || info.type == AlterType::SET_COLUMN_COMMENT) {
-		throw NotImplementedException("COMMENT ON is not supported on skade catalogs (\"%s\"): Iceberg tables "
-		                              "keep no comments",
-		                              SkadeEntryName(info));
+	if (AlterView(skade_txn, SkadeNameString(name), info)) {
+		return;
 	}
 	if (info.type != AlterType::ALTER_TABLE) {
 		throw NotImplementedException("skade catalogs hold tables and views: this ALTER is not supported");

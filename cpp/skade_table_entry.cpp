@@ -27,6 +27,35 @@ SkadeTableEntry::SkadeTableEntry(Catalog &catalog, SchemaCatalogEntry &schema, C
       table(std::move(table_p)), uuid(SkadeString(skade_table_uuid(table.get()))), shape(std::move(shape_p)) {
 }
 
+//! A column's comment: the "doc" of its Arrow field's metadata (Iceberg's field doc, as the core
+//! exports it), NULL when it has none. Read here rather than through ArrowSchemaMetadata, whose
+//! lookup cannot tell an empty comment from none. The metadata's layout is the Arrow C data
+//! interface's: a pair count, then each key and value as a length and its bytes (int32s, native).
+static Value ColumnComment(const char *metadata) {
+	if (!metadata) {
+		return Value();
+	}
+	auto read_length = [](const char *&at) -> int32_t {
+		int32_t length;
+		memcpy(&length, at, sizeof(length));
+		at += sizeof(length);
+		return length;
+	};
+	auto at = metadata;
+	auto pairs = read_length(at);
+	for (int32_t i = 0; i < pairs; i++) {
+		auto key_length = read_length(at);
+		string key(at, key_length);
+		at += key_length;
+		auto value_length = read_length(at);
+		if (key == "doc") {
+			return Value(string(at, value_length));
+		}
+		at += value_length;
+	}
+	return Value();
+}
+
 shared_ptr<SkadeTableShape> SkadeTableShape::Build(ClientContext &context, skade_table *table) {
 	ArrowSchemaWrapper arrow;
 	SkadeCheck(skade_table_arrow_schema(table, &arrow.arrow_schema));
@@ -36,6 +65,7 @@ shared_ptr<SkadeTableShape> SkadeTableShape::Build(ClientContext &context, skade
 		auto &child = *arrow.arrow_schema.children[i];
 		shape->columns.emplace_back(child.name, child.format);
 		shape->not_null.push_back(!(child.flags & ARROW_FLAG_NULLABLE));
+		shape->comments.push_back(ColumnComment(child.metadata));
 	}
 	skade_strings *key = nullptr;
 	SkadeCheck(skade_table_primary_key(table, &key));
@@ -50,10 +80,22 @@ unique_ptr<SkadeTableEntry> SkadeTableEntry::Create(ClientContext &context, Sche
 	auto &names = shape->arrow_table.GetNames();
 	auto &types = shape->arrow_table.GetTypes();
 	for (idx_t i = 0; i < names.size(); i++) {
-		info.columns.AddColumn(ColumnDefinition(SkadeToName(names[i]), types[i]));
+		ColumnDefinition column(SkadeToName(names[i]), types[i]);
+		if (!shape->comments[i].IsNull()) {
+			column.SetComment(shape->comments[i]);
+		}
+		info.columns.AddColumn(std::move(column));
 		if (shape->not_null[i]) {
 			info.constraints.push_back(make_uniq<NotNullConstraint>(LogicalIndex(i)));
 		}
+	}
+	// The table's comment is read per entry, not cached with the shape: a comment is no change of
+	// columns, so it keeps the shape's id.
+	skade_strings *comment = nullptr;
+	SkadeCheck(skade_table_comment(table.get(), &comment));
+	auto comments = SkadeTakeStrings(comment);
+	if (!comments.empty()) {
+		info.comment = Value(comments[0]);
 	}
 	if (!shape->primary_key.empty()) {
 		info.constraints.push_back(make_uniq<UniqueConstraint>(SkadeToNames(shape->primary_key), true));

@@ -98,7 +98,8 @@ skade_status *skade_txn_drop_table(const skade_txn *txn, const char *schema, con
 // ALTER TABLE: `op` add_column, drop_column, rename_column, alter_type, drop_not_null, set_not_null,
 // rename_table, set_partitioned_by, set_sorted_by or add_primary_key, or add_field, drop_field, rename_field
 // and alter_field_type (a field inside a column: `column` is its path, a JSON list of names from the column
-// down); `column` the column, `to` a new name (the partition keys, the sort keys, the key's columns: JSON
+// down), or set_comment and set_column_comment (COMMENT ON TABLE / COLUMN: `to` the comment, NULL to remove
+// it); `column` the column, `to` a new name (the partition keys, the sort keys, the key's columns: JSON
 // lists; no keys: RESET), `if_flag` IF [NOT] EXISTS, `column_type` (a one-column schema) and `duckdb_type`
 // the new type (add_*, alter_*type; else null). `changed`: whether anything did.
 skade_status *skade_txn_alter_table(const skade_txn *txn, const char *schema, const char *name, const char *op,
@@ -131,9 +132,13 @@ skade_status *skade_table_at(const skade_table *table, const char *unit, int64_t
 const char *skade_table_name(const skade_table *table);
 const char *skade_table_schema_name(const skade_table *table);
 const char *skade_table_uuid(const skade_table *table);
-// The id of the table's current schema (immutable: the shim caches column shapes under uuid and id).
+// The id of the table's current schema (immutable: the shim caches column shapes, their comments
+// included, under uuid and id).
 int32_t skade_table_schema_id(const skade_table *table);
+// The columns; a column's comment is its field's "doc" metadata (absent: none).
 skade_status *skade_table_arrow_schema(const skade_table *table, struct ArrowSchema *result);
+// result: [the table's comment], or empty when it has none.
+skade_status *skade_table_comment(const skade_table *table, skade_strings **result);
 // The primary key's column names, in the order PRIMARY KEY declared them (none: no key).
 skade_status *skade_table_primary_key(const skade_table *table, skade_strings **result);
 uint64_t skade_table_estimated_rows(const skade_table *table);
@@ -168,6 +173,9 @@ void skade_writer_free(skade_writer *writer);
 // ---- table functions ----
 skade_status *skade_function_schema(const char *name, struct ArrowSchema *result);
 skade_status *skade_fn_tables(const skade_txn *txn, struct ArrowArrayStream *result);
+// PRAGMA database_size: the bytes of the catalog file and of the data and delete files of every
+// table's current snapshot, as the transaction sees them.
+skade_status *skade_fn_database_size(const skade_txn *txn, uint64_t *bytes);
 skade_status *skade_fn_snapshots(const skade_txn *txn, const char *uuid, struct ArrowArrayStream *result);
 // skade_changelog: the columns of the changelog of table `uuid`, and its rows for the snapshots
 // after `from` (if has_from; else from creation) up to `to` (if has_to; else current), netted to

@@ -50,6 +50,13 @@ pub unsafe extern "C" fn skade_fn_tables(txn: *const SkadeTxn, result: *mut FFI_
     })
 }
 
+/// PRAGMA database_size: the bytes of the catalog file and of the files of every table's current
+/// snapshot, as the transaction sees them (`functions::database_size`).
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_database_size(txn: *const SkadeTxn, bytes: *mut u64) -> *mut SkadeStatus {
+    guard(|| out(bytes, crate::functions::database_size::bytes(&handle(txn, "transaction")?.0)?))
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn skade_fn_snapshots(
     txn: *const SkadeTxn,

@@ -207,9 +207,10 @@ pub unsafe extern "C" fn skade_txn_drop_table(
 }
 
 /// ALTER TABLE `schema.name`. `op`: add_column, drop_column, rename_column, alter_type,
-/// drop_not_null, set_not_null, add_primary_key, set_partitioned_by, set_sorted_by or
-/// rename_table (add_primary_key, set_partitioned_by and set_sorted_by take their keys in `to`,
-/// JSON lists; none: RESET); add_field, drop_field, rename_field and alter_field_type are the first
+/// drop_not_null, set_not_null, add_primary_key, set_partitioned_by, set_sorted_by,
+/// set_comment, set_column_comment or rename_table (add_primary_key, set_partitioned_by and
+/// set_sorted_by take their keys in `to`, JSON lists; none: RESET; the set_*comment operations
+/// take the comment in `to`, null to remove it); add_field, drop_field, rename_field and alter_field_type are the first
 /// four for a field inside a column. `column` names the column (or, for rename_table, nothing);
 /// for the *_field operations it is the field's path, a JSON list of names from the column down
 /// (add_field: the new field's). `to` the new name (rename_*, rename_table); `if_flag` is IF NOT
@@ -249,6 +250,8 @@ pub unsafe extern "C" fn skade_txn_alter_table(
                 _ => Ok(path),
             }
         };
+        // (set_comment, set_column_comment: `to` is the comment, null to remove it)
+        let comment = (!to.is_null()).then(|| arg(to, "comment").map(str::to_string)).transpose();
         let to = || arg(to, "new name").map(str::to_string);
         let change = match arg(op, "ALTER operation")? {
             "rename_table" => {
@@ -289,6 +292,8 @@ pub unsafe extern "C" fn skade_txn_alter_table(
             "set_partitioned_by" => SchemaChange::SetPartitioning { keys: parse_keys(&to()?)? },
             // (`to`: the sort keys as the shim describes them, JSON)
             "set_sorted_by" => SchemaChange::SetSortOrder { keys: parse_sort_keys(&to()?)? },
+            "set_comment" => SchemaChange::SetComment { comment: comment? },
+            "set_column_comment" => SchemaChange::SetColumnComment { path: vec![column()?], comment: comment? },
             other => return Err(Error::internal(format!("unknown ALTER operation {other}"))),
         };
         out(changed, txn.alter_table(schema, name, &change)?)

@@ -6,6 +6,8 @@
 //! (int -> long, float -> double, a decimal's precision widened), making a required column
 //! optional (not the reverse), no default values (v2 has none). Fields inside STRUCT columns
 //! are added, dropped, renamed and promoted the same way (`evolve_nested`, `evolve_types`).
+//! COMMENT ON is a change too: a column's comment is its field's `doc` (a new schema, the ids
+//! kept), a table's the table property `comment` (the names Iceberg's Java API and Spark use).
 
 use std::sync::Arc;
 
@@ -65,7 +67,19 @@ pub enum SchemaChange {
     SetSortOrder {
         keys: Vec<super::sort_order::SortKey>,
     },
+    /// COMMENT ON TABLE (None: IS NULL, the comment removed).
+    SetComment {
+        comment: Option<String>,
+    },
+    /// COMMENT ON COLUMN (None: removed).
+    SetColumnComment {
+        path: Vec<String>,
+        comment: Option<String>,
+    },
 }
+
+/// The table property holding a table's comment.
+pub const COMMENT_PROPERTY: &str = "comment";
 
 /// The commit log's operations of ALTER TABLE: every [`SchemaChange::operation`], and RENAME TO's
 /// (lineage reports each as an ALTER event).
@@ -81,6 +95,8 @@ pub const ALTER_OPERATIONS: &[&str] = &[
     "reset_partitioned_by",
     "set_sorted_by",
     "reset_sorted_by",
+    "set_comment",
+    "set_column_comment",
     "rename_table",
 ];
 
@@ -99,6 +115,8 @@ impl SchemaChange {
             SchemaChange::SetPartitioning { .. } => "set_partitioned_by",
             SchemaChange::SetSortOrder { keys } if keys.is_empty() => "reset_sorted_by",
             SchemaChange::SetSortOrder { .. } => "set_sorted_by",
+            SchemaChange::SetComment { .. } => "set_comment",
+            SchemaChange::SetColumnComment { .. } => "set_column_comment",
         }
     }
 }
@@ -117,6 +135,9 @@ pub fn evolve(
     }
     if let SchemaChange::SetSortOrder { keys } = change {
         return super::sort_order::set_order(metadata, location, keys, table);
+    }
+    if let SchemaChange::SetComment { comment } = change {
+        return set_comment(metadata, location, comment.as_deref());
     }
     let inside_a_column = match change {
         SchemaChange::AddColumn { parent, .. } => !parent.is_empty(),
@@ -312,8 +333,26 @@ pub fn evolve(
                 fields[i] = Arc::new(NestedField::new(f.id, &f.name, (*f.field_type).clone(), true).with_doc_of(&f));
             }
         }
+        SchemaChange::SetColumnComment { path, comment } => {
+            let steps = match walk(&fields, path) {
+                Walk::Found(steps) => steps,
+                Walk::NoColumn => return Err(missing(column_of(path)?)),
+                Walk::NotNested { depth } => return Err(no_sub_field(&path[depth + 1], &path[depth])),
+                Walk::NoField { depth } => return Err(no_sub_field(&path[depth], &path[depth - 1])),
+            };
+            let f = field_at(&fields, &steps);
+            if f.doc == *comment {
+                return Ok(None);
+            }
+            let (at, above) = steps.split_last().unwrap_or((&0, &[]));
+            fields = edit_inside::<Error>(&fields, above, |mut inside| {
+                inside[*at] = Arc::new(NestedField { doc: comment.clone(), ..(*f).clone() });
+                Ok(inside)
+            })?;
+        }
         SchemaChange::SetPartitioning { .. } => return Err(Error::internal("a partitioning is no change of columns")),
         SchemaChange::SetSortOrder { .. } => return Err(Error::internal("a sort order is no change of columns")),
+        SchemaChange::SetComment { .. } => return Err(Error::internal("a table's comment is no change of columns")),
     }
     // the key's declared order (identifier fields are a set): see `schema::KEY_ORDER_PROPERTY`
     let key_order = match change {
@@ -331,6 +370,19 @@ pub fn evolve(
     if let Some(order) = key_order {
         builder = builder.set_properties([(super::schema::KEY_ORDER_PROPERTY.to_string(), order)].into())?;
     }
+    Ok(Some(builder.build()?.metadata))
+}
+
+/// The metadata with the table's comment `comment` (None: removed), or None when it has it.
+fn set_comment(metadata: &TableMetadata, location: &str, comment: Option<&str>) -> Result<Option<TableMetadata>> {
+    if metadata.properties().get(COMMENT_PROPERTY).map(String::as_str) == comment {
+        return Ok(None);
+    }
+    let builder = TableMetadataBuilder::new_from_metadata(metadata.clone(), Some(location.to_string()));
+    let builder = match comment {
+        Some(text) => builder.set_properties([(COMMENT_PROPERTY.to_string(), text.to_string())].into())?,
+        None => builder.remove_properties(&[COMMENT_PROPERTY.to_string()])?,
+    };
     Ok(Some(builder.build()?.metadata))
 }
 
@@ -380,6 +432,8 @@ mod tests {
                 }],
             },
             SchemaChange::SetSortOrder { keys: vec![] },
+            SchemaChange::SetComment { comment: None },
+            SchemaChange::SetColumnComment { path: vec!["c".into()], comment: Some("x".into()) },
             SchemaChange::SetSortOrder {
                 keys: vec![super::super::sort_order::SortKey {
                     column: "c".into(),
@@ -416,5 +470,41 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(declared_key_ids(renamed.current_schema(), renamed.properties()), vec![3, 1]);
+    }
+
+    #[test]
+    fn comments_are_the_comment_property_and_field_docs() {
+        let md = super::super::metadata::tests::keyed_table(&[]);
+        let at = |n: usize| format!("/t/metadata/0000{n}-x.metadata.json");
+        let apply = |md: &TableMetadata, n: usize, change: SchemaChange| {
+            evolve(md, &at(n), &change, Nanoseconds::Refuse, "main.t").unwrap()
+        };
+        let table = SchemaChange::SetComment { comment: Some("orders".into()) };
+        let commented = apply(&md, 0, table.clone()).unwrap();
+        assert_eq!(commented.properties().get(COMMENT_PROPERTY).map(String::as_str), Some("orders"));
+        assert_eq!(commented.current_schema_id(), md.current_schema_id());
+        assert!(apply(&commented, 1, table).is_none(), "the comment it has");
+
+        let column =
+            |c: Option<&str>| SchemaChange::SetColumnComment { path: vec!["B".into()], comment: c.map(Into::into) };
+        let documented = apply(&commented, 1, column(Some(""))).unwrap();
+        let b = documented.current_schema().field_by_name("b").unwrap().clone();
+        assert_eq!((b.id, b.doc.as_deref()), (2, Some("")), "the id kept, an empty comment kept as one");
+        assert_ne!(documented.current_schema_id(), md.current_schema_id());
+        assert_eq!(documented.properties().get(COMMENT_PROPERTY).map(String::as_str), Some("orders"));
+        assert!(apply(&documented, 2, column(Some(""))).is_none());
+        // a rename keeps it; IS NULL removes it
+        let rename = SchemaChange::RenameColumn { path: vec!["b".into()], to: "bb".into() };
+        let renamed = apply(&documented, 2, rename).unwrap();
+        assert_eq!(renamed.current_schema().field_by_id(2).unwrap().doc.as_deref(), Some(""));
+        let removed = SchemaChange::SetColumnComment { path: vec!["bb".into()], comment: None };
+        let removed = apply(&renamed, 3, removed).unwrap();
+        assert_eq!(removed.current_schema().field_by_id(2).unwrap().doc, None);
+        let gone = apply(&removed, 4, SchemaChange::SetComment { comment: None }).unwrap();
+        assert!(!gone.properties().contains_key(COMMENT_PROPERTY));
+
+        let nowhere = SchemaChange::SetColumnComment { path: vec!["zz".into()], comment: None };
+        let err = evolve(&md, &at(1), &nowhere, Nanoseconds::Refuse, "main.t").unwrap_err();
+        assert!(err.to_string().contains("does not have a column with name \"zz\""), "{err}");
     }
 }

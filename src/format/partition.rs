@@ -178,15 +178,11 @@ pub fn unbound_spec(schema: &Schema, keys: &[PartitionKey], table: &str) -> Resu
                 field.name, field.name, field.name, field.name
             )));
         }
-        let time = |t: &Transform| matches!(t, Transform::Year | Transform::Month | Transform::Day | Transform::Hour);
-        if time(&k.transform)
-            && keys.iter().any(|o| o != k && time(&o.transform) && o.column.eq_ignore_ascii_case(&k.column))
-        {
-            return Err(Error::invalid(format!(
-                "cannot partition table {table} by two of year, month, day and hour of column \"{}\": \
-                 Iceberg takes one time transform per column",
-                field.name
-            )));
+        let time_of_same_column = |o: &&PartitionKey| {
+            o != &k && o.column.eq_ignore_ascii_case(&k.column) && time_rank(&o.transform).is_some()
+        };
+        if let (Some(_), Some(other)) = (time_rank(&k.transform), keys.iter().find(time_of_same_column)) {
+            return Err(two_time_transforms(table, &field.name, &k.transform, &other.transform));
         }
         if k.transform.result_type(&field.field_type).is_err() {
             return Err(Error::invalid(format!(
@@ -231,6 +227,37 @@ pub fn transformable(t: &Transform, value: &iceberg::spec::Datum) -> bool {
         }
         _ => true,
     }
+}
+
+/// How fine a time transform is (hour 0 ... year 3), None for the others.
+fn time_rank(t: &Transform) -> Option<u8> {
+    match t {
+        Transform::Hour => Some(0),
+        Transform::Day => Some(1),
+        Transform::Month => Some(2),
+        Transform::Year => Some(3),
+        _ => None,
+    }
+}
+
+/// Two of year, month, day and hour of one column, as the statement names them. The iceberg
+/// crate refuses the second as redundant (its partition spec builder, as Iceberg's Java API does:
+/// one time transform per source column), and the finer one groups the rows by the coarser as
+/// well, so the message offers it in place of both.
+fn two_time_transforms(table: &str, column: &str, first: &Transform, second: &Transform) -> Error {
+    let (finer, coarser) = if time_rank(first) < time_rank(second) { (first, second) } else { (second, first) };
+    Error::invalid(format!(
+        "cannot partition table {table} by both {} and {}: Iceberg takes one of year, month, day and hour per \
+         column (its Java API and the iceberg crate refuse a second as redundant); {} alone partitions by {} too \
+         (every {} lies within one {}): use {} in place of both",
+        describe_key(column, first),
+        describe_key(column, second),
+        describe_key(column, finer),
+        transform_name(coarser),
+        transform_name(finer),
+        transform_name(coarser),
+        describe_key(column, finer),
+    ))
 }
 
 fn refused(table: &str, e: &iceberg::Error) -> Error {
@@ -326,6 +353,20 @@ pub(crate) mod tests {
         assert!(bad.to_string().contains("positive integer and a column"), "{bad}");
         let bad = parse_keys(r#"[{"function":{"name":"week","args":[{"column":"ts"}]}}]"#).unwrap_err();
         assert!(bad.to_string().contains("unknown partition transform week"), "{bad}");
+    }
+
+    #[test]
+    fn two_time_transforms_of_a_column_name_both_and_offer_the_finer() {
+        let key = |column: &str, transform| PartitionKey { column: column.into(), transform };
+        let keys = [key("TS", Transform::Year), key("id", Transform::Bucket(4)), key("ts", Transform::Month)];
+        let err = unbound_spec(&schema(), &keys, "lake.t").unwrap_err().to_string();
+        assert!(err.starts_with("cannot partition table lake.t by both year(ts) and month(ts): "), "{err}");
+        assert!(err.ends_with("month(ts) alone partitions by year too (every month lies within one year): use month(ts) in place of both"), "{err}");
+        let err = unbound_spec(&schema(), &[key("ts", Transform::Hour), key("ts", Transform::Day)], "t").unwrap_err();
+        assert!(err.to_string().contains("use hour(ts) in place of both"), "{err}");
+        // a time transform beside another kind of the same column is fine
+        let spec = unbound_spec(&schema(), &[key("ts", Transform::Day), key("ts", Transform::Bucket(8))], "t").unwrap();
+        assert_eq!(spec.fields().len(), 2);
     }
 
     #[test]

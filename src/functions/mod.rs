@@ -7,6 +7,7 @@ pub(crate) mod commit_log;
 pub(crate) mod commits_since;
 pub(crate) mod compact;
 pub(crate) mod consumers;
+pub(crate) mod database_size;
 pub(crate) mod expire_snapshots;
 pub(crate) mod lineage;
 pub(crate) mod lineage_delivery;

@@ -15,6 +15,8 @@ struct SkadeTableShape {
 	//! Name and Arrow format per column: what a function's stream is checked against.
 	vector<pair<string, string>> columns;
 	vector<bool> not_null;
+	//! Per column: its comment (a NULL value: none).
+	vector<Value> comments;
 	vector<string> primary_key;
 
 	static shared_ptr<SkadeTableShape> Build(ClientContext &context, skade_table *table);
