@@ -1,4 +1,5 @@
-// Schemas of a skade catalog: table lookups, CREATE TABLE, DROP TABLE and ALTER TABLE go to the core.
+// Schemas of a skade catalog: lookups of tables, views and macros, their CREATE, DROP and ALTER go to
+// the core.
 #include "skade/schema_entry.hpp"
 
 #include "skade/catalog.hpp"
@@ -16,6 +17,7 @@
 #include "duckdb/parser/expression/constant_expression.hpp"
 #include "duckdb/parser/parsed_data/alter_table_info.hpp"
 #include "duckdb/parser/parsed_data/comment_on_column_info.hpp"
+#include "duckdb/parser/parsed_data/create_macro_info.hpp"
 #include "duckdb/parser/parsed_data/drop_info.hpp"
 #include "duckdb/planner/parsed_data/bound_create_table_info.hpp"
 
@@ -54,6 +56,10 @@ optional_ptr<SkadeTableEntry> SkadeSchemaEntry::GetTable(ClientContext &context,
 	return &AddTable(context, std::move(table));
 }
 
+optional_ptr<CatalogEntry> SkadeSchemaEntry::GetMacro(ClientContext &context, CatalogType type, const string &name) {
+	return macros.Lookup(context, *this, transaction.Handle(), type, name);
+}
+
 optional_ptr<ViewCatalogEntry> SkadeSchemaEntry::GetView(ClientContext &context, const string &name) {
 	{
 		lock_guard<mutex> guard(lock);
@@ -74,9 +80,16 @@ optional_ptr<ViewCatalogEntry> SkadeSchemaEntry::GetView(ClientContext &context,
 
 optional_ptr<CatalogEntry> SkadeSchemaEntry::LookupEntry(CatalogTransaction transaction,
                                                          const EntryLookupInfo &lookup_info) {
+	auto type = lookup_info.GetCatalogType();
+	if (SkadeIsMacroType(type)) {
+		// (a lookup without a client, which no statement makes, cannot parse a macro: none found)
+		if (!transaction.HasContext()) {
+			return nullptr;
+		}
+		return GetMacro(transaction.GetContext(), type, lookup_info.GetEntryName());
+	}
 	// Tables and views share one namespace, as in DuckDB's own schemas: a lookup of either kind
 	// finds an entry of the other (DuckDB then names the mismatch).
-	auto type = lookup_info.GetCatalogType();
 	if (type != CatalogType::TABLE_ENTRY && type != CatalogType::VIEW_ENTRY) {
 		return nullptr;
 	}
@@ -117,6 +130,11 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::LookupEntry(CatalogTransaction tran
 
 void SkadeSchemaEntry::Scan(ClientContext &context, CatalogType type,
                             const std::function<void(CatalogEntry &)> &callback) {
+	// (duckdb_functions() scans scalar and table functions, EXPORT DATABASE macros)
+	if (SkadeIsMacroType(type)) {
+		macros.Scan(context, *this, transaction.Handle(), type, callback);
+		return;
+	}
 	// (as DuckDB's own schemas do, a scan of tables lists views too, and one of views tables:
 	// duckdb_columns() shows both, duckdb_tables() and duckdb_views() pick their kind)
 	if (type != CatalogType::TABLE_ENTRY && type != CatalogType::VIEW_ENTRY) {
@@ -140,6 +158,10 @@ void SkadeSchemaEntry::Scan(ClientContext &context, CatalogType type,
 }
 
 void SkadeSchemaEntry::Scan(CatalogType type, const std::function<void(CatalogEntry &)> &callback) {
+	if (SkadeIsMacroType(type)) {
+		macros.ScanBuilt(type, callback);
+		return;
+	}
 	if (type != CatalogType::TABLE_ENTRY && type != CatalogType::VIEW_ENTRY) {
 		return;
 	}
@@ -357,8 +379,13 @@ void SkadeSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
 		transaction.InvalidateEntries();
 		return;
 	}
+	if (info.type == CatalogType::MACRO_ENTRY || info.type == CatalogType::TABLE_MACRO_ENTRY) {
+		SkadeDropMacro(transaction.Handle(), SkadeNameString(name), info);
+		transaction.InvalidateEntries();
+		return;
+	}
 	if (info.type != CatalogType::TABLE_ENTRY) {
-		throw NotImplementedException("skade catalogs hold tables and views: cannot drop %s \"%s\"",
+		throw NotImplementedException("skade catalogs hold tables, views and macros: cannot drop %s \"%s\"",
 		                              CatalogTypeToString(info.type), SkadeEntryName(info));
 	}
 	if (info.cascade) {
@@ -481,6 +508,11 @@ static void CommentTable(SkadeTransaction &txn, const string &schema, AlterInfo 
 
 void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 	auto &skade_txn = SkadeTransaction::Get(transaction, catalog);
+	if (info.type == AlterType::SET_COMMENT && SkadeIsMacroType(info.Cast<SetCommentInfo>().entry_catalog_type)) {
+		throw NotImplementedException("COMMENT ON MACRO is not supported on skade catalogs (\"%s\"): a macro keeps "
+		                              "its definition only",
+		                              SkadeEntryName(info));
+	}
 	// DuckDB lets COMMENT ON VIEW name a table and COMMENT ON TABLE a view: the entry decides
 	auto comment = info.type == AlterType::SET_COMMENT || info.type == AlterType::SET_COLUMN_COMMENT;
 	if (comment && GetTable(transaction.GetContext(), SkadeEntryName(info))) {
@@ -491,7 +523,7 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 		return;
 	}
 	if (info.type != AlterType::ALTER_TABLE) {
-		throw NotImplementedException("skade catalogs hold tables and views: this ALTER is not supported");
+		throw NotImplementedException("skade catalogs hold tables, views and macros: this ALTER is not supported");
 	}
 	auto &alter = info.Cast<AlterTableInfo>();
 	auto &context = transaction.GetContext();
@@ -644,13 +676,27 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 }
 
 #define SKADE_UNSUPPORTED(what)                                                                                        \
-	throw NotImplementedException("skade catalogs hold tables and views: " what " is not supported")
+	throw NotImplementedException("skade catalogs hold tables, views and macros: " what " is not supported")
 
 optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateIndex(CatalogTransaction, CreateIndexInfo &, TableCatalogEntry &) {
 	SKADE_UNSUPPORTED("CREATE INDEX");
 }
-optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateFunction(CatalogTransaction, CreateFunctionInfo &) {
-	SKADE_UNSUPPORTED("CREATE FUNCTION/MACRO");
+optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateFunction(CatalogTransaction transaction, CreateFunctionInfo &info) {
+	// CREATE MACRO (and CREATE FUNCTION, its synonym); other functions come from extensions, into
+	// the system catalog
+	if (info.type != CatalogType::MACRO_ENTRY && info.type != CatalogType::TABLE_MACRO_ENTRY) {
+		SKADE_UNSUPPORTED("CREATE FUNCTION of a function other than a macro");
+	}
+	auto &context = transaction.GetContext();
+	auto &txn = SkadeTransaction::Get(transaction, catalog);
+	auto &macro = info.Cast<CreateMacroInfo>();
+	SkadeCreateMacro(context, txn.Handle(), SkadeNameString(name), macro);
+	txn.InvalidateEntries();
+	auto schema = txn.GetSchema(context, SkadeNameString(name));
+	if (!schema) {
+		throw CatalogException("Schema with name %s does not exist!", SkadeNameString(name));
+	}
+	return schema->GetMacro(context, info.type, SkadeMacroName(macro));
 }
 optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateView(CatalogTransaction transaction, CreateViewInfo &info) {
 	auto &context = transaction.GetContext();

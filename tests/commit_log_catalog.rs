@@ -11,6 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use common::*;
+use skade::catalog::macros::MacroKind;
 use skade::commit_log::folder::FolderLogProvider;
 use skade::commit_log::CommitLogProvider;
 
@@ -184,6 +185,50 @@ fn acks(output: &str) -> Vec<(u64, i64, i64)> {
             Some((w.next()?? as u64, w.next()??, w.next()??))
         })
         .collect()
+}
+
+/// A child creating macro `m` (scalar) through the log, then replacing it.
+#[test]
+fn the_macro_child_entry() {
+    if let Ok(args) = std::env::var("SKADE_MACRO_CHILD") {
+        let p: Vec<&str> = args.split('\n').collect();
+        let catalog = Catalog::open(Path::new(p[0]), through(Path::new(p[1]))).unwrap();
+        for sql in ["CREATE MACRO m(a) AS a;", "CREATE MACRO m(a) AS (a + 1);"] {
+            let txn = catalog.begin();
+            txn.create_macro("main", "m", MacroKind::Scalar, sql, OnConflict::Replace).unwrap();
+            txn.commit().unwrap();
+        }
+    }
+}
+
+#[test]
+fn macros_another_process_commits_are_folded_and_conflict_by_the_record_read() {
+    let dir = TestDir::new();
+    let (path, log) = lake(&dir);
+    let parent = open_through(&path, &log);
+    let stale = parent.begin(); // reads the lake before the child's macro
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "the_macro_child_entry", "--nocapture", "--test-threads=1"])
+        .env("SKADE_MACRO_CHILD", format!("{}\n{}", path.display(), log.display()))
+        .output()
+        .unwrap();
+    assert!(child.status.success(), "the child failed: {}", String::from_utf8_lossy(&child.stderr));
+    let txn = parent.begin();
+    let macros = txn.macros("main").unwrap();
+    assert_eq!(macros.iter().map(|m| m.sql.as_str()).collect::<Vec<_>>(), ["CREATE MACRO m(a) AS (a + 1);"]);
+    let ops: Vec<String> = parent.commits_since(1, usize::MAX).unwrap().into_iter().map(|r| r.operation).collect();
+    assert_eq!(ops, ["create_macro", "replace_macro"]);
+    // a transaction that did not see the child's macro cannot create one of its own
+    stale.create_macro("main", "m", MacroKind::Scalar, "CREATE MACRO m() AS 1;", OnConflict::Error).unwrap();
+    let e = stale.commit().unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    assert!(e.message.contains("it was created by a concurrent transaction"), "{}", e.message);
+    // one that saw it drops it; a fresh open through the log finds none
+    txn.drop_macro("main", "m", MacroKind::Scalar, false).unwrap();
+    txn.commit().unwrap();
+    drop(parent);
+    let again = open_through(&path, &log);
+    assert!(again.begin().macros("main").unwrap().is_empty());
 }
 
 /// A lake with table `t`, attached through its log; closed again.

@@ -124,6 +124,15 @@ skade_status *skade_txn_rename_view(const skade_txn *txn, const char *schema, co
 skade_status *skade_txn_comment_view(const skade_txn *txn, const char *schema, const char *name, const char *column,
                                      const char *comment);
 
+// ---- macros (src/ffi/macros.rs); a macro's kind is "scalar" or "table" ----
+// result: [kind, name, sql] for every macro of the schema (sql: the CREATE MACRO statement).
+skade_status *skade_txn_macros(const skade_txn *txn, const char *schema, skade_strings **result);
+// sql: the CREATE MACRO statement as DuckDB prints it, unqualified. on_conflict as for tables.
+skade_status *skade_txn_create_macro(const skade_txn *txn, const char *schema, const char *name, const char *kind,
+                                     const char *sql, int32_t on_conflict, bool *created);
+skade_status *skade_txn_drop_macro(const skade_txn *txn, const char *schema, const char *name, const char *kind,
+                                   bool if_exists);
+
 // ---- tables ----
 void skade_table_free(skade_table *table);
 // The same table read at an AT clause: unit VERSION (value: snapshot id) or TIMESTAMP (value:

@@ -1,4 +1,4 @@
-//! `skade_check`: reads every record of a catalog file (consumers and lineage sinks included) and the metadata file of every table it
+//! `skade_check`: reads every record of a catalog file (consumers, lineage sinks and macros included) and the metadata file of every table it
 //! names, reporting what is damaged instead of stopping at the first problem. Each redb table is
 //! read in an access of its own (a damaged page panics inside redb; the store turns that into an
 //! error), so damage in one does not hide the state of the others. Nothing is written or repaired.
@@ -8,9 +8,11 @@ use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinitio
 use super::consumers::ConsumerRecord;
 use super::open::Catalog;
 use super::sinks::SinkRecord;
-use super::state::{EntryKind, SchemaRecord, TableRecord};
+use super::state::{EntryKind, MacroRecord, SchemaRecord, TableRecord};
 use super::store::{CommitRecord, Store};
-use super::tables::{COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, META, SCHEMAS, TABLES};
+use super::tables::{
+    COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, MACROS, META, SCHEMAS, TABLES,
+};
 use crate::error::Result;
 
 /// One part of the catalog and what is wrong with it (None: nothing found).
@@ -73,13 +75,24 @@ impl Catalog {
             }),
         );
         // (a file from before consumers, read unmigrated, has no consumers table; one no lineage
-        // sink ever delivered from has no lineage_sinks table: nothing to check)
+        // sink ever delivered from has no lineage_sinks table, one without macros no macros
+        // table: nothing to check)
         let present = store.read(|tx| Ok(tx.list_tables()?.map(|t| t.name().to_string()).collect::<Vec<_>>()))?;
         if present.iter().any(|t| t == CONSUMERS.name()) {
             part("consumers", store.read(|tx| records::<ConsumerRecord>(store, tx, CONSUMERS)));
         }
         if present.iter().any(|t| t == LINEAGE_SINKS.name()) {
             part("lineage_sinks", store.read(|tx| records::<SinkRecord>(store, tx, LINEAGE_SINKS)));
+        }
+        if present.iter().any(|t| t == MACROS.name()) {
+            part(
+                "macros",
+                store.read(|tx| {
+                    each_row(store, tx, MACROS, |(s, _, n), v| {
+                        store.parse::<MacroRecord>(v, || format!("macros row \"{s}.{n}\"")).map(drop)
+                    })
+                }),
+            );
         }
         for table in tables {
             let loaded = match table.kind {

@@ -17,10 +17,10 @@ use serde::{Deserialize, Serialize};
 use super::consumers::{ConsumerChange, ConsumerRecord};
 use super::names::{key, table_shown};
 use super::sinks::{SinkChange, SinkRecord};
-use super::state::{SchemaRecord, StateChange, TableRecord};
+use super::state::{MacroKey, MacroRecord, SchemaRecord, StateChange, TableRecord};
 use super::store::{CommitRecord, InputRecord, Store};
 use super::tables::{
-    COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES,
+    COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, MACROS, NEXT_SNAPSHOT_ID, SCHEMAS, TABLES,
 };
 use crate::error::{Error, Result};
 
@@ -28,14 +28,18 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Expect {
     SchemaAbsent,
-    /// The schema exists and holds no table.
+    /// The schema exists and holds no table, view or macro.
     SchemaEmpty,
     TableAbsent,
     /// The table's pointer is still this metadata location.
     TableAt(String),
+    /// The schema exists and holds no macro of the change's kind and name.
+    MacroAbsent,
+    /// The macro is still this record (a replace or a drop of the macro the transaction read).
+    MacroIs(MacroRecord),
 }
 
-/// One change to one schema or table: its pointer effect, its precondition and its log row.
+/// One change to one schema, table or macro: its pointer effect, its precondition and its log row.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Change {
     pub effect: StateChange,
@@ -51,6 +55,17 @@ impl Change {
             StateChange::DropSchema(n) => n,
             StateChange::PutTable(t) => &t.schema,
             StateChange::DropTable { schema, .. } => schema,
+            StateChange::PutMacro(m) => &m.schema,
+            StateChange::DropMacro { schema, .. } => schema,
+        }
+    }
+
+    /// The macro it changes, if it changes one.
+    fn macro_key(&self) -> Option<MacroKey> {
+        match &self.effect {
+            StateChange::PutMacro(m) => Some(m.key()),
+            StateChange::DropMacro { schema, kind, name } => Some((key(schema), *kind, key(name))),
+            _ => None,
         }
     }
 }
@@ -218,8 +233,10 @@ pub fn apply_requests(
 struct Overlay {
     schemas: HashMap<String, bool>,
     tables: HashMap<(String, String), Option<String>>,
-    /// Net table count per schema key added (+) or removed (-) by this request.
-    table_delta: HashMap<String, i64>,
+    macros: HashMap<MacroKey, Option<MacroRecord>>,
+    /// Net count of entries (tables, views, macros) per schema key added (+) or removed (-) by
+    /// this request.
+    entry_delta: HashMap<String, i64>,
 }
 
 fn check(tx: &WriteTransaction, request: &CommitRequest) -> Result<()> {
@@ -247,28 +264,45 @@ fn check(tx: &WriteTransaction, request: &CommitRequest) -> Result<()> {
                     .map(|t| t.metadata_location),
             },
         };
+        let current_macro = match change.macro_key() {
+            None => None,
+            Some(k) => match local.macros.get(&k) {
+                Some(v) => v.clone(),
+                None => stored_macro(tx, &k)?,
+            },
+        };
         let ok = match &change.expect {
             Expect::SchemaAbsent => !schema_exists,
             Expect::SchemaEmpty => {
                 schema_exists
-                    && count_tables(tx, &schema_key)? + local.table_delta.get(&schema_key).copied().unwrap_or(0) == 0
+                    && count_entries(tx, &schema_key)? + local.entry_delta.get(&schema_key).copied().unwrap_or(0) == 0
             }
             Expect::TableAbsent => schema_exists && current_location.is_none(),
             Expect::TableAt(loc) => current_location.as_deref() == Some(loc.as_str()),
+            Expect::MacroAbsent => schema_exists && current_macro.is_none(),
+            Expect::MacroIs(m) => current_macro.as_ref() == Some(m),
         };
         if !ok {
             let why = match &change.expect {
                 Expect::SchemaAbsent => "it was created by a concurrent transaction",
-                Expect::SchemaEmpty => "a concurrent transaction changed its tables",
-                Expect::TableAbsent if !schema_exists => "its schema was dropped by a concurrent transaction",
-                Expect::TableAbsent => "it was created by a concurrent transaction",
+                Expect::SchemaEmpty => "a concurrent transaction changed what it holds",
+                Expect::TableAbsent | Expect::MacroAbsent if !schema_exists => {
+                    "its schema was dropped by a concurrent transaction"
+                }
+                Expect::TableAbsent | Expect::MacroAbsent => "it was created by a concurrent transaction",
                 Expect::TableAt(_) if current_location.is_none() => "it was dropped by a concurrent transaction",
+                Expect::MacroIs(_) if current_macro.is_none() => "it was dropped by a concurrent transaction",
                 Expect::TableAt(_) => "a concurrent transaction committed to it first",
+                Expect::MacroIs(_) => "a concurrent transaction replaced it first",
             };
             let database = request.database.as_deref();
             let name = match &change.effect {
                 StateChange::PutTable(t) => format!("table {}", table_shown(database, &t.schema, &t.name)),
                 StateChange::DropTable { schema, name } => format!("table {}", table_shown(database, schema, name)),
+                StateChange::PutMacro(m) => format!("macro {}", table_shown(database, &m.schema, &m.name)),
+                StateChange::DropMacro { schema, name, .. } => {
+                    format!("macro {}", table_shown(database, schema, name))
+                }
                 _ => format!("schema \"{schema_key}\""),
             };
             return Err(Error::conflict(format!(
@@ -309,7 +343,8 @@ fn write_consumer(tx: &WriteTransaction, change: &ConsumerChange) -> Result<()> 
     Ok(())
 }
 
-fn count_tables(tx: &WriteTransaction, schema_key: &str) -> Result<i64> {
+/// The tables, views and macros the file holds in a schema.
+fn count_entries(tx: &WriteTransaction, schema_key: &str) -> Result<i64> {
     let tables = tx.open_table(TABLES)?;
     let mut n = 0;
     for row in tables.range((schema_key, "")..)? {
@@ -319,7 +354,38 @@ fn count_tables(tx: &WriteTransaction, schema_key: &str) -> Result<i64> {
         }
         n += 1;
     }
+    if tx.open_table(SCHEMAS)?.get(schema_key)?.is_some() {
+        n += stored_macro_keys(tx, schema_key)?.len() as i64;
+    }
     Ok(n)
+}
+
+/// The stored macro at `k`. A macro counts only while the file holds its schema: a DROP SCHEMA
+/// of a build from before macros leaves the schema's macros behind (it knows none), and they are
+/// not a schema's of that name created later (`write_change` removes them then).
+fn stored_macro(tx: &WriteTransaction, k: &MacroKey) -> Result<Option<MacroRecord>> {
+    if tx.open_table(SCHEMAS)?.get(k.0.as_str())?.is_none() {
+        return Ok(None);
+    }
+    // (opening the table makes it in a file that has none: an empty table, which older builds ignore)
+    let macros = tx.open_table(MACROS)?;
+    let stored = macros.get((k.0.as_str(), k.1.as_str(), k.2.as_str()))?;
+    Ok(stored.map(|v| serde_json::from_slice(v.value())).transpose()?)
+}
+
+/// The (kind, name key) of every macro row under a schema key.
+fn stored_macro_keys(tx: &WriteTransaction, schema_key: &str) -> Result<Vec<(String, String)>> {
+    let macros = tx.open_table(MACROS)?;
+    let mut keys = vec![];
+    for row in macros.range((schema_key, "", "")..)? {
+        let (k, _) = row?;
+        let (s, kind, name) = k.value();
+        if s != schema_key {
+            break;
+        }
+        keys.push((kind.to_string(), name.to_string()));
+    }
+    Ok(keys)
 }
 
 fn apply_overlay(overlay: &mut Overlay, change: &Change) {
@@ -332,13 +398,23 @@ fn apply_overlay(overlay: &mut Overlay, change: &Change) {
         }
         StateChange::PutTable(t) => {
             if change.expect == Expect::TableAbsent {
-                *overlay.table_delta.entry(key(&t.schema)).or_default() += 1;
+                *overlay.entry_delta.entry(key(&t.schema)).or_default() += 1;
             }
             overlay.tables.insert(t.key(), Some(t.metadata_location.clone()));
         }
         StateChange::DropTable { schema, name } => {
-            *overlay.table_delta.entry(key(schema)).or_default() -= 1;
+            *overlay.entry_delta.entry(key(schema)).or_default() -= 1;
             overlay.tables.insert((key(schema), key(name)), None);
+        }
+        StateChange::PutMacro(m) => {
+            if change.expect == Expect::MacroAbsent {
+                *overlay.entry_delta.entry(key(&m.schema)).or_default() += 1;
+            }
+            overlay.macros.insert(m.key(), Some(m.clone()));
+        }
+        StateChange::DropMacro { schema, kind, name } => {
+            *overlay.entry_delta.entry(key(schema)).or_default() -= 1;
+            overlay.macros.insert((key(schema), *kind, key(name)), None);
         }
     }
 }
@@ -367,7 +443,16 @@ fn write_change(
     match &change.effect {
         StateChange::PutSchema(s) => {
             let rec = SchemaRecord { name: s.name.clone() };
-            tx.open_table(SCHEMAS)?.insert(key(&s.name).as_str(), serde_json::to_vec(&rec)?.as_slice())?;
+            let k = key(&s.name);
+            let existed = tx.open_table(SCHEMAS)?.insert(k.as_str(), serde_json::to_vec(&rec)?.as_slice())?.is_some();
+            if !existed {
+                // (macros an older build's DROP SCHEMA left behind are not the new schema's)
+                let stale = stored_macro_keys(tx, &k)?;
+                let mut macros = tx.open_table(MACROS)?;
+                for (kind, name) in &stale {
+                    macros.remove((k.as_str(), kind.as_str(), name.as_str()))?;
+                }
+            }
         }
         StateChange::DropSchema(n) => {
             tx.open_table(SCHEMAS)?.remove(key(n).as_str())?;
@@ -391,6 +476,16 @@ fn write_change(
                 record.metadata_location = Some(location.clone());
             }
         }
+        StateChange::PutMacro(m) => {
+            let (s, kind, n) = m.key();
+            tx.open_table(MACROS)?
+                .insert((s.as_str(), kind.as_str(), n.as_str()), serde_json::to_vec(m)?.as_slice())?;
+            record.table = Some(m.name.clone());
+        }
+        StateChange::DropMacro { schema, kind, name } => {
+            tx.open_table(MACROS)?.remove((key(schema).as_str(), kind.as_str(), key(name).as_str()))?;
+            record.table = Some(name.clone());
+        }
     }
     tx.open_table(COMMIT_LOG)?.insert(seq, serde_json::to_vec(&record)?.as_slice())?;
     Ok(record)
@@ -399,6 +494,7 @@ fn write_change(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::state::MacroKind;
     use crate::error::ErrorKind;
 
     fn store() -> (Store, std::path::PathBuf) {
@@ -483,6 +579,77 @@ mod tests {
         )]);
         let e = apply(&store, &[orphan]).remove(0).unwrap_err();
         assert!(e.message.contains("its schema was dropped"), "{}", e.message);
+        drop(store);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn scalar(schema: &str, name: &str, sql: &str) -> MacroRecord {
+        MacroRecord { schema: schema.into(), name: name.into(), kind: MacroKind::Scalar, sql: sql.into() }
+    }
+
+    #[test]
+    fn macros_are_checked_by_absence_and_by_the_record_read() {
+        let (store, dir) = store();
+        let m1 = scalar("main", "m", "CREATE MACRO m(a) AS a;");
+        let m2 = scalar("main", "M", "CREATE MACRO M(a) AS (a + 1);");
+        let create = |m: &MacroRecord| request(vec![(StateChange::PutMacro(m.clone()), Expect::MacroAbsent)]);
+        let results = apply(&store, &[create(&m1), create(&m2)]);
+        let record = &results[0].as_ref().unwrap()[0];
+        assert_eq!((record.table.as_deref(), record.table_uuid.as_deref()), (Some("m"), None));
+        let e = results[1].as_ref().unwrap_err();
+        assert!(e.message.contains("macro main.M: it was created by a concurrent transaction"), "{}", e.message);
+
+        // a table macro of the same name is another entry
+        let table_macro =
+            MacroRecord { kind: MacroKind::Table, ..scalar("main", "m", "CREATE MACRO m(a) AS TABLE SELECT a;") };
+        assert!(apply(&store, &[create(&table_macro)]).remove(0).is_ok());
+
+        // compare-and-swap on the record read
+        let replace = |before: &MacroRecord, after: &MacroRecord| {
+            request(vec![(StateChange::PutMacro(after.clone()), Expect::MacroIs(before.clone()))])
+        };
+        let results = apply(&store, &[replace(&m1, &m2), replace(&m1, &m2)]);
+        assert!(results[0].is_ok());
+        let e = results[1].as_ref().unwrap_err();
+        assert!(e.message.contains("a concurrent transaction replaced it first"), "{}", e.message);
+
+        // a schema holding a macro is not empty; dropped in the same request, it is
+        let in_s = scalar("s", "sm", "CREATE MACRO sm() AS 1;");
+        let records = apply(
+            &store,
+            &[request(vec![
+                (StateChange::PutSchema(SchemaRecord { name: "s".into() }), Expect::SchemaAbsent),
+                (StateChange::PutMacro(in_s.clone()), Expect::MacroAbsent),
+            ])],
+        );
+        assert!(records[0].is_ok());
+        let drop_s = || request(vec![(StateChange::DropSchema("s".into()), Expect::SchemaEmpty)]);
+        assert!(apply(&store, &[drop_s()]).remove(0).is_err());
+        let drop_macro = StateChange::DropMacro { schema: "s".into(), kind: MacroKind::Scalar, name: "SM".into() };
+        let both = request(vec![
+            (drop_macro, Expect::MacroIs(in_s.clone())),
+            (StateChange::DropSchema("s".into()), Expect::SchemaEmpty),
+        ]);
+        assert!(apply(&store, &[both]).remove(0).is_ok());
+
+        // a macro an older build's DROP SCHEMA left behind is not the next schema's of that name
+        store
+            .write(true, |tx| {
+                tx.open_table(MACROS)?
+                    .insert(("t", "scalar", "old"), serde_json::to_vec(&scalar("t", "old", "x"))?.as_slice())?;
+                Ok(())
+            })
+            .unwrap();
+        let make_t = request(vec![
+            (StateChange::PutSchema(SchemaRecord { name: "t".into() }), Expect::SchemaAbsent),
+            (StateChange::PutMacro(scalar("t", "old", "CREATE MACRO old() AS 2;")), Expect::MacroAbsent),
+        ]);
+        assert!(apply(&store, &[make_t]).remove(0).is_ok());
+        let stored = store
+            .read(|tx| Ok(tx.open_table(MACROS)?.get(("t", "scalar", "old"))?.map(|v| v.value().to_vec())))
+            .unwrap()
+            .unwrap();
+        assert!(String::from_utf8(stored).unwrap().contains("AS 2;"));
         drop(store);
         std::fs::remove_dir_all(dir).unwrap();
     }

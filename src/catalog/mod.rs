@@ -1,5 +1,5 @@
-//! The catalog: one redb file that names every schema and table and points at each table's
-//! current Iceberg metadata, plus the commit path that moves those pointers.
+//! The catalog: one redb file that names every schema, table and macro and points at each
+//! table's current Iceberg metadata, plus the commit path that moves those pointers.
 
 pub(crate) mod check;
 pub(crate) mod commit;
@@ -7,6 +7,7 @@ pub mod consumers;
 pub mod events;
 pub(crate) mod log_batch;
 pub(crate) mod log_commit;
+pub mod macros;
 pub(crate) mod maintenance;
 pub(crate) mod migrate;
 pub(crate) mod names;

@@ -1,5 +1,5 @@
-//! The in-memory mirror of the catalog: which schemas and tables exist and where each table's
-//! current metadata.json is. Immutable once built; a commit publishes a new one, so a reader
+//! The in-memory mirror of the catalog: which schemas, tables and macros exist and where each
+//! table's current metadata.json is. Immutable once built; a commit publishes a new one, so a reader
 //! (a transaction) holds a consistent view for as long as it likes.
 
 use std::collections::BTreeMap;
@@ -71,6 +71,67 @@ impl EntryKind {
     }
 }
 
+/// A DuckDB macro (CREATE MACRO): Iceberg has none, so this record is all there is of one. It
+/// keeps the statement DuckDB prints for the macro, which DuckDB parses back when the macro is
+/// called (docs/design/catalog-surface.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MacroRecord {
+    pub schema: String,
+    pub name: String,
+    pub kind: MacroKind,
+    /// `CREATE MACRO name(params) AS body[, (params) AS body ...];` as DuckDB prints it (its
+    /// `CreateMacroInfo::ToString`), the name unqualified: the catalog's name is the ATTACH's.
+    pub sql: String,
+}
+
+/// A scalar macro or a table macro (`AS TABLE`): DuckDB keeps them in two namespaces (a scalar
+/// macro and a table macro may share a name), and so does the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MacroKind {
+    Scalar,
+    Table,
+}
+
+impl MacroKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            MacroKind::Scalar => "scalar",
+            MacroKind::Table => "table",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<MacroKind> {
+        match text {
+            "scalar" => Some(MacroKind::Scalar),
+            "table" => Some(MacroKind::Table),
+            _ => None,
+        }
+    }
+
+    /// As DuckDB's messages name it.
+    pub fn shown(&self) -> &'static str {
+        match self {
+            MacroKind::Scalar => "Macro Function",
+            MacroKind::Table => "Table Macro Function",
+        }
+    }
+}
+
+/// A macro's place: (schema key, kind, name key).
+pub type MacroKey = (String, MacroKind, String);
+
+impl MacroRecord {
+    pub fn key(&self) -> MacroKey {
+        (key(&self.schema), self.kind, key(&self.name))
+    }
+
+    /// The change that drops this macro.
+    pub fn dropped(&self) -> StateChange {
+        StateChange::DropMacro { schema: self.schema.clone(), kind: self.kind, name: self.name.clone() }
+    }
+}
+
 impl TableRecord {
     pub fn key(&self) -> (String, String) {
         (key(&self.schema), key(&self.name))
@@ -84,6 +145,7 @@ impl TableRecord {
 pub struct CatalogState {
     pub schemas: BTreeMap<String, Arc<SchemaRecord>>,
     pub tables: BTreeMap<(String, String), Arc<TableRecord>>,
+    pub macros: BTreeMap<MacroKey, Arc<MacroRecord>>,
     /// Named consumers by their name's key.
     pub consumers: BTreeMap<String, Arc<ConsumerRecord>>,
     /// Lineage sinks' cursors by sink name.
@@ -131,6 +193,18 @@ impl CatalogState {
         self.entries_in(schema).filter(|t| t.kind == EntryKind::View)
     }
 
+    /// The macro of that kind and name.
+    pub fn find_macro(&self, schema: &str, kind: MacroKind, name: &str) -> Option<&Arc<MacroRecord>> {
+        self.macros.get(&(key(schema), kind, key(name)))
+    }
+
+    /// The macros of a schema, of both kinds.
+    pub fn macros_in(&self, schema: &str) -> impl Iterator<Item = &Arc<MacroRecord>> {
+        let k = key(schema);
+        let from = (k.clone(), MacroKind::Scalar, String::new());
+        self.macros.range(from..).take_while(move |((s, _, _), _)| *s == k).map(|(_, m)| m)
+    }
+
     /// The name of a table a consumer follows as it is now (renamed since: the new name), the
     /// recorded one for a table gone.
     pub fn name_of(&self, table: &super::consumers::ConsumedTable) -> String {
@@ -169,6 +243,12 @@ impl CatalogState {
             StateChange::DropTable { schema, name } => {
                 self.tables.remove(&(key(schema), key(name)));
             }
+            StateChange::PutMacro(m) => {
+                self.macros.insert(m.key(), Arc::new(m.clone()));
+            }
+            StateChange::DropMacro { schema, kind, name } => {
+                self.macros.remove(&(key(schema), *kind, key(name)));
+            }
         }
     }
 }
@@ -180,4 +260,6 @@ pub enum StateChange {
     DropSchema(String),
     PutTable(TableRecord),
     DropTable { schema: String, name: String },
+    PutMacro(MacroRecord),
+    DropMacro { schema: String, kind: MacroKind, name: String },
 }

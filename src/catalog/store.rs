@@ -13,6 +13,9 @@
 //! - `consumers` (format 2): name key -> [`ConsumerRecord`] (JSON).
 //! - `lineage_sinks`: sink name -> [`SinkRecord`] (JSON); made by the first sink's write (a file
 //!   without it has no sink, and older versions of skade ignore it).
+//! - `macros`: (schema key, kind, macro key) -> [`MacroRecord`] (JSON); made when a commit first
+//!   needs it, the same way (a file without it has no macro). A macro whose schema the file does
+//!   not hold (a DROP SCHEMA of a build from before macros) is not loaded.
 //!
 //! Pointers, log rows and counters advance together in one write transaction and one fsync.
 //!
@@ -34,7 +37,7 @@ use super::migrate::{
     migrate, readable, stamp, version_of, FORMAT_VERSION, LOG_RESIDENT_VERSION, MIGRATIONS, READ_VERSION,
 };
 use super::names::DEFAULT_SCHEMA;
-use super::state::{CatalogState, SchemaRecord, TableRecord};
+use super::state::{CatalogState, MacroRecord, SchemaRecord, TableRecord};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Where the catalog file was created (canonical): Iceberg metadata holds absolute paths, so a
@@ -44,8 +47,8 @@ const CREATED_AS: &str = "created_as";
 use super::consumers::ConsumerRecord;
 use super::sinks::SinkRecord;
 use super::tables::{
-    COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, LOG_POSITION, META, NEXT_SNAPSHOT_ID, SCHEMAS,
-    TABLES,
+    COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, LOG_POSITION, MACROS, META, NEXT_SNAPSHOT_ID,
+    SCHEMAS, TABLES,
 };
 
 /// redb's file header starts with these bytes; anything else is not ours and is left untouched.
@@ -377,6 +380,7 @@ impl Store {
             tx.open_table(COMMITS)?;
             tx.open_table(COMMIT_LOG)?;
             tx.open_table(CONSUMERS)?;
+            tx.open_table(MACROS)?;
             Ok(())
         })
     }
@@ -487,6 +491,20 @@ impl Store {
                 Err(redb::TableError::TableDoesNotExist(_)) => {}
                 Err(e) => return Err(e.into()),
             }
+            match tx.open_table(MACROS) {
+                Ok(macros) => {
+                    for row in macros.iter()? {
+                        let (k, v) = row?;
+                        let (s, _, n) = k.value();
+                        let rec: MacroRecord = self.parse(v.value(), || format!("macros row \"{s}.{n}\""))?;
+                        if state.schemas.contains_key(s) {
+                            state.macros.insert(rec.key(), rec.into());
+                        }
+                    }
+                }
+                Err(redb::TableError::TableDoesNotExist(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
             Ok(Loaded { state, data_path, commit_seq, next_snapshot_id, log_position })
         })
     }
@@ -571,6 +589,12 @@ impl Store {
             consumers.retain(|_, _| false)?;
             for (k, c) in &state.consumers {
                 consumers.insert(k.as_str(), serde_json::to_vec(&**c)?.as_slice())?;
+            }
+            // (rewritten whole even when the state holds none: a macro dropped since must go)
+            let mut macros = tx.open_table(MACROS)?;
+            macros.retain(|_, _| false)?;
+            for ((s, kind, n), m) in &state.macros {
+                macros.insert((s.as_str(), kind.as_str(), n.as_str()), serde_json::to_vec(&**m)?.as_slice())?;
             }
             if !state.sinks.is_empty() {
                 let mut sinks = tx.open_table(LINEAGE_SINKS)?;

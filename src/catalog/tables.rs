@@ -14,6 +14,10 @@ pub const CONSUMERS: TableDefinition<&str, &[u8]> = TableDefinition::new("consum
 /// Lineage sinks' cursors (see `sinks`); absent from files no lineage sink wrote to.
 pub const LINEAGE_SINKS: TableDefinition<&str, &[u8]> = TableDefinition::new("lineage_sinks");
 
+/// Macros (see `state::MacroRecord`), keyed (schema key, kind, name key): absent from files no
+/// macro was written to (older versions of skade ignore it), which hold none.
+pub const MACROS: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("macros");
+
 pub const COMMIT_SEQ: &str = "commit_seq";
 pub const NEXT_SNAPSHOT_ID: &str = "next_snapshot_id";
 /// A log-resident catalog's last log position folded into the file (its checkpoint).

@@ -18,7 +18,7 @@ use super::open::Catalog;
 use super::pinned::{lookup_rows, pinned_keys};
 use super::rebase::deletes_rebase;
 use super::sinks::SinkChange;
-use super::state::{CatalogState, EntryKind, SchemaRecord, StateChange, TableRecord};
+use super::state::{CatalogState, EntryKind, MacroRecord, SchemaRecord, StateChange, TableRecord};
 use super::store::{CommitRecord, InputRecord};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::name_mapping::FileNames;
@@ -135,6 +135,13 @@ pub(super) enum Ddl {
         before: Arc<TableRecord>,
         after: TableRecord,
     },
+    /// CREATE MACRO (`before`: None), CREATE OR REPLACE MACRO of an existing one (Some: the
+    /// macro read, which must still be there at commit).
+    PutMacro {
+        before: Option<Arc<MacroRecord>>,
+        after: MacroRecord,
+    },
+    DropMacro(Arc<MacroRecord>),
 }
 
 pub(super) struct TxnState {
@@ -622,16 +629,21 @@ impl Transaction {
             return Err(Error::catalog("cannot drop the default schema \"main\""));
         }
         let tables: Vec<Arc<TableRecord>> = st.view.entries_in(name).cloned().collect();
-        if !tables.is_empty() && !cascade {
+        let macros: Vec<Arc<MacroRecord>> = st.view.macros_in(name).cloned().collect();
+        let example = tables.first().map(|t| &t.name).or(macros.first().map(|m| &m.name));
+        if let (Some(example), false) = (example, cascade) {
             return Err(Error::catalog(format!(
-                "cannot drop schema \"{}\" because it still holds {} table(s) or view(s) (for example \"{}\"); use DROP SCHEMA ... CASCADE",
+                "cannot drop schema \"{}\" because it still holds {} table(s), view(s) or macro(s) (for example \"{}\"); use DROP SCHEMA ... CASCADE",
                 schema.name,
-                tables.len(),
-                tables[0].name
+                tables.len() + macros.len(),
+                example
             )));
         }
         for t in tables {
             Self::stage_drop_table(&mut st, t);
+        }
+        for m in macros {
+            Self::stage_drop_macro(&mut st, m);
         }
         Arc::make_mut(&mut st.view).apply(&StateChange::DropSchema(schema.name.clone()));
         st.ddl.push(Ddl::DropSchema(schema.name.clone()));
@@ -734,6 +746,11 @@ impl Transaction {
             st.dropped.insert(table.uuid.clone(), changes);
         }
         st.ddl.push(Ddl::DropTable(table));
+    }
+
+    pub(super) fn stage_drop_macro(st: &mut TxnState, m: Arc<MacroRecord>) {
+        Arc::make_mut(&mut st.view).apply(&m.dropped());
+        st.ddl.push(Ddl::DropMacro(m));
     }
 
     // ---- writes ------------------------------------------------------------------------
@@ -1199,6 +1216,21 @@ impl Transaction {
                         snapshot_id: None,
                     },
                     Ddl::RenameTable { .. } => unreachable!("handled above"),
+                    Ddl::PutMacro { before, after } => Change {
+                        effect: StateChange::PutMacro(after.clone()),
+                        expect: match before {
+                            None => Expect::MacroAbsent,
+                            Some(m) => Expect::MacroIs((**m).clone()),
+                        },
+                        operation: if before.is_some() { "replace_macro" } else { "create_macro" }.into(),
+                        snapshot_id: None,
+                    },
+                    Ddl::DropMacro(m) => Change {
+                        effect: m.dropped(),
+                        expect: Expect::MacroIs((**m).clone()),
+                        operation: "drop_macro".into(),
+                        snapshot_id: None,
+                    },
                 });
             }
             let mut attempt_files = vec![];
@@ -1383,10 +1415,21 @@ impl Transaction {
         for d in &st.ddl {
             let ok = match d {
                 Ddl::CreateSchema(n) => view.schema(n).is_none(),
-                Ddl::DropSchema(n) => view.schema(n).is_some() && view.entries_in(n).next().is_none(),
+                Ddl::DropSchema(n) => {
+                    view.schema(n).is_some()
+                        && view.entries_in(n).next().is_none()
+                        && view.macros_in(n).next().is_none()
+                }
                 Ddl::CreateTable(t) => view.schema(&t.schema).is_some() && view.entry(&t.schema, &t.name).is_none(),
                 Ddl::DropTable(t) | Ddl::AlterTable { before: t, .. } | Ddl::RenameTable { before: t, .. } => {
                     view.entry(&t.schema, &t.name).map(|h| h.metadata_location == t.metadata_location).unwrap_or(false)
+                }
+                Ddl::PutMacro { before: None, after } => {
+                    view.schema(&after.schema).is_some()
+                        && view.find_macro(&after.schema, after.kind, &after.name).is_none()
+                }
+                Ddl::PutMacro { before: Some(m), .. } | Ddl::DropMacro(m) => {
+                    view.find_macro(&m.schema, m.kind, &m.name).is_some_and(|h| h == m)
                 }
             };
             let ok = ok
@@ -1408,6 +1451,8 @@ impl Transaction {
                     view.apply(&StateChange::DropTable { schema: before.schema.clone(), name: before.name.clone() });
                     view.apply(&StateChange::PutTable(after.clone()));
                 }
+                Ddl::PutMacro { after, .. } => view.apply(&StateChange::PutMacro(after.clone())),
+                Ddl::DropMacro(m) => view.apply(&m.dropped()),
             }
         }
         Ok(())

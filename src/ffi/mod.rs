@@ -16,6 +16,7 @@
 mod catalog;
 mod consumers;
 mod functions;
+mod macros;
 mod scan;
 mod table;
 mod transaction;
@@ -30,6 +31,7 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 
+use crate::catalog::transaction::OnConflict;
 use crate::error::{Error, ErrorKind, Result};
 
 /// An error crossing the boundary. Null means success.
@@ -201,6 +203,17 @@ pub(crate) fn arg_list(p: *const *const c_char, n: usize, what: &str) -> Result<
 }
 
 /// Borrows the `n` column positions a query uses (none: all of them).
+/// A CREATE's conflict rule as the shim passes it: 0 error, 1 ignore (IF NOT EXISTS), 2 replace
+/// (OR REPLACE).
+pub(crate) fn on_conflict(code: i32) -> Result<OnConflict> {
+    match code {
+        0 => Ok(OnConflict::Error),
+        1 => Ok(OnConflict::Ignore),
+        2 => Ok(OnConflict::Replace),
+        other => Err(Error::internal(format!("unknown on_conflict {other}"))),
+    }
+}
+
 pub(crate) fn column_list(p: *const u64, n: usize) -> Vec<usize> {
     if p.is_null() || n == 0 {
         return vec![];

@@ -10,7 +10,6 @@ use super::catalog::SkadeCatalog;
 use super::table::SkadeTable;
 use super::{arg, arg_list, free, guard, handle, out, SkadeStatus, SkadeStrings};
 use crate::catalog::store::ColumnRecord;
-use crate::catalog::transaction::OnConflict;
 use crate::catalog::Transaction;
 use crate::error::Error;
 use crate::format::evolve::SchemaChange;
@@ -146,12 +145,7 @@ pub unsafe extern "C" fn skade_txn_create_table(
     guard(|| {
         let txn = &handle(txn, "transaction")?.0;
         let columns = ArrowSchema::try_from(handle(columns, "column schema")?)?;
-        let on_conflict = match on_conflict {
-            0 => OnConflict::Error,
-            1 => OnConflict::Ignore,
-            2 => OnConflict::Replace,
-            other => return Err(Error::internal(format!("unknown on_conflict {other}"))),
-        };
+        let on_conflict = super::on_conflict(on_conflict)?;
         let table = txn.create_table(
             arg(schema, "schema name")?,
             arg(name, "table name")?,

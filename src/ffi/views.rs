@@ -7,8 +7,6 @@ use arrow::ffi::FFI_ArrowSchema;
 
 use super::transaction::SkadeTxn;
 use super::{arg, arg_list, guard, handle, out, SkadeStatus, SkadeStrings};
-use crate::catalog::transaction::OnConflict;
-use crate::error::Error;
 use crate::format::view::{ViewColumns, ViewDefinition};
 
 fn optional<'a>(p: *const c_char, what: &str) -> crate::error::Result<Option<&'a str>> {
@@ -84,12 +82,7 @@ pub unsafe extern "C" fn skade_txn_create_view(
         let txn = &handle(txn, "transaction")?.0;
         let arrow = ArrowSchema::try_from(handle(columns, "column schema")?)?;
         let types = arg_list(duckdb_types, n_columns, "column type")?;
-        let on_conflict = match on_conflict {
-            0 => OnConflict::Error,
-            1 => OnConflict::Ignore,
-            2 => OnConflict::Replace,
-            other => return Err(Error::internal(format!("unknown on_conflict {other}"))),
-        };
+        let on_conflict = super::on_conflict(on_conflict)?;
         let definition = ViewDefinition {
             sql: arg(sql, "view query")?.to_string(),
             aliases: arg_list(aliases, n_aliases, "column alias")?,

@@ -94,8 +94,8 @@ pub struct LineageEvent {
 
 /// The events of the commits after `since`, at most `limit` commit records' worth (a
 /// transaction cut by the limit comes whole), and the last commit_seq read (None: none after
-/// `since`). Schema DDL and maintenance (compaction, expiry) change no dataset's rows or shape:
-/// they make no event.
+/// `since`). Schema and macro DDL and maintenance (compaction, expiry) change no dataset's rows or
+/// shape: they make no event.
 pub fn since(catalog: &Catalog, since: u64, limit: usize) -> Result<(Vec<LineageEvent>, Option<u64>)> {
     let mut records = catalog.commits_since(since, limit)?;
     // complete a transaction the page cut
@@ -139,7 +139,7 @@ fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
     let mut by_uuid: BTreeMap<String, Touched> = BTreeMap::new();
     for r in records {
         let (Some(table), Some(uuid)) = (r.table.as_deref(), r.table_uuid.as_deref()) else {
-            continue; // a schema's DDL
+            continue; // a schema's or a macro's DDL (a macro holds no rows: no dataset)
         };
         if is_reserved(&r.schema) {
             continue; // the lineage history itself: writing it is no event

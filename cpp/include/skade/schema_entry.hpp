@@ -2,6 +2,7 @@
 #pragma once
 
 #include "skade/common.hpp"
+#include "skade/macro_entry.hpp"
 #include "duckdb/catalog/catalog_entry/schema_catalog_entry.hpp"
 #include "duckdb/catalog/catalog_entry/view_catalog_entry.hpp"
 
@@ -19,6 +20,8 @@ public:
 	optional_ptr<SkadeTableEntry> GetTable(ClientContext &context, const string &name);
 	//! The view, cached for the transaction, or nullptr.
 	optional_ptr<ViewCatalogEntry> GetView(ClientContext &context, const string &name);
+	//! The macro of `type`'s kind (see SkadeIsMacroType), or nullptr.
+	optional_ptr<CatalogEntry> GetMacro(ClientContext &context, CatalogType type, const string &name);
 	//! Wraps a core table handle into an entry owned by this schema.
 	SkadeTableEntry &AddTable(ClientContext &context, SkadeTableHandle table);
 
@@ -48,6 +51,7 @@ private:
 	mutex lock;
 	case_insensitive_map_t<unique_ptr<SkadeTableEntry>> tables;
 	case_insensitive_map_t<unique_ptr<ViewCatalogEntry>> views;
+	SkadeMacros macros;
 	//! Tables as an AT clause pins them ("name@unit value"), with that snapshot's columns.
 	unordered_map<string, unique_ptr<SkadeTableEntry>> pinned;
 };
