@@ -75,21 +75,31 @@ void SkadeCatalog::DropSchema(ClientContext &context, DropInfo &info) {
 	txn.InvalidateEntries();
 }
 
+//! Whether a table CREATE TABLE ... AS makes keeps its rows in the order written (no sort order,
+//! primary key or partitioning reorders them: see skade_table_keeps_arrival_order).
+static bool KeepsArrivalOrder(const CreateTableInfo &info) {
+	for (auto &constraint : info.constraints) {
+		if (constraint->type == ConstraintType::UNIQUE) {
+			return false;
+		}
+	}
+	return info.partition_keys.empty() && info.sort_keys.empty();
+}
+
 PhysicalOperator &SkadeCatalog::PlanCreateTableAs(ClientContext &context, PhysicalPlanGenerator &planner,
                                                   LogicalCreateTable &op, PhysicalOperator &plan) {
 	auto &schema = op.schema.Cast<SkadeSchemaEntry>();
+	auto order = SkadeInsert::OrderFor(context, plan, KeepsArrivalOrder(op.info->Base()), false);
 	auto &insert = static_cast<SkadeInsert &>(
 	    planner.Make<SkadeInsert>(op.types, schema, std::move(op.info), op.estimated_cardinality));
 	insert.input_types = plan.types;
+	insert.order = order;
 	insert.children.push_back(plan);
 	return insert;
 }
 
 PhysicalOperator &SkadeCatalog::PlanInsert(ClientContext &context, PhysicalPlanGenerator &planner, LogicalInsert &op,
                                            optional_ptr<PhysicalOperator> plan) {
-	if (op.return_chunk) {
-		throw NotImplementedException("INSERT ... RETURNING is not supported on skade tables yet");
-	}
 	if (op.on_conflict_info.action_type != OnConflictAction::THROW) {
 		// DuckDB binds ON CONFLICT as MERGE INTO (PlanMergeInto); this form is not one of those.
 		throw NotImplementedException("this INSERT ... ON CONFLICT form is not supported on skade tables");
@@ -98,32 +108,59 @@ PhysicalOperator &SkadeCatalog::PlanInsert(ClientContext &context, PhysicalPlanG
 		plan = planner.ResolveDefaultsProjection(op, *plan);
 	}
 	auto &table = op.table.Cast<SkadeTableEntry>();
+	// (with RETURNING, op.types are the table's columns: the rows inserted, in the query's order)
 	auto &insert = static_cast<SkadeInsert &>(planner.Make<SkadeInsert>(op.types, table, op.estimated_cardinality));
 	insert.input_types = plan->types;
+	insert.returning = op.return_chunk;
+	insert.order =
+	    SkadeInsert::OrderFor(context, *plan, skade_table_keeps_arrival_order(table.Handle()), op.return_chunk);
 	insert.children.push_back(*plan);
 	return insert;
 }
 
 PhysicalOperator &SkadeCatalog::PlanDelete(ClientContext &context, PhysicalPlanGenerator &planner, LogicalDelete &op,
                                            PhysicalOperator &plan) {
-	if (op.return_chunk) {
-		throw NotImplementedException("DELETE ... RETURNING is not supported on skade tables yet");
-	}
 	auto &row_id = op.expressions[0]->Cast<BoundReferenceExpression>();
 	auto &table = op.table.Cast<SkadeTableEntry>();
-	auto &del = planner.Make<SkadeDelete>(op.types, table, SkadeReferenceIndex(row_id), op.estimated_cardinality);
+	auto &del = static_cast<SkadeDelete &>(
+	    planner.Make<SkadeDelete>(op.types, table, SkadeReferenceIndex(row_id), op.estimated_cardinality));
+	if (op.return_chunk) {
+		// The old rows' columns, after the row id (SkadeReturningRule put them there).
+		auto columns = table.GetColumns().PhysicalColumnCount();
+		if (op.expressions.size() != 1 + columns) {
+			throw NotImplementedException("DELETE ... RETURNING on a skade table needs DuckDB's optimizer, which "
+			                              "makes the scan read the deleted rows (it is disabled)");
+		}
+		for (idx_t i = 1; i < op.expressions.size(); i++) {
+			del.returned_columns.push_back(SkadeReferenceIndex(op.expressions[i]->Cast<BoundReferenceExpression>()));
+		}
+#if SKADE_DUCKDB_MAJOR >= 2
+		// (2.0's DELETE ... RETURNING outputs the virtual columns too, in the order of this map:
+		// LogicalDelete::ResolveTypes)
+		for (auto &entry : table.GetVirtualColumns()) {
+			del.returned_virtual.push_back(entry.first == COLUMN_IDENTIFIER_ROW_ID ? SkadeReferenceIndex(row_id)
+			                                                                       : DConstants::INVALID_INDEX);
+		}
+#endif
+		del.returning = true;
+	}
 	del.children.push_back(plan);
 	return del;
 }
 
 PhysicalOperator &SkadeCatalog::PlanUpdate(ClientContext &context, PhysicalPlanGenerator &planner, LogicalUpdate &op,
                                            PhysicalOperator &plan) {
-	if (op.return_chunk) {
-		throw NotImplementedException("UPDATE ... RETURNING is not supported on skade tables yet");
+#if SKADE_DUCKDB_MAJOR >= 2
+	if (op.capture_old_rows) {
+		throw NotImplementedException("triggers that read the old rows of an UPDATE are not supported on skade tables");
 	}
+#endif
 	auto &table = op.table.Cast<SkadeTableEntry>();
-	auto &update = planner.Make<SkadeUpdate>(op.types, table, SkadeUpdateInTableOrder(op.columns, op.expressions),
-	                                         op.estimated_cardinality);
+	// (the child's last column is the row id; with RETURNING, op.types are the table's columns)
+	auto &update = static_cast<SkadeUpdate &>(planner.Make<SkadeUpdate>(
+	    op.types, table, SkadeUpdateInTableOrder(op.columns, op.expressions), plan.types.size() - 1,
+	    op.estimated_cardinality));
+	update.returning = op.return_chunk;
 	update.children.push_back(plan);
 	return update;
 }

@@ -1,5 +1,7 @@
 // DELETE: collects the row ids the scan produced and hands them to the core once, at the end of
-// the statement, so a statement writes one delete file.
+// the statement, so a statement writes one delete file. RETURNING returns the old rows, whose
+// columns the scan read too (SkadeReturningRule), each row once however often the statement
+// reached it (DELETE ... USING with several matches), as DuckDB does.
 #include "skade/modify.hpp"
 
 #include "skade/table_entry.hpp"
@@ -9,11 +11,13 @@ namespace duckdb {
 
 namespace {
 
-class DeleteGlobalState : public GlobalSinkState {
+class DeleteGlobalState : public SkadeWriteGlobalState {
 public:
 	mutex lock;
 	vector<int64_t> row_ids;
 	uint64_t deleted = 0;
+	//! RETURNING: the rows returned so far.
+	unordered_set<int64_t> returned_ids;
 };
 
 class DeleteLocalState : public LocalSinkState {
@@ -38,7 +42,9 @@ SkadeDelete::SkadeDelete(PhysicalPlan &plan, vector<LogicalType> types, SkadeTab
 }
 
 unique_ptr<GlobalSinkState> SkadeDelete::GetGlobalSinkState(ClientContext &context) const {
-	return make_uniq<DeleteGlobalState>();
+	auto state = make_uniq<DeleteGlobalState>();
+	InitializeReturning(context, *state);
+	return std::move(state);
 }
 
 unique_ptr<LocalSinkState> SkadeDelete::GetLocalSinkState(ExecutionContext &context) const {
@@ -47,7 +53,40 @@ unique_ptr<LocalSinkState> SkadeDelete::GetLocalSinkState(ExecutionContext &cont
 
 SinkResultType SkadeDelete::Sink(ExecutionContext &context, DataChunk &chunk, OperatorSinkInput &input) const {
 	auto &local = input.local_state.Cast<DeleteLocalState>();
+	auto first = local.row_ids.size();
 	SkadeCollectRowIds(chunk.data[row_id_index], chunk.size(), local.row_ids);
+	if (returning) {
+		auto &global = input.global_state.Cast<DeleteGlobalState>();
+		SelectionVector keep(chunk.size());
+		idx_t kept = 0;
+		{
+			lock_guard<mutex> guard(global.lock);
+			for (idx_t i = 0; i < chunk.size(); i++) {
+				if (global.returned_ids.insert(local.row_ids[first + i]).second) {
+					keep.set_index(kept++, i);
+				}
+			}
+		}
+		DataChunk old_rows;
+		old_rows.InitializeEmpty(types);
+#if SKADE_DUCKDB_MAJOR >= 2
+		for (idx_t c = 0; c < types.size(); c++) {
+			auto source = c < returned_columns.size() ? returned_columns[c] : returned_virtual[c - returned_columns.size()];
+			if (source == DConstants::INVALID_INDEX) {
+				SkadeReferenceConstant(old_rows.data[c], Value(types[c]), chunk.size());
+			} else {
+				old_rows.data[c].Reference(chunk.data[source]);
+			}
+		}
+		old_rows.SetCardinalityUnsafe(chunk.size());
+#else
+		old_rows.ReferenceColumns(chunk, returned_columns);
+#endif
+		if (kept < chunk.size()) {
+			old_rows.Slice(keep, kept);
+		}
+		global.Return(old_rows);
+	}
 	return SinkResultType::NEED_MORE_INPUT;
 }
 

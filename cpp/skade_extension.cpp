@@ -1,6 +1,7 @@
 // The extension's entry: registers the storage extension and the table functions.
 #include "skade/common.hpp"
 #include "skade/functions.hpp"
+#include "skade/modify.hpp"
 #include "skade/storage.hpp"
 
 #include "duckdb/main/config.hpp"
@@ -35,6 +36,7 @@ static void LoadInternal(ExtensionLoader &loader) {
 	}
 	OptimizerExtension::Register(DBConfig::GetConfig(loader.GetDatabaseInstance()), SkadeLineageInputs());
 	OptimizerExtension::Register(DBConfig::GetConfig(loader.GetDatabaseInstance()), SkadeVacuumRule());
+	OptimizerExtension::Register(DBConfig::GetConfig(loader.GetDatabaseInstance()), SkadeReturningRule());
 }
 
 } // namespace duckdb

@@ -1,6 +1,7 @@
 // INSERT / CREATE TABLE AS: each sink thread owns a core writer that streams its DataChunks (as
 // Arrow) into Parquet data files; Combine hands the files to the statement, Finalize ends it (the
-// core checks the primary key) and the transaction commits them as one snapshot.
+// core checks the primary key) and the transaction commits them as one snapshot. A statement that
+// keeps its query's order tells the core the batch index of each thread's rows (SkadeInsertOrder).
 #include "skade/insert.hpp"
 
 #include "skade/schema_entry.hpp"
@@ -8,6 +9,7 @@
 #include "skade/transaction.hpp"
 
 #include "duckdb/common/arrow/arrow_converter.hpp"
+#include "duckdb/execution/physical_plan_generator.hpp"
 #include "duckdb/storage/buffer_manager.hpp"
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
 #include "duckdb/parser/parsed_data/create_table_info.hpp"
@@ -16,21 +18,51 @@ namespace duckdb {
 
 namespace {
 
-class InsertGlobalState : public GlobalSinkState {
+class InsertGlobalState : public SkadeWriteGlobalState {
 public:
 	optional_ptr<SkadeTableEntry> table;
 	optional_ptr<SkadeTransaction> transaction;
 	ArrowSchemaWrapper schema;
 	ClientProperties props;
 	atomic<idx_t> rows {0};
+	//! SkadeInsertOrder::BATCHES: the statement's ordered write, shared by the threads' writers.
+	SkadeOrderedWriteHandle ordered;
+	idx_t memory_limit = 0;
 };
 
 class InsertLocalState : public LocalSinkState {
 public:
 	SkadeWriterHandle writer;
+	//! The batch the core was told the writer's rows belong to (BATCHES).
+	optional_idx batch;
 };
 
+//! Tells the core the batch this thread's next rows belong to (and which batches have ended).
+void StartBatch(InsertLocalState &local) {
+	auto &partition = local.partition_info;
+	auto batch = partition.batch_index.GetIndex();
+	if (local.batch.IsValid() && local.batch.GetIndex() == batch) {
+		return;
+	}
+	auto min_batch = partition.min_batch_index.IsValid() ? partition.min_batch_index.GetIndex() : 0;
+	SkadeCheck(skade_writer_start_batch(local.writer.get(), batch, min_batch));
+	local.batch = batch;
+}
+
 } // namespace
+
+SkadeInsertOrder SkadeInsert::OrderFor(ClientContext &context, PhysicalOperator &plan, bool keeps_arrival_order,
+                                       bool returning) {
+	if (returning) {
+		// (as DuckDB's own INSERT ... RETURNING: one thread, the rows returned in the query's order)
+		return SkadeInsertOrder::ONE_THREAD;
+	}
+	if (!keeps_arrival_order || !PhysicalPlanGenerator::PreserveInsertionOrder(context, plan)) {
+		return SkadeInsertOrder::ANY;
+	}
+	return PhysicalPlanGenerator::UseBatchIndex(context, plan) ? SkadeInsertOrder::BATCHES
+	                                                           : SkadeInsertOrder::ONE_THREAD;
+}
 
 SkadeInsert::SkadeInsert(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table,
                          idx_t estimated_cardinality)
@@ -64,7 +96,13 @@ unique_ptr<GlobalSinkState> SkadeInsert::GetGlobalSinkState(ClientContext &conte
 		}
 		state->props = SkadeArrowProperties(context);
 		ArrowConverter::ToArrowSchema(&state->schema.arrow_schema, types, names, state->props);
+		state->memory_limit = BufferManager::GetBufferManager(context).GetMaxMemory();
+		if (order == SkadeInsertOrder::BATCHES) {
+			SkadeCheck(skade_ordered_write_open(state->transaction->Handle(), state->table->Uuid().c_str(),
+			                                    state->memory_limit, state->ordered.out()));
+		}
 	}
+	InitializeReturning(context, *state);
 	return std::move(state);
 }
 
@@ -79,8 +117,18 @@ SinkResultType SkadeInsert::Sink(ExecutionContext &context, DataChunk &chunk, Op
 		return SinkResultType::FINISHED; // CREATE TABLE IF NOT EXISTS ... AS on an existing table
 	}
 	if (!local.writer) {
-		SkadeCheck(skade_writer_open(global.transaction->Handle(), global.table->Uuid().c_str(),
-		                            BufferManager::GetBufferManager(context.client).GetMaxMemory(), local.writer.out()));
+		if (global.ordered) {
+			SkadeCheck(skade_ordered_write_writer(global.ordered.get(), local.writer.out()));
+		} else {
+			SkadeCheck(skade_writer_open(global.transaction->Handle(), global.table->Uuid().c_str(),
+			                            global.memory_limit, local.writer.out()));
+		}
+	}
+	if (global.ordered) {
+		StartBatch(local);
+	}
+	if (returning) {
+		global.Return(chunk);
 	}
 	ArrowArray array;
 	unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;
@@ -91,6 +139,16 @@ SinkResultType SkadeInsert::Sink(ExecutionContext &context, DataChunk &chunk, Op
 	}
 	SkadeCheck(status);
 	return SinkResultType::NEED_MORE_INPUT;
+}
+
+SinkNextBatchType SkadeInsert::NextBatch(ExecutionContext &context, OperatorSinkNextBatchInput &input) const {
+	// The thread's previous batch has ended: the core takes it before DuckDB's minimum batch index
+	// moves past it (a thread that wrote nothing yet has nothing to hand over).
+	auto &local = input.local_state.Cast<InsertLocalState>();
+	if (input.global_state.Cast<InsertGlobalState>().ordered && local.writer) {
+		StartBatch(local);
+	}
+	return SinkNextBatchType::READY;
 }
 
 SinkCombineResultType SkadeInsert::Combine(ExecutionContext &context, OperatorSinkCombineInput &input) const {
@@ -108,6 +166,9 @@ SinkCombineResultType SkadeInsert::Combine(ExecutionContext &context, OperatorSi
 SinkFinalizeType SkadeInsert::Finalize(Pipeline &pipeline, Event &event, ClientContext &context,
                                        OperatorSinkFinalizeInput &input) const {
 	auto &global = input.global_state.Cast<InsertGlobalState>();
+	if (global.ordered) {
+		SkadeCheck(skade_ordered_write_finish(global.ordered.get()));
+	}
 	if (global.table && ends_statement) {
 		SkadeCheck(skade_txn_end_statement(global.transaction->Handle(), global.table->Uuid().c_str()));
 	}

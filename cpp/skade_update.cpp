@@ -1,5 +1,6 @@
 // UPDATE as delete + insert (merge-on-read): each sink thread evaluates the new rows and streams
 // them into its own data files; the old rows' ids are deleted once, at the end of the statement.
+// RETURNING returns the new rows.
 #include "skade/modify.hpp"
 
 #include "skade/table_entry.hpp"
@@ -14,7 +15,7 @@ namespace duckdb {
 
 namespace {
 
-class UpdateGlobalState : public GlobalSinkState {
+class UpdateGlobalState : public SkadeWriteGlobalState {
 public:
 	mutex lock;
 	vector<int64_t> row_ids;
@@ -65,9 +66,10 @@ vector<unique_ptr<Expression>> SkadeUpdateInTableOrder(const vector<PhysicalInde
 }
 
 SkadeUpdate::SkadeUpdate(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table,
-                         vector<unique_ptr<Expression>> expressions, idx_t estimated_cardinality)
+                         vector<unique_ptr<Expression>> expressions, idx_t row_id_index,
+                         idx_t estimated_cardinality)
     : SkadeWriteOperator(plan, std::move(types), estimated_cardinality), table(table),
-      expressions(std::move(expressions)) {
+      expressions(std::move(expressions)), row_id_index(row_id_index) {
 }
 
 unique_ptr<GlobalSinkState> SkadeUpdate::GetGlobalSinkState(ClientContext &context) const {
@@ -79,6 +81,7 @@ unique_ptr<GlobalSinkState> SkadeUpdate::GetGlobalSinkState(ClientContext &conte
 	}
 	state->props = SkadeArrowProperties(context);
 	ArrowConverter::ToArrowSchema(&state->schema.arrow_schema, ColumnTypes(table), names, state->props);
+	InitializeReturning(context, *state);
 	return std::move(state);
 }
 
@@ -94,7 +97,7 @@ SinkResultType SkadeUpdate::Sink(ExecutionContext &context, DataChunk &chunk, Op
 	// A row the statement reaches twice (UPDATE ... FROM with several matches) is updated once,
 	// by its first match, as DuckDB does.
 	auto first = local.row_ids.size();
-	SkadeCollectRowIds(chunk.data[chunk.ColumnCount() - 1], chunk.size(), local.row_ids);
+	SkadeCollectRowIds(chunk.data[row_id_index], chunk.size(), local.row_ids);
 	SelectionVector keep(chunk.size());
 	idx_t kept = 0;
 	{
@@ -119,6 +122,9 @@ SinkResultType SkadeUpdate::Sink(ExecutionContext &context, DataChunk &chunk, Op
 	if (!local.writer) {
 		SkadeCheck(skade_writer_open(global.transaction->Handle(), table.Uuid().c_str(),
 		                            BufferManager::GetBufferManager(context.client).GetMaxMemory(), local.writer.out()));
+	}
+	if (returning) {
+		global.Return(local.rows);
 	}
 	ArrowArray array;
 	unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;

@@ -42,6 +42,7 @@ typedef struct SkadeTxn skade_txn;
 typedef struct SkadeTable skade_table;
 typedef struct SkadeScan skade_scan;
 typedef struct SkadeWriter skade_writer;
+typedef struct SkadeOrderedWrite skade_ordered_write;
 
 int32_t skade_status_code(const skade_status *status);
 const char *skade_status_message(const skade_status *status);
@@ -151,6 +152,9 @@ skade_status *skade_table_comment(const skade_table *table, skade_strings **resu
 // The primary key's column names, in the order PRIMARY KEY declared them (none: no key).
 skade_status *skade_table_primary_key(const skade_table *table, skade_strings **result);
 uint64_t skade_table_estimated_rows(const skade_table *table);
+// Whether the table's new files keep their rows in the order written (no sort order, primary key
+// or partitioning reorders them): only then does an INSERT need to keep its query's order.
+bool skade_table_keeps_arrival_order(const skade_table *table);
 
 // ---- scans ----
 // Plans a scan of `table` as it was bound, at its version (see skade_table_at). columns:
@@ -176,8 +180,21 @@ skade_status *skade_scan_column_stats(const skade_txn *txn, const skade_table *t
 skade_status *skade_writer_open(const skade_txn *txn, const char *uuid, uint64_t memory_limit, skade_writer **result);
 // Takes over `array` (a struct array of the table's columns).
 skade_status *skade_writer_write(skade_writer *writer, struct ArrowArray *array, const struct ArrowSchema *schema);
+// Stages the writer's files in the running statement; `rows` gets its row count. (A writer of an
+// ordered write hands its last batch to that write instead.)
 skade_status *skade_writer_finish(skade_writer *writer, uint64_t *rows);
 void skade_writer_free(skade_writer *writer);
+// An INSERT that keeps its query's order (DuckDB's preserve_insertion_order) while its threads write
+// in parallel: each thread's writer (skade_ordered_write_writer) is told the batch index of its rows
+// (skade_writer_start_batch) and finished as usual; skade_ordered_write_finish, once every thread
+// finished, writes what is held and stages the statement's files in batch order.
+skade_status *skade_ordered_write_open(const skade_txn *txn, const char *uuid, uint64_t memory_limit,
+                                       skade_ordered_write **result);
+skade_status *skade_ordered_write_writer(const skade_ordered_write *ordered, skade_writer **result);
+// The rows written from now on are batch `batch`'s; every batch below `min_batch` has ended in every thread.
+skade_status *skade_writer_start_batch(skade_writer *writer, uint64_t batch, uint64_t min_batch);
+skade_status *skade_ordered_write_finish(const skade_ordered_write *ordered);
+void skade_ordered_write_free(skade_ordered_write *ordered);
 
 // ---- table functions ----
 skade_status *skade_function_schema(const char *name, struct ArrowSchema *result);

@@ -8,6 +8,7 @@ use super::{free, guard, guard_value, handle, out, SkadeStatus, SkadeStrings};
 use crate::catalog::TableInfo;
 use crate::error::Result;
 use crate::format::schema::arrow_schema;
+use crate::write::writer::keeps_arrival_order;
 
 pub struct SkadeTable {
     pub(crate) info: TableInfo,
@@ -119,6 +120,13 @@ pub unsafe extern "C" fn skade_table_primary_key(
             ids.into_iter().filter_map(|id| schema.name_by_field_id(id).map(str::to_string)).collect();
         out(result, SkadeStrings::boxed(names))
     })
+}
+
+/// Whether the table's new files keep their rows in the order written (no sort order, primary
+/// key or partitioning reorders them): only then does a statement's order need keeping.
+#[no_mangle]
+pub unsafe extern "C" fn skade_table_keeps_arrival_order(table: *const SkadeTable) -> bool {
+    guard_value(false, || unsafe { table.as_ref() }.is_some_and(|t| keeps_arrival_order(&t.info.metadata)))
 }
 
 /// Rows in the current snapshot (from its summary; deletes not subtracted), for DuckDB's planner.

@@ -94,6 +94,15 @@ fn file_order(metadata: &TableMetadata, schema: &Schema, key: Option<&KeyColumns
     })
 }
 
+/// Whether the table's new files hold their rows as written: none of its sort order, primary key
+/// or partition spec reorders them (each of those wins over a statement's own order, which only
+/// such a table can keep: see `ordered`).
+pub fn keeps_arrival_order(metadata: &TableMetadata) -> bool {
+    metadata.default_sort_order().is_unsorted()
+        && metadata.current_schema().identifier_field_ids().len() == 0
+        && metadata.default_partition_spec().is_unpartitioned()
+}
+
 /// Whether a column of this type is written DELTA_BINARY_PACKED (Parquet's integer encoding).
 /// Only 64-bit ones: the Parquet crate cannot skip rows of such INT32 columns whose deltas wrap
 /// (see `skippable`), and other Iceberg readers built on it would fail on them too.

@@ -81,5 +81,6 @@ using SkadeTxnHandle = SkadeHandle<skade_txn, skade_txn_free>;
 using SkadeTableHandle = SkadeHandle<skade_table, skade_table_free>;
 using SkadeScanHandle = SkadeHandle<skade_scan, skade_scan_free>;
 using SkadeWriterHandle = SkadeHandle<skade_writer, skade_writer_free>;
+using SkadeOrderedWriteHandle = SkadeHandle<skade_ordered_write, skade_ordered_write_free>;
 
 } // namespace duckdb

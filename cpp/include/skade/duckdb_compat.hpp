@@ -23,6 +23,7 @@
 #include "duckdb/parser/parsed_data/drop_info.hpp"
 #include "duckdb/parser/qualified_name.hpp"
 #include "duckdb/planner/column_binding.hpp"
+#include "duckdb/planner/expression/bound_columnref_expression.hpp"
 #include "duckdb/planner/expression/bound_conjunction_expression.hpp"
 #include "duckdb/planner/expression/bound_reference_expression.hpp"
 #include "duckdb/planner/table_filter.hpp"
@@ -128,6 +129,10 @@ inline void SkadeResetStream(ArrowArrayStreamWrapper &stream) {
 template <class TABLE_INDEX>
 inline ColumnBinding SkadeColumnBinding(TABLE_INDEX table, idx_t column) {
 	return ColumnBinding(table, ProjectionIndex(column));
+}
+//! The column a bound column reference refers to.
+inline const ColumnBinding &SkadeBindingOf(const BoundColumnRefExpression &ref) {
+	return ref.Binding();
 }
 
 
@@ -295,6 +300,9 @@ inline void SkadeResetStream(ArrowArrayStreamWrapper &stream) {
 template <class TABLE_INDEX>
 inline ColumnBinding SkadeColumnBinding(TABLE_INDEX table, idx_t column) {
 	return ColumnBinding(table, column);
+}
+inline const ColumnBinding &SkadeBindingOf(const BoundColumnRefExpression &ref) {
+	return ref.binding;
 }
 
 

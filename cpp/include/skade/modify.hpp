@@ -1,10 +1,12 @@
 // DELETE and UPDATE: sinks that hand the row ids of a scan (and, for UPDATE, the new rows) to
-// the core, which writes delete files (merge-on-read) and new data files for the statement.
+// the core, which writes delete files (merge-on-read) and new data files for the statement. With
+// RETURNING they keep the rows they return: UPDATE the new ones, DELETE the old ones.
 #pragma once
 
 #include "skade/common.hpp"
 #include "skade/write_operator.hpp"
 #include "duckdb/execution/physical_plan_generator.hpp"
+#include "duckdb/optimizer/optimizer_extension.hpp"
 #include "duckdb/planner/operator/logical_merge_into.hpp"
 
 namespace duckdb {
@@ -24,6 +26,12 @@ vector<unique_ptr<Expression>> SkadeUpdateInTableOrder(const vector<PhysicalInde
 PhysicalOperator &SkadePlanMergeInto(ClientContext &context, PhysicalPlanGenerator &planner, LogicalMergeInto &op,
                                      PhysicalOperator &plan);
 
+//! DELETE ... RETURNING (and a MERGE's DELETE on DuckDB 1.5) returns the old rows: an optimizer
+//! rule has the statement's scan read every column of the table and pass them to the sink, after
+//! the row id, in table order: as a DELETE's expressions after its row id, as a MERGE's input
+//! columns after its row id (cpp/skade_returning.cpp). Without the optimizer they are missing.
+OptimizerExtension SkadeReturningRule();
+
 class SkadeDelete : public SkadeWriteOperator {
 public:
 	SkadeDelete(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table, idx_t row_id_index,
@@ -31,6 +39,11 @@ public:
 
 	SkadeTableEntry &table;
 	idx_t row_id_index;
+	//! RETURNING: the positions of the deleted rows' columns in the sink's chunks, in table order.
+	vector<idx_t> returned_columns;
+	//! RETURNING on DuckDB 2.0: its output has the table's virtual columns after the others; each
+	//! one's input column (the row id's), or INVALID_INDEX (NULL).
+	vector<idx_t> returned_virtual;
 	//! Whether this sink ends the statement's writes (the last writing action of a MERGE).
 	bool ends_statement = false;
 
@@ -50,13 +63,14 @@ protected:
 
 class SkadeUpdate : public SkadeWriteOperator {
 public:
-	//! `expressions`: the new value of every column, in table order, over the child's chunk; the
-	//! child's last column is the row id.
+	//! `expressions`: the new value of every column, in table order, over the child's chunk, whose
+	//! column `row_id_index` is the row id.
 	SkadeUpdate(PhysicalPlan &plan, vector<LogicalType> types, SkadeTableEntry &table,
-	            vector<unique_ptr<Expression>> expressions, idx_t estimated_cardinality);
+	            vector<unique_ptr<Expression>> expressions, idx_t row_id_index, idx_t estimated_cardinality);
 
 	SkadeTableEntry &table;
 	vector<unique_ptr<Expression>> expressions;
+	idx_t row_id_index;
 	//! Whether this sink ends the statement's writes: it checks the new rows' primary keys once
 	//! the old rows are deleted (false for all but the last writing action of a MERGE).
 	bool ends_statement = true;
