@@ -1,5 +1,6 @@
 """Shared fixtures: the built extension and DuckDB connections that have loaded it."""
 import os
+import subprocess
 import sys
 
 import duckdb
@@ -47,3 +48,22 @@ def con():
     c = connect()
     yield c
     c.close()
+
+
+# The local S3 server (tools/s3_server.py): moto, which make installs in the 1.5.5 host, serves
+# both hosts' tests.
+S3_SERVER_PYTHON = os.path.join(ROOT, "build", "venv", "bin", "python")
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """`127.0.0.1:<port>` of a local S3 server for the session (loopback only, in memory)."""
+    proc = subprocess.Popen([S3_SERVER_PYTHON, os.path.join(ROOT, "tools", "s3_server.py")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("port "):
+        proc.kill()
+        raise RuntimeError(f"the local S3 server did not start: {proc.stderr.read()}")
+    yield f"127.0.0.1:{int(line.split()[1])}"
+    proc.terminate()
+    proc.wait(timeout=30)
