@@ -1,45 +1,129 @@
 #!/usr/bin/env python3
 """The tests' local S3 server (issue 44): moto's S3 on the loopback interface, its requests served
-one at a time.
+one at a time, with faults injected and requests counted on request.
 
 S3 lets exactly one of several racing conditional puts (`If-None-Match: *`, `If-Match`) win: the
 bucket-resident commit log stakes every commit on that. moto checks the condition and stores the
-object in two steps, so on its threaded server two racing requests can both pass the check. Each
-request here runs whole (its body included) under one lock, which makes moto's conditional puts as
-atomic as S3's instead of weakening a test that races hosts for one log position. Requests stay
-fast enough for tests: moto keeps objects in memory.
+object in two steps, so on its threaded server two racing requests can both pass the check
+(docs/design/object-storage.md measured it). Each request here runs whole (its body included)
+under one lock, which makes moto's conditional puts as atomic as S3's instead of weakening a test
+that races hosts for one log position. moto keeps objects in memory: requests stay fast.
 
-Usage: python tools/s3_server.py [--port N]   (0, the default: any free port)
-It prints `port N` once it listens, and stops on SIGTERM or SIGINT. Nothing outside the machine is
-reached: it binds 127.0.0.1 only.
+Control endpoints (JSON; not S3's):
+- `POST /_skade/faults` with `{"method": "PUT", "prefix": "/bucket/log/", "status": 503,
+  "code": "SlowDown", "count": 2, "delay": 0.5}`: the next `count` matching requests (method and
+  path prefix; both optional) wait `delay` seconds (a timeout, for a short client timeout), then
+  get `status` with an S3 error body of `code` instead of reaching moto (no `status`: they reach
+  it after the delay). `DELETE /_skade/faults` clears them.
+- `GET /_skade/requests`: every request served so far, `{"method", "path", "bytes", "status"}`
+  (tests count requests, never time them); `DELETE /_skade/requests` forgets them.
+
+Usage: python tools/s3_server.py [--port N] [--switch-interval S]
+`--port 0` (the default) takes any free port; `--switch-interval` sets Python's thread switch
+interval (a tiny one makes races between requests likely, for the tests that prove there are
+none). It prints `port N` once it listens and stops on SIGTERM or SIGINT. It binds 127.0.0.1
+only: nothing outside the machine is reached.
 """
 import argparse
+import json
 import os
 import signal
+import sys
 import threading
+import time
+from http import HTTPStatus
 
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
+CONTROL = "/_skade/"
 
-class Serialized:
-    """A WSGI app that runs `app` for one request at a time."""
+
+class Server:
+    """moto's app, one request at a time, with injected faults and a log of requests."""
 
     def __init__(self, app):
         self.app = app
         self.lock = threading.Lock()
+        self.state = threading.Lock()
+        self.faults = []
+        self.requests = []
 
     def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path.startswith(CONTROL):
+            return self.control(environ, start_response, path[len(CONTROL):])
+        method = environ["REQUEST_METHOD"]
+        fault = self.take_fault(method, path)
+        if fault and fault.get("delay"):
+            time.sleep(float(fault["delay"]))  # (outside the lock: other requests go on)
+        size = int(environ.get("CONTENT_LENGTH") or 0)
         with self.lock:
+            if fault and fault.get("status"):
+                environ["wsgi.input"].read(size)  # (the request's body is consumed, as S3 would)
+                status = int(fault["status"])
+                self.log(method, path, size, status)
+                body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{fault.get("code", "InternalError")}'
+                        f"</Code><Message>injected by tools/s3_server.py</Message></Error>").encode()
+                start_response(f"{status} {HTTPStatus(status).phrase}",
+                               [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
+                return [body]
+            answered = []
+
+            def recording(status, headers, exc_info=None):
+                answered.append(int(status.split()[0]))
+                return start_response(status, headers, exc_info)
+
             # (the body is produced under the lock too: a response is the request's whole effect)
-            return list(self.app(environ, start_response))
+            body = list(self.app(environ, recording))
+            self.log(method, path, size, answered[0] if answered else 0)
+            return body
+
+    def take_fault(self, method, path):
+        with self.state:
+            for fault in self.faults:
+                if fault.get("method", method) == method and path.startswith(fault.get("prefix", "")):
+                    fault["count"] = fault.get("count", 1) - 1
+                    if fault["count"] <= 0:
+                        self.faults.remove(fault)
+                    return dict(fault)
+        return None
+
+    def log(self, method, path, size, status):
+        with self.state:
+            self.requests.append({"method": method, "path": path, "bytes": size, "status": status})
+
+    def control(self, environ, start_response, what):
+        method = environ["REQUEST_METHOD"]
+        with self.state:
+            if what == "faults" and method == "POST":
+                size = int(environ.get("CONTENT_LENGTH") or 0)
+                self.faults.append(json.loads(environ["wsgi.input"].read(size) or b"{}"))
+                answer = {"faults": len(self.faults)}
+            elif what == "faults" and method == "DELETE":
+                self.faults.clear()
+                answer = {"faults": 0}
+            elif what == "requests" and method == "GET":
+                answer = list(self.requests)
+            elif what == "requests" and method == "DELETE":
+                self.requests.clear()
+                answer = []
+            else:
+                start_response("404 Not Found", [("Content-Length", "0")])
+                return [b""]
+        body = json.dumps(answer).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--switch-interval", type=float, default=None)
     args = parser.parse_args()
-    app = Serialized(DomainDispatcherApplication(create_backend_app))
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
+    app = Server(DomainDispatcherApplication(create_backend_app))
     server = make_server("127.0.0.1", args.port, app, threaded=True, request_handler=MotoRequestHandler)
     # (moto builds some URLs, such as presigned ones, from this)
     os.environ["MOTO_PORT"] = str(server.server_port)

@@ -55,15 +55,26 @@ def con():
 S3_SERVER_PYTHON = os.path.join(ROOT, "build", "venv", "bin", "python")
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    """`127.0.0.1:<port>` of a local S3 server for the session (loopback only, in memory)."""
-    proc = subprocess.Popen([S3_SERVER_PYTHON, os.path.join(ROOT, "tools", "s3_server.py")],
+def start_s3_server(*options):
+    """A local S3 server (loopback only, in memory) with `options` (see tools/s3_server.py): its
+    process and `127.0.0.1:<port>`."""
+    proc = subprocess.Popen([S3_SERVER_PYTHON, os.path.join(ROOT, "tools", "s3_server.py"), *options],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if not line.startswith("port "):
         proc.kill()
         raise RuntimeError(f"the local S3 server did not start: {proc.stderr.read()}")
-    yield f"127.0.0.1:{int(line.split()[1])}"
+    return proc, f"127.0.0.1:{int(line.split()[1])}"
+
+
+def stop_s3_server(proc):
     proc.terminate()
     proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """`127.0.0.1:<port>` of a local S3 server for the session."""
+    proc, endpoint = start_s3_server()
+    yield endpoint
+    stop_s3_server(proc)
