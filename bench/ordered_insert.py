@@ -5,8 +5,8 @@ With preserve_insertion_order on (DuckDB's default) a CTAS keeps its query's ord
 writes whole batches of the sort, and the statement orders its files by batch. This times the CTAS
 of --rows rows (id BIGINT, k BIGINT, s VARCHAR, ordered by k) on 1 thread and on --threads threads,
 and on --threads threads with preserve_insertion_order off (each thread writes its own files, no
-order kept), best of --repeat runs, each into a fresh table. DuckDB's own table is timed as the
-reference. Times are printed, never asserted; what is checked (and fails loudly) is that the
+order kept), best of --repeat runs, each into a fresh table. DuckLake (its data files on the same
+disk) and DuckDB's own table are timed as the references. Times are printed, never asserted; what is checked (and fails loudly) is that the
 skade tables read back in the query's order and that the parallel ordered write wrote several
 files (one thread per file at a time: one file would mean the write did not run in parallel).
 
@@ -19,7 +19,7 @@ import time
 
 import duckdb
 
-from common import EXTENSION
+from common import EXTENSION, ducklake_extension
 
 QUERY = "SELECT i AS id, hash(i) % 100000 AS k, 'row-' || i AS s FROM range({rows}) r(i) ORDER BY k, id"
 
@@ -41,6 +41,8 @@ def main():
         con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
         con.execute(f"LOAD '{EXTENSION}'")
         con.execute(f"ATTACH '{root}/lake.skade' AS lake (TYPE skade)")
+        con.execute(f"LOAD '{ducklake_extension()}'")
+        con.execute(f"ATTACH 'ducklake:{root}/dl.ducklake' AS dl (DATA_PATH '{root}/dl_data')")
         query = QUERY.format(rows=args.rows)
         con.execute(f"CREATE TABLE ref AS {query}")
         print(f"# CTAS of {args.rows:,} rows ORDER BY k (DuckDB {duckdb.__version__}), best of {args.repeat}")
@@ -48,6 +50,7 @@ def main():
             ("skade, 1 thread", 1, True, "lake"),
             (f"skade, {args.threads} threads", args.threads, True, "lake"),
             (f"skade, {args.threads} threads, preserve_insertion_order off", args.threads, False, "lake"),
+            (f"DuckLake, {args.threads} threads", args.threads, True, "dl"),
             ("DuckDB table, 1 thread", 1, True, "memory"),
             (f"DuckDB table, {args.threads} threads", args.threads, True, "memory"),
         ]
