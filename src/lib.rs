@@ -10,7 +10,7 @@ pub(crate) mod failpoint;
 pub(crate) mod ffi;
 pub mod format;
 pub mod functions;
-pub(crate) mod io;
+pub mod io;
 pub mod lineage;
 pub mod lookup;
 pub mod read;

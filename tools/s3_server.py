@@ -15,10 +15,14 @@ Control endpoints (JSON; not S3's):
   path prefix; both optional) wait `delay` seconds (a timeout, for a short client timeout), then
   get `status` with an S3 error body of `code` instead of reaching moto (no `status`: they reach
   it after the delay). `DELETE /_skade/faults` clears them.
+- `POST /_skade/buckets` with `{"name": "b"}`: creates the bucket (tests need no S3 client).
 - `GET /_skade/requests`: every request served so far, `{"method", "path", "bytes", "status"}`
   (tests count requests, never time them); `DELETE /_skade/requests` forgets them.
 
-Usage: python tools/s3_server.py [--port N] [--switch-interval S]
+Usage: python tools/s3_server.py [--port N] [--switch-interval S] [--bucket B]... [--access-key K]
+`--bucket` creates a bucket at start. `--access-key` makes every S3 request signed with another
+access key id get 403 `InvalidAccessKeyId`, as S3 answers (moto itself accepts any key; the
+signature is not checked, so a wrong secret is injected as a `SignatureDoesNotMatch` fault).
 `--port 0` (the default) takes any free port; `--switch-interval` sets Python's thread switch
 interval (a tiny one makes races between requests likely, for the tests that prove there are
 none). It prints `port N` once it listens and stops on SIGTERM or SIGINT. It binds 127.0.0.1
@@ -42,8 +46,9 @@ CONTROL = "/_skade/"
 class Server:
     """moto's app, one request at a time, with injected faults and a log of requests."""
 
-    def __init__(self, app):
+    def __init__(self, app, access_key=None):
         self.app = app
+        self.access_key = access_key
         self.lock = threading.Lock()
         self.state = threading.Lock()
         self.faults = []
@@ -55,6 +60,9 @@ class Server:
             return self.control(environ, start_response, path[len(CONTROL):])
         method = environ["REQUEST_METHOD"]
         fault = self.take_fault(method, path)
+        if not fault and self.access_key and not self.signed_by(environ, self.access_key):
+            fault = {"status": 403, "code": "InvalidAccessKeyId",
+                     "message": "The AWS Access Key Id you provided does not exist in our records."}
         if fault and fault.get("delay"):
             time.sleep(float(fault["delay"]))  # (outside the lock: other requests go on)
         size = int(environ.get("CONTENT_LENGTH") or 0)
@@ -64,7 +72,7 @@ class Server:
                 status = int(fault["status"])
                 self.log(method, path, size, status)
                 body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{fault.get("code", "InternalError")}'
-                        f"</Code><Message>injected by tools/s3_server.py</Message></Error>").encode()
+                        f"</Code><Message>{fault.get('message', 'injected by tools/s3_server.py')}</Message></Error>").encode()
                 start_response(f"{status} {HTTPStatus(status).phrase}",
                                [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
                 return [body]
@@ -78,6 +86,11 @@ class Server:
             body = list(self.app(environ, recording))
             self.log(method, path, size, answered[0] if answered else 0)
             return body
+
+    @staticmethod
+    def signed_by(environ, key):
+        auth = environ.get("HTTP_AUTHORIZATION", "")
+        return f"Credential={key}/" in auth or environ.get("QUERY_STRING", "").find(f"X-Amz-Credential={key}%2F") >= 0
 
     def take_fault(self, method, path):
         with self.state:
@@ -103,6 +116,10 @@ class Server:
             elif what == "faults" and method == "DELETE":
                 self.faults.clear()
                 answer = {"faults": 0}
+            elif what == "buckets" and method == "POST":
+                size = int(environ.get("CONTENT_LENGTH") or 0)
+                create_bucket(json.loads(environ["wsgi.input"].read(size))["name"])
+                answer = {}
             elif what == "requests" and method == "GET":
                 answer = list(self.requests)
             elif what == "requests" and method == "DELETE":
@@ -116,15 +133,36 @@ class Server:
         return [body]
 
 
+class QuietHandler(MotoRequestHandler):
+    """No access log on stderr: `/_skade/requests` is the log."""
+
+    def log_request(self, *args, **kwargs):
+        pass
+
+
+def create_bucket(name):
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    if name not in backend.buckets:
+        backend.create_bucket(name, "us-east-1")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--switch-interval", type=float, default=None)
+    parser.add_argument("--bucket", action="append", default=[])
+    parser.add_argument("--access-key", default=None)
+    parser.add_argument("--exit-with-stdin", action="store_true",
+                        help="stop when stdin closes (a test binary that dies leaves no server behind)")
     args = parser.parse_args()
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
-    app = Server(DomainDispatcherApplication(create_backend_app))
-    server = make_server("127.0.0.1", args.port, app, threaded=True, request_handler=MotoRequestHandler)
+    app = Server(DomainDispatcherApplication(create_backend_app), args.access_key)
+    for bucket in args.bucket:
+        create_bucket(bucket)
+    server = make_server("127.0.0.1", args.port, app, threaded=True, request_handler=QuietHandler)
     # (moto builds some URLs, such as presigned ones, from this)
     os.environ["MOTO_PORT"] = str(server.server_port)
 
@@ -133,6 +171,8 @@ def main():
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if args.exit_with_stdin:
+        threading.Thread(target=lambda: (sys.stdin.read(), stop()), daemon=True).start()
     print(f"port {server.server_port}", flush=True)
     server.serve_forever()
 

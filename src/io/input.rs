@@ -1,6 +1,6 @@
 //! Files read by their warehouse location: whole, by byte ranges (positional reads), as Parquet's
-//! reader wants them, or a folder listed. Local files today; object storage would be one more
-//! implementation behind these same calls.
+//! reader wants them, or a folder listed: local files by positional reads, `s3://` objects by
+//! ranged GETs (`object`).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -12,12 +12,13 @@ use bytes::Bytes;
 use parquet::errors::ParquetError;
 use parquet::file::reader::{ChunkReader, Length};
 
-use super::local_path;
+use super::{local_path, object};
 use crate::error::{io_message, Error, Result};
 
 /// A file open for reading. `what` names its kind in errors ("data file", "delete file").
 pub struct InputFile {
-    file: File,
+    /// None for an object: opening one costs no request, its first read is the first.
+    file: Option<File>,
     location: String,
     what: &'static str,
     len: OnceLock<u64>,
@@ -25,9 +26,20 @@ pub struct InputFile {
 
 impl InputFile {
     pub fn open(location: &str, what: &'static str) -> Result<InputFile> {
+        if object::is_object(location) {
+            object::split(location)?;
+            return Ok(InputFile { file: None, location: location.to_string(), what, len: OnceLock::new() });
+        }
         let file = File::open(local_path(location))
             .map_err(|e| Error::io(format!("{what} {location} cannot be opened: {}", io_message(&e))))?;
-        Ok(InputFile { file, location: location.to_string(), what, len: OnceLock::new() })
+        Ok(InputFile { file: Some(file), location: location.to_string(), what, len: OnceLock::new() })
+    }
+
+    /// Opens a file whose length is known (a manifest records it): an object then needs no HEAD.
+    pub fn open_sized(location: &str, what: &'static str, len: u64) -> Result<InputFile> {
+        let f = InputFile::open(location, what)?;
+        let _ = f.len.set(len);
+        Ok(f)
     }
 
     pub fn location(&self) -> &str {
@@ -39,8 +51,14 @@ impl InputFile {
         if let Some(len) = self.len.get() {
             return Ok(*len);
         }
-        let len = self
-            .file
+        let Some(file) = &self.file else {
+            let found = object::wait(object::head(&self.location))
+                .map_err(|e| Error::new(e.kind, format!("{} {}", self.what, e.message)))?;
+            let (len, _) = found
+                .ok_or_else(|| Error::io(format!("{} {} cannot be opened: it does not exist", self.what, self.location)))?;
+            return Ok(*self.len.get_or_init(|| len));
+        };
+        let len = file
             .metadata()
             .map_err(|e| Error::io(format!("{} {} cannot be read: {}", self.what, self.location, io_message(&e))))?
             .len();
@@ -59,6 +77,10 @@ impl InputFile {
                 io_message(&e)
             ))
         };
+        let Some(file) = &self.file else {
+            return object::wait(object::get_range(&self.location, offset..offset + len as u64))
+                .map_err(|e| Error::new(e.kind, format!("{} {}", self.what, e.message)));
+        };
         let mut buf: Vec<u8> = Vec::with_capacity(len);
         while buf.len() < len {
             let done = buf.len();
@@ -66,7 +88,7 @@ impl InputFile {
                 .map_err(|_| fail(std::io::ErrorKind::InvalidInput.into()))?;
             // SAFETY: the kernel writes at most `len - done` bytes into the vector's spare
             // capacity, and `set_len` covers only the bytes it reports written.
-            let n = unsafe { libc::pread(self.file.as_raw_fd(), buf.as_mut_ptr().add(done).cast(), len - done, at) };
+            let n = unsafe { libc::pread(file.as_raw_fd(), buf.as_mut_ptr().add(done).cast(), len - done, at) };
             match n {
                 n if n > 0 => unsafe { buf.set_len(done + n as usize) },
                 0 => return Err(fail(std::io::ErrorKind::UnexpectedEof.into())),
@@ -89,12 +111,18 @@ impl Length for InputFile {
 }
 
 impl ChunkReader for InputFile {
-    type T = std::io::BufReader<File>;
+    type T = Box<dyn Read + Send>;
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        let mut file = self.file.try_clone()?;
+        let Some(file) = &self.file else {
+            // Parquet asks for a reader only for whole pages it then reads to their end.
+            let end = self.size().map_err(|e| ParquetError::External(Box::new(e)))?;
+            let bytes = self.read_range(start, (end - start.min(end)) as usize);
+            return Ok(Box::new(std::io::Cursor::new(bytes.map_err(|e| ParquetError::External(Box::new(e)))?)));
+        };
+        let mut file = file.try_clone()?;
         file.seek(SeekFrom::Start(start))?;
-        Ok(std::io::BufReader::new(file))
+        Ok(Box::new(std::io::BufReader::new(file)))
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
@@ -104,12 +132,23 @@ impl ChunkReader for InputFile {
 
 /// The whole file at `location`.
 pub fn read_whole(location: &str, what: &str) -> Result<Vec<u8>> {
+    if object::is_object(location) {
+        return match object::wait(object::get(location))? {
+            Some(bytes) => Ok(bytes.to_vec()),
+            None => Err(Error::io(format!("cannot read {what} {location}: it does not exist"))),
+        };
+    }
     std::fs::read(local_path(location))
         .map_err(|e| Error::io(format!("cannot read {what} {location}: {}", io_message(&e))))
 }
 
 /// The first `n` bytes of the file at `location` (fewer if it is shorter).
 pub fn read_head(location: &str, n: u64) -> Result<Vec<u8>> {
+    if object::is_object(location) {
+        let f = InputFile::open(location, "file")?;
+        let len = f.size()?.min(n);
+        return Ok(f.read_range(0, len as usize)?.to_vec());
+    }
     let mut head = Vec::with_capacity(n as usize);
     File::open(local_path(location))
         .and_then(|f| f.take(n).read_to_end(&mut head))
@@ -125,6 +164,17 @@ pub struct Listed {
 
 /// The files of the folder at `location` (none when it does not exist).
 pub fn list(location: &str) -> Result<Vec<Listed>> {
+    if object::is_object(location) {
+        let found = object::wait(object::list_folder(location))?;
+        return Ok(found
+            .into_iter()
+            .map(|o| Listed {
+                // A sub-folder has no time of its own.
+                modified: (!o.location.ends_with('/')).then_some(o.modified),
+                location: o.location.trim_end_matches('/').to_string(),
+            })
+            .collect());
+    }
     let entries = match std::fs::read_dir(local_path(location)) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),

@@ -1,5 +1,6 @@
 //! All file access of data and metadata: reading (`input`, `ranges`), writing files that never
-//! replace another, listing, removing and making durable. Local files today.
+//! replace another, listing, removing and making durable: local files here, `s3://` objects in
+//! `object`, behind the same calls.
 //!
 //! Local-file primitives. Everything the catalog points at must be on disk before the pointer
 //! moves: files are created exclusively (never overwritten), and a commit makes them durable
@@ -13,11 +14,19 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 
 pub mod input;
+pub mod object;
 pub mod ranges;
 pub mod storage;
 
 /// Writes `bytes` to a new file at `location`, failing if it exists (never replacing a file).
 pub fn write_new(location: &str, bytes: &[u8]) -> Result<()> {
+    if object::is_object(location) {
+        let created = object::wait(object::put_new(location, bytes::Bytes::copy_from_slice(bytes)))?;
+        return match created {
+            true => Ok(()),
+            false => Err(Error::io(format!("cannot create {location}: an object of that name exists already"))),
+        };
+    }
     let path = Path::new(local_path(location));
     let mut f = create_new(path).map_err(|e| io_err("create", path, e))?;
     f.write_all(bytes).map_err(|e| io_err("write", path, e))
@@ -188,7 +197,8 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// directory entries survive too).
 pub fn sync_files<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<()> {
     let mut dirs = BTreeSet::new();
-    for p in paths {
+    // A completed PUT is durable: objects need nothing more.
+    for p in paths.into_iter().filter(|p| !object::is_object(p)) {
         let path = Path::new(local_path(p));
         File::open(path).and_then(|f| f.sync_all()).map_err(|e| io_err("fsync", path, e))?;
         if let Some(d) = path.parent() {
@@ -208,7 +218,7 @@ pub fn sync_filesystems<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<
     use std::os::unix::fs::MetadataExt;
     use std::os::unix::io::AsRawFd;
     let mut dirs = BTreeSet::new();
-    for p in paths {
+    for p in paths.into_iter().filter(|p| !object::is_object(p)) {
         if let Some(d) = Path::new(local_path(p)).parent() {
             dirs.insert(d.to_path_buf());
         }
@@ -229,8 +239,16 @@ pub fn sync_filesystems<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<
 
 /// Best-effort removal of files a failed or rolled-back transaction wrote and nothing references.
 pub fn remove_files<'a>(paths: impl IntoIterator<Item = &'a str>) {
+    let mut objects = vec![];
     for p in paths {
-        let _ = std::fs::remove_file(local_path(p));
+        if object::is_object(p) {
+            objects.push(p.to_string());
+        } else {
+            let _ = std::fs::remove_file(local_path(p));
+        }
+    }
+    if !objects.is_empty() {
+        let _ = object::wait(object::delete(&objects));
     }
 }
 
@@ -242,6 +260,13 @@ pub fn local_path(location: &str) -> &str {
 /// The real path of an existing file (`..` and symbolic links resolved): how a file adopted where it
 /// lies is named, so that no spelling of its path can place it inside a table's own folder.
 pub fn canonical(location: &str) -> Result<String> {
+    if object::is_object(location) {
+        // Keys have no links or `..`: the location is its own name once it is known to exist.
+        return match object::wait(object::head(location))? {
+            Some(_) => Ok(location.to_string()),
+            None => Err(Error::io(format!("cannot find {location}: it does not exist"))),
+        };
+    }
     let path = Path::new(local_path(location));
     let real = std::fs::canonicalize(path).map_err(|e| io_err("find", path, e))?;
     real.into_os_string().into_string().map_err(|_| Error::invalid(format!("{location} is not a UTF-8 path")))

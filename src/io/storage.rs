@@ -1,7 +1,8 @@
 //! The file storage skade hands the iceberg crate: local files that are created exclusively
 //! (an existing file is never replaced) and not fsynced on close: the commit path makes a whole
 //! group's files durable at once (see `Catalog::commit`). iceberg's own local storage truncates
-//! existing files and fsyncs each one.
+//! existing files and fsyncs each one. `s3://` locations are objects (`object`): written by
+//! multipart uploads that appear only when complete, read by ranges.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -20,7 +21,7 @@ use iceberg::io::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::local_path;
+use super::{local_path, object};
 
 /// A FileIO over [`LocalStorage`].
 pub fn file_io() -> FileIO {
@@ -40,6 +41,10 @@ impl StorageFactory for LocalStorageFactory {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LocalStorage;
 
+fn object_err(e: crate::error::Error) -> iceberg::Error {
+    iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.message)
+}
+
 fn err(what: &str, path: &Path, e: std::io::Error) -> iceberg::Error {
     let e = crate::error::io_message(&e);
     iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("cannot {what} {}: {e}", path.display()))
@@ -55,37 +60,65 @@ impl LocalStorage {
 #[typetag::serde]
 impl Storage for LocalStorage {
     async fn exists(&self, path: &str) -> iceberg::Result<bool> {
+        if object::is_object(path) {
+            return Ok(object::head(path).await.map_err(object_err)?.is_some());
+        }
         Ok(Path::new(local_path(path)).exists())
     }
 
     async fn metadata(&self, path: &str) -> iceberg::Result<FileMetadata> {
+        if object::is_object(path) {
+            let found = object::head(path).await.map_err(object_err)?;
+            let (size, _) = found.ok_or_else(|| object_err(crate::error::Error::io(format!("{path} does not exist"))))?;
+            return Ok(FileMetadata { size });
+        }
         let p = Path::new(local_path(path));
         let m = fs::metadata(p).map_err(|e| err("stat", p, e))?;
         Ok(FileMetadata { size: m.len() })
     }
 
     async fn read(&self, path: &str) -> iceberg::Result<Bytes> {
+        if object::is_object(path) {
+            let found = object::get(path).await.map_err(object_err)?;
+            return found.ok_or_else(|| object_err(crate::error::Error::io(format!("cannot read {path}: it does not exist"))));
+        }
         let p = Path::new(local_path(path));
         Ok(fs::read(p).map_err(|e| err("read", p, e))?.into())
     }
 
     async fn reader(&self, path: &str) -> iceberg::Result<Box<dyn FileRead>> {
+        if object::is_object(path) {
+            return Ok(Box::new(ObjectRead { location: path.to_string() }));
+        }
         let p = Path::new(local_path(path));
         let file = File::open(p).map_err(|e| err("open", p, e))?;
         Ok(Box::new(PositionalRead { file, path: p.to_path_buf() }))
     }
 
     async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
+        if object::is_object(path) {
+            // Whole files written at once are metadata: never replace one.
+            return match object::put_new(path, bs).await.map_err(object_err)? {
+                true => Ok(()),
+                false => Err(object_err(crate::error::Error::io(format!("cannot create {path}: it exists already")))),
+            };
+        }
         let mut w = LocalWrite { file: Some(self.create(path)?), path: path.to_string() };
         w.write(bs).await?;
         w.close().await
     }
 
     async fn writer(&self, path: &str) -> iceberg::Result<Box<dyn FileWrite>> {
+        if object::is_object(path) {
+            return Ok(Box::new(ObjectWrite(object::Upload::new(path).map_err(object_err)?)));
+        }
         Ok(Box::new(LocalWrite { file: Some(self.create(path)?), path: path.to_string() }))
     }
 
     async fn delete(&self, path: &str) -> iceberg::Result<()> {
+        if object::is_object(path) {
+            return object::delete(&[path.to_string()]).await.map_err(object_err);
+        }
         let p = Path::new(local_path(path));
         match fs::remove_file(p) {
             Ok(()) => Ok(()),
@@ -95,6 +128,11 @@ impl Storage for LocalStorage {
     }
 
     async fn delete_prefix(&self, path: &str) -> iceberg::Result<()> {
+        if object::is_object(path) {
+            let found = object::list(path, None).await.map_err(object_err)?;
+            let locations: Vec<String> = found.into_iter().map(|o| o.location).collect();
+            return object::delete(&locations).await.map_err(object_err);
+        }
         let p = Path::new(local_path(path));
         if p.is_dir() {
             fs::remove_dir_all(p).map_err(|e| err("delete", p, e))?;
@@ -154,5 +192,31 @@ impl FileWrite for LocalWrite {
         let p = Path::new(local_path(&self.path));
         self.file.take().ok_or_else(|| err("close", p, std::io::Error::other("file is closed")))?;
         Ok(())
+    }
+}
+
+/// Ranged GETs of one object.
+struct ObjectRead {
+    location: String,
+}
+
+#[async_trait]
+impl FileRead for ObjectRead {
+    async fn read(&self, range: Range<u64>) -> iceberg::Result<Bytes> {
+        object::get_range(&self.location, range).await.map_err(object_err)
+    }
+}
+
+/// A multipart upload: the object appears only when `close` completes it.
+struct ObjectWrite(object::Upload);
+
+#[async_trait]
+impl FileWrite for ObjectWrite {
+    async fn write(&mut self, bs: Bytes) -> iceberg::Result<()> {
+        self.0.write(bs).await.map_err(object_err)
+    }
+
+    async fn close(&mut self) -> iceberg::Result<()> {
+        self.0.finish().await.map_err(object_err)
     }
 }

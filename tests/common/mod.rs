@@ -1,6 +1,8 @@
 //! Helpers the core tests share: catalogs in fresh directories, tables of (id, name) rows.
 #![allow(dead_code, unused_imports)]
 
+pub mod s3;
+
 pub use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, StructArray};
 pub use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 pub use iceberg::spec::Datum;

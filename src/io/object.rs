@@ -1,0 +1,516 @@
+//! Objects in S3-compatible storage (`s3://bucket/key`), through the `object_store` crate: one
+//! client per bucket and credentials, created-if-absent puts, ranged reads, listings and bulk
+//! deletes. The rest of `io` sends every `s3://` location here; nothing above `io` names a store.
+//!
+//! Credentials are handed in by the host per URL prefix ([`set_options`]: the DuckDB shim reads
+//! them from DuckDB's secret manager), the longest registered prefix of a location wins, as a
+//! secret's SCOPE does; a location under no registered prefix uses the AWS environment variables.
+//! Retries and timeouts are `object_store`'s, with the policy of `docs/design/object-storage.md`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectStore, PutMode, PutOptions, PutPayload, RetryConfig,
+};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// The scheme of object locations.
+pub const S3: &str = "s3://";
+
+/// Whether `location` names an object rather than a local file.
+pub fn is_object(location: &str) -> bool {
+    location.len() > S3.len() && location[..S3.len()].eq_ignore_ascii_case(S3)
+}
+
+/// How to reach a bucket: what a DuckDB secret of type s3 holds (empty fields are unset).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct S3Options {
+    /// The secret's name, for messages (never its contents).
+    pub secret_name: String,
+    pub key_id: String,
+    pub secret: String,
+    pub session_token: String,
+    pub region: String,
+    /// `host[:port]` or a URL; DuckDB's ENDPOINT carries no scheme, USE_SSL picks it.
+    pub endpoint: String,
+    /// `path` or `vhost` (DuckDB's default).
+    pub url_style: String,
+    pub use_ssl: bool,
+    pub kms_key_id: String,
+    pub requester_pays: bool,
+    /// Per-request timeout and retries, when not the defaults (tests, and later ATTACH options).
+    pub timeout: Option<Duration>,
+    pub retries: Option<usize>,
+}
+
+impl fmt::Debug for S3Options {
+    /// Names what is set, never a key, secret or token.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Options")
+            .field("secret_name", &self.secret_name)
+            .field("key_id", &if self.key_id.is_empty() { "" } else { "<redacted>" })
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
+            .field("url_style", &self.url_style)
+            .field("use_ssl", &self.use_ssl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl S3Options {
+    /// The endpoint as a URL (`http://` when USE_SSL is false), if one is set.
+    pub fn endpoint_url(&self) -> Option<String> {
+        let e = self.endpoint.trim().trim_end_matches('/');
+        if e.is_empty() {
+            return None;
+        }
+        if e.starts_with("http://") || e.starts_with("https://") {
+            return Some(e.to_string());
+        }
+        Some(format!("{}://{e}", if self.use_ssl { "https" } else { "http" }))
+    }
+
+    /// Where requests go, for messages: the endpoint, or AWS's.
+    pub fn describe(&self) -> String {
+        let secret = if self.secret_name.is_empty() { String::new() } else { format!(", secret {}", self.secret_name) };
+        match self.endpoint_url() {
+            Some(e) => format!("endpoint {e}{secret}"),
+            None => format!("AWS S3{secret}"),
+        }
+    }
+}
+
+/// Timeouts and retries (see the design note's retry table): the options' when set, else
+/// `SKADE_S3_TIMEOUT_MS` and `SKADE_S3_RETRIES` (read when a client is made), else the defaults.
+#[derive(Debug, Clone)]
+struct Policy {
+    request_timeout: Duration,
+    connect_timeout: Duration,
+    retries: usize,
+    retry_for: Duration,
+}
+
+impl Policy {
+    fn of(options: Option<&S3Options>) -> Policy {
+        let ms = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+        let request_timeout = options
+            .and_then(|o| o.timeout)
+            .unwrap_or_else(|| Duration::from_millis(ms("SKADE_S3_TIMEOUT_MS").unwrap_or(60_000)));
+        let retries = options.and_then(|o| o.retries).or_else(|| ms("SKADE_S3_RETRIES").map(|n| n as usize));
+        Policy {
+            request_timeout,
+            connect_timeout: request_timeout.min(Duration::from_secs(5)),
+            retries: retries.unwrap_or(6),
+            retry_for: request_timeout.max(Duration::from_secs(30)) * 2,
+        }
+    }
+}
+
+/// One bucket's client.
+#[derive(Clone)]
+pub struct Store {
+    pub bucket: String,
+    pub options: Option<S3Options>,
+    client: Arc<dyn ObjectStore>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Store(s3://{}, {:?})", self.bucket, self.options)
+    }
+}
+
+struct Registry {
+    /// URL prefix -> options, set by the host.
+    options: Vec<(String, S3Options)>,
+    /// (bucket, the prefix whose options it uses) -> client.
+    clients: HashMap<(String, Option<String>), Store>,
+}
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+
+fn registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
+    let mut guard = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+    f(guard.get_or_insert_with(|| Registry { options: vec![], clients: HashMap::new() }))
+}
+
+/// Registers how to reach locations under `prefix` (an `s3://bucket[/path]` URL). Options that
+/// changed (a refreshed token) replace the client; unchanged ones keep it and its connections.
+pub fn set_options(prefix: &str, options: S3Options) -> Result<()> {
+    let (bucket, key) = split(prefix)?;
+    let prefix = format!("{S3}{bucket}/{key}");
+    registry(|r| {
+        if let Some(slot) = r.options.iter_mut().find(|(p, _)| *p == prefix) {
+            if slot.1 == options {
+                return;
+            }
+            slot.1 = options;
+        } else {
+            r.options.push((prefix.clone(), options));
+        }
+        r.clients.retain(|(_, p), _| p.as_deref() != Some(prefix.as_str()));
+    });
+    Ok(())
+}
+
+/// The bucket and key of an `s3://` location.
+pub fn split(location: &str) -> Result<(&str, &str)> {
+    if !is_object(location) {
+        return Err(Error::invalid(format!("{location} is not an s3:// location")));
+    }
+    let rest = &location[S3.len()..];
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return Err(Error::invalid(format!("{location} names no bucket (s3://bucket/key)")));
+    }
+    Ok((bucket, key))
+}
+
+/// The client for `location` and the object's key in it.
+pub fn store_for(location: &str) -> Result<(Store, ObjectPath)> {
+    let (bucket, key) = split(location)?;
+    let path = ObjectPath::parse(key)
+        .map_err(|e| Error::invalid(format!("{location} is not a valid object key: {e}")))?;
+    let bucket = bucket.to_string();
+    let found = registry(|r| {
+        let scope = r
+            .options
+            .iter()
+            .filter(|(p, _)| under(location, p))
+            .max_by_key(|(p, _)| p.len())
+            .map(|(p, o)| (p.clone(), o.clone()));
+        let id = (bucket.clone(), scope.as_ref().map(|(p, _)| p.clone()));
+        r.clients.get(&id).cloned().map(Ok::<Store, Error>).unwrap_or_else(|| {
+            let store = connect(&bucket, scope.map(|(_, o)| o))?;
+            r.clients.insert(id, store.clone());
+            Ok(store)
+        })
+    })?;
+    Ok((found, path))
+}
+
+/// Whether `location` is `prefix` or lies under it (`s3://b/x` is not under `s3://b/xy`).
+fn under(location: &str, prefix: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    location == prefix
+        || location.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('/'))
+}
+
+fn connect(bucket: &str, options: Option<S3Options>) -> Result<Store> {
+    // reqwest's rustls needs a process-wide crypto provider; a host that installed one keeps it.
+    #[allow(deprecated)]
+    let provider = rustls::crypto::ring::default_provider();
+    let _ = provider.install_default();
+    let policy = Policy::of(options.as_ref());
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
+    let allow_http = match &options {
+        Some(o) => o.endpoint_url().is_some_and(|e| e.starts_with("http://")),
+        None => {
+            env("AWS_ALLOW_HTTP").eq_ignore_ascii_case("true")
+                || env("AWS_ENDPOINT_URL").starts_with("http://")
+                || env("AWS_ENDPOINT").starts_with("http://")
+        }
+    };
+    // (before the endpoint: ClientOptions replace the builder's, allow_http included)
+    let client_options = ClientOptions::new()
+        .with_timeout(policy.request_timeout)
+        .with_connect_timeout(policy.connect_timeout)
+        .with_allow_http(allow_http);
+    let mut b = match &options {
+        None => AmazonS3Builder::from_env().with_client_options(client_options.clone()),
+        Some(o) => {
+            let mut b = AmazonS3Builder::new().with_client_options(client_options.clone());
+            if !o.key_id.is_empty() {
+                b = b.with_access_key_id(&o.key_id).with_secret_access_key(&o.secret);
+            }
+            if !o.session_token.is_empty() {
+                b = b.with_token(&o.session_token);
+            }
+            b = b.with_region(if o.region.is_empty() { "us-east-1" } else { o.region.as_str() });
+            if let Some(e) = o.endpoint_url() {
+                b = b.with_endpoint(e);
+            }
+            b = b.with_virtual_hosted_style_request(!o.url_style.eq_ignore_ascii_case("path"));
+            if !o.kms_key_id.is_empty() {
+                b = b.with_sse_kms_encryption(&o.kms_key_id);
+            }
+            b.with_request_payer(o.requester_pays)
+        }
+    };
+    b = b
+        .with_bucket_name(bucket)
+        .with_retry(RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(5),
+                base: 2.0,
+            },
+            max_retries: policy.retries,
+            retry_timeout: policy.retry_for,
+        });
+    let client = b.build().map_err(|e| {
+        let to = options.as_ref().map(S3Options::describe).unwrap_or_else(|| "the AWS environment".into());
+        Error::invalid(format!("cannot reach bucket {bucket} through {to}: {}", clean(&e.to_string())))
+    })?;
+    Ok(Store { bucket: bucket.to_string(), options, client: Arc::new(client) })
+}
+
+/// Runs `f` to completion from sync code, inside or outside the runtime's workers.
+pub fn wait<F: Future>(f: F) -> F::Output {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| handle.block_on(f))
+        }
+        _ => crate::runtime::block_on(f),
+    }
+}
+
+impl Store {
+    pub fn client(&self) -> &Arc<dyn ObjectStore> {
+        &self.client
+    }
+
+    /// Where this store sends requests, for messages.
+    pub fn describe(&self) -> String {
+        self.options.as_ref().map(S3Options::describe).unwrap_or_else(|| "AWS S3 (environment credentials)".into())
+    }
+}
+
+/// An error of `object_store` as skade's, naming the object and, for a refusal, the way out.
+pub fn error(what: &str, location: &str, e: object_store::Error) -> Error {
+    let text = clean(&e.to_string());
+    let code = s3_code(&text);
+    match e {
+        object_store::Error::NotFound { .. } => {
+            if code.as_deref() == Some("NoSuchBucket") {
+                let bucket = split(location).map(|(b, _)| b).unwrap_or(location);
+                Error::io(format!("cannot {what} {location}: bucket {bucket} does not exist (NoSuchBucket)"))
+            } else {
+                Error::new(ErrorKind::Io, format!("cannot {what} {location}: it does not exist"))
+            }
+        }
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
+            let code = code.unwrap_or_else(|| "AccessDenied".into());
+            let hint = if code == "RequestTimeTooSkewed" {
+                "this machine's clock is too far from the server's (S3 allows 15 minutes)"
+            } else {
+                "check the S3 secret's KEY_ID, SECRET, REGION and SCOPE, or the AWS environment"
+            };
+            Error::permission(format!("cannot {what} {location}: access denied ({code}): {hint}"))
+        }
+        _ => Error::io(format!("cannot {what} {location}: {text}")),
+    }
+}
+
+/// The S3 error code in an answer's body (`<Code>SlowDown</Code>`), if any.
+fn s3_code(text: &str) -> Option<String> {
+    let start = text.find("<Code>")? + "<Code>".len();
+    let len = text[start..].find("</Code>")?;
+    Some(text[start..start + len].to_string())
+}
+
+/// One line, without the request id noise of XML bodies beyond the code and message.
+fn clean(text: &str) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let message = (|| {
+        let start = one_line.find("<Message>")? + "<Message>".len();
+        let len = one_line[start..].find("</Message>")?;
+        Some(one_line[start..start + len].to_string())
+    })();
+    let code = s3_code(&one_line);
+    match (code, message) {
+        (Some(c), Some(m)) => {
+            let head = one_line.split('<').next().unwrap_or("").trim_end_matches([' ', ',', ':']);
+            format!("{head}: <Code>{c}</Code> {m}")
+        }
+        _ => one_line,
+    }
+}
+
+/// Puts `bytes` at `location` unless an object is there: whether this call created it. A store
+/// that answers a repeated put with 409 reports it as taken, like 412: callers that must tell
+/// "ours, retried" from "someone else's" read the object back.
+pub async fn put_new(location: &str, bytes: Bytes) -> Result<bool> {
+    let (store, path) = store_for(location)?;
+    let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+    match store.client.put_opts(&path, PutPayload::from_bytes(bytes), opts).await {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+        Err(e) => Err(error("write", location, e)),
+    }
+}
+
+/// Puts `bytes` at `location`, replacing any object there (data files: their names are new).
+pub async fn put(location: &str, bytes: Bytes) -> Result<()> {
+    let (store, path) = store_for(location)?;
+    store.client.put(&path, PutPayload::from_bytes(bytes)).await.map(|_| ()).map_err(|e| error("write", location, e))
+}
+
+/// The whole object, or None when there is none.
+pub async fn get(location: &str) -> Result<Option<Bytes>> {
+    let (store, path) = store_for(location)?;
+    let got = match store.client.get(&path).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(error("read", location, e)),
+    };
+    got.bytes().await.map(Some).map_err(|e| error("read", location, e))
+}
+
+/// The whole object and when the server last wrote it, or None when there is none.
+pub async fn get_with_time(location: &str) -> Result<Option<(Bytes, SystemTime)>> {
+    let (store, path) = store_for(location)?;
+    let got = match store.client.get(&path).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(error("read", location, e)),
+    };
+    let modified = got.meta.last_modified.into();
+    got.bytes().await.map(|b| Some((b, modified))).map_err(|e| error("read", location, e))
+}
+
+/// `range` of the object's bytes.
+pub async fn get_range(location: &str, range: Range<u64>) -> Result<Bytes> {
+    let (store, path) = store_for(location)?;
+    let len = range.end.saturating_sub(range.start);
+    store.client.get_range(&path, range.clone()).await.map_err(|e| {
+        error(&format!("read {len} bytes at offset {} of", range.start), location, e)
+    })
+}
+
+/// Several ranges of one object, fetched concurrently (adjacent ones merged by the store).
+pub async fn get_ranges(location: &str, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+    let (store, path) = store_for(location)?;
+    store.client.get_ranges(&path, ranges).await.map_err(|e| error("read ranges of", location, e))
+}
+
+/// An object's size and last write, or None when there is none.
+pub async fn head(location: &str) -> Result<Option<(u64, SystemTime)>> {
+    let (store, path) = store_for(location)?;
+    match store.client.head(&path).await {
+        Ok(meta) => Ok(Some((meta.size, meta.last_modified.into()))),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(error("stat", location, e)),
+    }
+}
+
+/// An object found by a listing.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub location: String,
+    pub size: u64,
+    pub modified: SystemTime,
+}
+
+/// Every object under the folder `prefix` (recursively), after the key `start_after` when given,
+/// in key order.
+pub async fn list(prefix: &str, start_after: Option<&str>) -> Result<Vec<Listed>> {
+    let folder = format!("{}/", prefix.trim_end_matches('/'));
+    let (store, path) = store_for(&folder)?;
+    let (bucket, _) = split(&folder)?;
+    let stream = match start_after {
+        Some(after) => {
+            let (_, offset) = store_for(after)?;
+            store.client.list_with_offset(Some(&path), &offset)
+        }
+        None => store.client.list(Some(&path)),
+    };
+    let mut out: Vec<Listed> = stream
+        .map_ok(|m| Listed {
+            location: format!("{S3}{bucket}/{}", m.location),
+            size: m.size,
+            modified: m.last_modified.into(),
+        })
+        .try_collect()
+        .await
+        .map_err(|e| error("list", &folder, e))?;
+    out.sort_by(|a, b| a.location.cmp(&b.location));
+    Ok(out)
+}
+
+/// The objects and sub-folders directly in the folder `prefix` (a folder is listed as its
+/// location, with size 0 and no time).
+pub async fn list_folder(prefix: &str) -> Result<Vec<Listed>> {
+    let folder = format!("{}/", prefix.trim_end_matches('/'));
+    let (store, path) = store_for(&folder)?;
+    let (bucket, _) = split(&folder)?;
+    let found = store.client.list_with_delimiter(Some(&path)).await.map_err(|e| error("list", &folder, e))?;
+    let mut out: Vec<Listed> = found
+        .objects
+        .into_iter()
+        .map(|m| Listed {
+            location: format!("{S3}{bucket}/{}", m.location),
+            size: m.size,
+            modified: m.last_modified.into(),
+        })
+        .collect();
+    out.extend(found.common_prefixes.into_iter().map(|p| Listed {
+        location: format!("{S3}{bucket}/{p}"),
+        size: 0,
+        modified: SystemTime::UNIX_EPOCH,
+    }));
+    Ok(out)
+}
+
+/// Deletes the objects (in bulk: S3's DeleteObjects takes up to 1,000 keys a request); missing
+/// ones are not an error.
+pub async fn delete(locations: &[String]) -> Result<()> {
+    let mut by_store: HashMap<String, (Store, Vec<ObjectPath>)> = HashMap::new();
+    for location in locations {
+        let (store, path) = store_for(location)?;
+        by_store.entry(format!("{:?}", (store.bucket.as_str(), &store.options))).or_insert((store, vec![])).1.push(path);
+    }
+    for (_, (store, paths)) in by_store {
+        let bucket = store.bucket.clone();
+        let stream = futures::stream::iter(paths.into_iter().map(Ok)).boxed();
+        let results: Vec<_> = store.client.delete_stream(stream).collect().await;
+        for r in results {
+            match r {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(error("delete", &format!("{S3}{bucket}"), e)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A multipart upload that becomes visible only when finished: one PUT up to the part size,
+/// parts of 10 MiB above it, 8 in flight.
+pub struct Upload {
+    location: String,
+    writer: Option<object_store::buffered::BufWriter>,
+}
+
+impl Upload {
+    pub fn new(location: &str) -> Result<Upload> {
+        let (store, path) = store_for(location)?;
+        let writer = object_store::buffered::BufWriter::new(store.client.clone(), path);
+        Ok(Upload { location: location.to_string(), writer: Some(writer) })
+    }
+
+    pub async fn write(&mut self, bytes: Bytes) -> Result<()> {
+        let location = self.location.clone();
+        let w = self.writer.as_mut().ok_or_else(|| Error::internal(format!("upload of {location} is finished")))?;
+        w.put(bytes).await.map_err(|e| error("upload", &location, e))
+    }
+
+    /// Completes the upload: the object appears whole, or not at all.
+    pub async fn finish(&mut self) -> Result<()> {
+        use tokio::io::AsyncWriteExt;
+        let location = self.location.clone();
+        let mut w = self.writer.take().ok_or_else(|| Error::internal(format!("upload of {location} is finished")))?;
+        // A failed completion leaves at most an incomplete multipart upload, which no listing or
+        // read shows (a bucket lifecycle rule removes its parts).
+        w.shutdown().await.map_err(|e| Error::io(format!("cannot upload {location}: {}", clean(&e.to_string()))))
+    }
+}
