@@ -16,7 +16,12 @@ Supported records (the subset skade's tests use):
 `__TEST_DIR__` is a fresh directory per file, `__EXTENSION__` the extension path. `--config <file>`
 runs the files under a configuration (sql_tests/configs/*.json, as DuckLake's test/configs):
 `attach_options` are added to every `ATTACH '<path>' ... (TYPE skade ...)`, `{path}` standing for
-the catalog's path; `skip` names files (with why) the configuration does not apply to. Values are
+the catalog's path and `{unique}` for a name unique to the file and catalog; `s3_server: true`
+starts the local S3 server (tools/s3_server.py, moto on 127.0.0.1) with a bucket `skade-tests`
+and hands it to every DuckDB through the AWS environment variables (skade's fallback when no
+secret is given); `data_path` is where `__TEST_DIR__/<catalog>.data`, a catalog's default
+warehouse, went; `setup` runs after skade is loaded (`LOAD httpfs` loads PyPI's, `{s3_endpoint}`
+is the server's); `skip` names files (with why) the configuration does not apply to. Values are
 compared as DuckDB renders them (CAST AS VARCHAR); NULL is `NULL`, the empty string `(empty)`.
 Prints one line per failure and ends with `N passed, N failed, N skipped` (a file that requires a
 peer extension not installed is skipped). The extension: --extension, else $SKADE_EXTENSION, else the build
@@ -28,6 +33,7 @@ import glob
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import traceback
@@ -149,11 +155,25 @@ class Runner:
         self.db = None
         self.cons = {}
 
+    def unique(self, catalog_path):
+        """A name for the catalog at `catalog_path`, unique to this file's run."""
+        return f"{os.path.basename(self.test_dir)}/{re.sub(r'[^A-Za-z0-9._-]', '_', catalog_path)}"
+
     def subst(self, s):
+        data_path = self.config.get("data_path")
+        if data_path:
+            # `__TEST_DIR__/lake.skade.data` (a catalog's default warehouse) is where the
+            # configuration's DATA_PATH put it
+            s = re.sub(r"__TEST_DIR__/([^'\"/\s]+?)\.data",
+                       lambda m: data_path.replace("{unique}", self.unique(f"{self.test_dir}/{m.group(1)}")), s)
         s = s.replace("__TEST_DIR__", self.test_dir).replace("__EXTENSION__", self.extension)
         options = self.config.get("attach_options")
         if options:
-            s = ATTACH_SKADE.sub(lambda m: f"{m.group(1)}, {options.replace('{path}', m.group(2))}", s)
+            def add(m):
+                return f"{m.group(1)}, {options.replace('{path}', m.group(2)).replace('{unique}', self.unique(m.group(2)))}"
+            s = ATTACH_SKADE.sub(add, s)
+        endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+        s = s.replace("{s3_endpoint}", endpoint.split("://", 1)[-1])
         return s
 
     def open(self):
@@ -173,13 +193,32 @@ class Runner:
     def load(self, what):
         if what == "skade":
             self.db.execute(f"LOAD '{self.extension}'")
+            self.setup()
         elif what == "iceberg":
             self.db.execute(f"LOAD '{site_extension('duckdb_extension_avro', 'avro')}'")
             self.db.execute(f"LOAD '{site_extension('duckdb_extension_iceberg', 'iceberg')}'")
+        elif what == "httpfs":
+            self.db.execute(f"LOAD '{site_extension('duckdb_extension_httpfs', 'httpfs')}'")
         elif what == "ducklake":
             self.db.execute(f"LOAD '{site_extension('duckdb_extension_ducklake', 'ducklake')}'")
         else:
             raise Failure(f"unknown requirement '{what}'")
+
+    def setup(self):
+        """The configuration's `setup` statements, after skade is loaded; `LOAD httpfs` loads
+        PyPI's. Without httpfs (no build of it for this DuckDB on PyPI) a file that inspects a
+        catalog's warehouse cannot run; the others run without the setup."""
+        for sql in self.config.get("setup", []):
+            if sql.strip().upper() == "LOAD HTTPFS":
+                try:
+                    self.load("httpfs")
+                except Skipped as s:
+                    with open(self.path, encoding="utf-8") as f:
+                        if INSPECTS_FILES.search(f.read()):
+                            raise Skipped(f"it reads the warehouse's files in the bucket, which needs httpfs: {s}")
+                    return
+            else:
+                self.db.execute(self.subst(sql))
 
     def con(self, args):
         names = [a for a in args if re.fullmatch(r"con\w*", a)]
@@ -294,6 +333,27 @@ def run_file(args):
         shutil.rmtree(test_dir, ignore_errors=True)
 
 
+S3_BUCKET = "skade-tests"
+# What a test reads the warehouse's files with (DuckDB's own readers: in a bucket, through httpfs).
+INSPECTS_FILES = re.compile(r"\.skade\.data|\b(read_text|read_blob|glob|parquet_metadata|parquet_schema|read_parquet|iceberg_scan)\s*\(")
+
+
+def start_s3_server():
+    """The local S3 server for a configuration that needs one, reached through the AWS
+    environment variables the worker processes inherit; stopped when this process ends."""
+    python = os.path.join(ROOT, "build", "venv", "bin", "python")  # (moto is installed there)
+    proc = subprocess.Popen([python, os.path.join(HERE, "s3_server.py"), "--bucket", S3_BUCKET, "--exit-with-stdin"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("port "):
+        sys.exit(f"the local S3 server did not start (tools/s3_server.py): {line!r}")
+    os.environ.update({
+        "AWS_ACCESS_KEY_ID": "skadetest", "AWS_SECRET_ACCESS_KEY": "skadetestsecret", "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{int(line.split()[1])}", "AWS_ALLOW_HTTP": "true",
+    })
+    return proc
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("paths", nargs="*", default=[os.path.join(ROOT, "sql_tests")])
@@ -308,6 +368,8 @@ def main():
             config = json.load(f)
         config["name"] = os.path.splitext(os.path.basename(a.config))[0]
         print(f"== configuration {config['name']}: {config.get('description', '')}", flush=True)
+        if config.get("s3_server"):
+            server = start_s3_server()  # noqa: F841 (kept alive until main returns)
     files = []
     for path in a.paths:
         files += sorted(glob.glob(os.path.join(path, "**", "*.test"), recursive=True)) if os.path.isdir(path) else [path]

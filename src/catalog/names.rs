@@ -3,7 +3,7 @@
 //! warehouse folder.
 
 use std::borrow::Cow;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 
 use crate::error::{Error, Result};
 
@@ -86,9 +86,15 @@ pub fn sql_identifier(name: &str) -> Cow<'_, str> {
 }
 
 /// `<data_path>/<schema>/<table>`, after checking both names and that the result stays inside.
-pub fn table_location(data_path: &Path, schema: &str, table: &str) -> Result<PathBuf> {
+/// A data path in a bucket (`s3://…`) is joined as a key: the names hold no separator and are
+/// not `.` or `..`, which `validate` checked.
+pub fn table_location(data_path: &str, schema: &str, table: &str) -> Result<String> {
     validate("schema", schema)?;
     validate("table", table)?;
+    if crate::io::object::is_object(data_path) {
+        return Ok(format!("{}/{schema}/{table}", data_path.trim_end_matches('/')));
+    }
+    let data_path = Path::new(data_path);
     let location = data_path.join(schema).join(table);
     let inside = location
         .strip_prefix(data_path)
@@ -100,7 +106,7 @@ pub fn table_location(data_path: &Path, schema: &str, table: &str) -> Result<Pat
             data_path.display()
         )));
     }
-    Ok(location)
+    location.into_os_string().into_string().map_err(|_| Error::invalid(format!("table \"{schema}.{table}\": not a UTF-8 path")))
 }
 
 #[cfg(test)]
@@ -130,8 +136,10 @@ mod tests {
 
     #[test]
     fn location_stays_inside_the_warehouse() {
-        let root = Path::new("/lake/data");
-        assert_eq!(table_location(root, "main", "t").unwrap(), Path::new("/lake/data/main/t"));
+        let root = "/lake/data";
+        assert_eq!(table_location(root, "main", "t").unwrap(), "/lake/data/main/t");
+        assert_eq!(table_location("s3://b/wh/", "main", "t").unwrap(), "s3://b/wh/main/t");
+        assert!(table_location("s3://b/wh", "..", "t").is_err());
         assert!(table_location(root, "..", "t").is_err());
         assert!(table_location(root, "main", "/abs").is_err());
     }

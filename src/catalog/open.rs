@@ -49,7 +49,8 @@ pub struct Catalog {
 
 pub(crate) struct Inner {
     pub store: Store,
-    pub data_path: PathBuf,
+    /// The warehouse: a folder's absolute path or an `s3://` prefix.
+    pub data_path: String,
     pub durability: Durability,
     state: RwLock<Arc<CatalogState>>,
     committer: Committer,
@@ -88,7 +89,7 @@ impl Catalog {
     pub fn open(path: &Path, options: AttachOptions) -> Result<Catalog> {
         crate::format::avro_names::install(); // before any manifest is read or written
         let path = absolute(path)?;
-        let data_path = options.data_path.as_deref().map(absolute).transpose()?;
+        let data_path = options.data_path.as_deref().map(data_location).transpose()?;
         let log = crate::commit_log::provider_for(options.commit_log.as_ref());
         let mut registry = OPEN.lock().unwrap_or_else(|p| p.into_inner());
         let registry = registry.get_or_insert_with(HashMap::new);
@@ -169,7 +170,7 @@ impl Catalog {
         &self.inner.store.path
     }
 
-    pub fn data_path(&self) -> &Path {
+    pub fn data_path(&self) -> &str {
         &self.inner.data_path
     }
 
@@ -641,14 +642,28 @@ impl Inner {
     }
 }
 
+/// DATA_PATH as the catalog records it: a folder made absolute, or a bucket prefix without its
+/// trailing slashes.
+fn data_location(given: &str) -> Result<String> {
+    if crate::io::object::is_object(given) {
+        let trimmed = given.trim_end_matches('/');
+        let (_, key) = crate::io::object::split(trimmed)?;
+        if key.split('/').any(|part| part.is_empty() || part == "." || part == "..") && !key.is_empty() {
+            return Err(Error::invalid(format!("DATA_PATH {given}: a bucket prefix has no empty, `.` or `..` parts")));
+        }
+        return Ok(trimmed.to_string());
+    }
+    super::store::utf8(&absolute(Path::new(given))?)
+}
+
 /// A second ATTACH in this process of a catalog already open: the attaches share the open
 /// catalog, so the options it was opened with (DATA_PATH, DURABILITY) must be the ones given
 /// again (ACTOR, TARGET_FILE_SIZE and TIMESTAMP_NS are the attach's own). The error names every
 /// option that differs, with both values as ATTACH writes them.
-fn shared_options_match(path: &Path, inner: &Inner, data_path: Option<&Path>, options: &AttachOptions) -> Result<()> {
+fn shared_options_match(path: &Path, inner: &Inner, data_path: Option<&str>, options: &AttachOptions) -> Result<()> {
     let mut differ = vec![];
     if let Some(dp) = data_path.filter(|dp| *dp != inner.data_path) {
-        differ.push(format!("DATA_PATH '{}' before, '{}' now", inner.data_path.display(), dp.display()));
+        differ.push(format!("DATA_PATH '{}' before, '{dp}' now", inner.data_path));
     }
     if inner.durability != options.durability {
         let now = match options.durability_given {

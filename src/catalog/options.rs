@@ -1,6 +1,5 @@
 //! ATTACH options. Every option is named; an unknown one is an error that names it.
 
-use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 
@@ -47,7 +46,8 @@ impl Durability {
 #[derive(Debug, Clone)]
 pub struct AttachOptions {
     /// Warehouse folder; `None` means the folder recorded in the catalog, or beside the file.
-    pub data_path: Option<PathBuf>,
+    /// A folder, or an `s3://bucket/prefix` (as given; `Catalog::open` makes a folder absolute).
+    pub data_path: Option<String>,
     pub read_only: bool,
     pub durability: Durability,
     /// Whether DURABILITY was given (else `durability` is the default, 'immediate'): messages
@@ -186,7 +186,7 @@ impl AttachOptions {
                     if value.is_empty() {
                         return Err(Error::invalid("DATA_PATH must not be empty"));
                     }
-                    o.data_path = Some(PathBuf::from(value));
+                    o.data_path = Some(value.to_string());
                 }
                 "durability" => {
                     o.durability = Durability::parse(value)?;
@@ -317,7 +317,7 @@ mod tests {
     fn known_options_parse() {
         let o =
             AttachOptions::parse([("DATA_PATH", "/tmp/x"), ("durability", "NONE"), ("actor", "etl")], true).unwrap();
-        assert_eq!(o.data_path.unwrap(), PathBuf::from("/tmp/x"));
+        assert_eq!(o.data_path.unwrap(), "/tmp/x");
         assert_eq!(o.durability, Durability::None);
         assert_eq!(o.actor, "etl");
         assert!(o.read_only);

@@ -30,7 +30,7 @@ pub(crate) struct Opened {
 }
 
 /// Opens (or creates) the catalog file at `path` for `options`, plain or through its log.
-pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&Path>) -> Result<Opened> {
+pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&str>) -> Result<Opened> {
     let provider = provider_for_open(options.commit_log.as_ref(), options.commit_log_location.is_some());
     let location = options.commit_log_location.as_deref().map(normalize).transpose()?;
     if let Some(p) = &provider {

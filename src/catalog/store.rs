@@ -127,7 +127,8 @@ pub struct Store {
 /// What the file holds when it is opened.
 pub struct Loaded {
     pub state: CatalogState,
-    pub data_path: PathBuf,
+    /// A folder's absolute path, or an `s3://` prefix.
+    pub data_path: String,
     pub commit_seq: u64,
     pub next_snapshot_id: i64,
     /// The last log position folded into the file (0 for a plain catalog).
@@ -139,7 +140,7 @@ impl Store {
     /// `shared` opens it for several processes at once (a log-resident catalog's). Nothing else
     /// is written: see [`Self::residency`], then [`Self::migrate`] and [`Self::load`]. Returns
     /// the store and whether it was created.
-    pub fn open(path: &Path, read_only: bool, data_path: Option<&Path>, shared: bool) -> Result<(Store, bool)> {
+    pub fn open(path: &Path, read_only: bool, data_path: Option<&str>, shared: bool) -> Result<(Store, bool)> {
         install_quiet_panics();
         let mut created = false;
         if !path.exists() {
@@ -158,7 +159,10 @@ impl Store {
                     )));
                 }
             }
-            let data_path = data_path.map(Path::to_path_buf).unwrap_or_else(|| default_data_path(path));
+            let data_path = match data_path {
+                Some(d) => d.to_string(),
+                None => utf8(&default_data_path(path))?,
+            };
             created = create(path, &data_path)?;
         }
         check_magic(path)?;
@@ -357,14 +361,11 @@ impl Store {
         self.failed.load(Ordering::SeqCst)
     }
 
-    fn initialize(&self, data_path: &Path, created_as: Option<&Path>) -> Result<()> {
-        let data_path_str = data_path
-            .to_str()
-            .ok_or_else(|| Error::invalid(format!("DATA_PATH {} is not valid UTF-8", data_path.display())))?;
+    fn initialize(&self, data_path: &str, created_as: Option<&Path>) -> Result<()> {
         self.write(true, |tx| {
             let mut meta = tx.open_table(META)?;
             meta.insert("format", stamp(FORMAT_VERSION).as_str())?;
-            meta.insert("data_path", data_path_str)?;
+            meta.insert("data_path", data_path)?;
             if let Some(created_as) = created_as.and_then(Path::to_str) {
                 meta.insert(CREATED_AS, created_as)?;
             }
@@ -410,7 +411,7 @@ impl Store {
         })
     }
 
-    pub(crate) fn load(&self, requested_data_path: Option<&Path>) -> Result<Loaded> {
+    pub(crate) fn load(&self, requested_data_path: Option<&str>) -> Result<Loaded> {
         let path = &self.path;
         let not_ours = || {
             Error::corrupt(format!(
@@ -425,19 +426,21 @@ impl Store {
             if version < FORMAT_VERSION {
                 readable(version, MIGRATIONS, &path.display().to_string())?;
             }
-            let data_path = PathBuf::from(
-                meta.get("data_path")?.ok_or_else(|| self.corrupt(&"its meta table has no data_path"))?.value(),
-            );
+            let data_path = meta
+                .get("data_path")?
+                .ok_or_else(|| self.corrupt(&"its meta table has no data_path"))?
+                .value()
+                .to_string();
             if let Some(req) = requested_data_path {
                 if req != data_path {
                     return Err(Error::invalid(format!(
-                        "DATA_PATH {} differs from the data path {} this catalog was created with",
-                        req.display(),
-                        data_path.display()
+                        "DATA_PATH {req} differs from the data path {data_path} this catalog was created with"
                     )));
                 }
             }
-            if let (Some(created_as), false) = (meta.get(CREATED_AS)?, self.read_only) {
+            // (a warehouse in a bucket is named by URL, never by this file's path: any copy may write)
+            let in_bucket = crate::io::object::is_object(&data_path);
+            if let (Some(created_as), false, false) = (meta.get(CREATED_AS)?, self.read_only, in_bucket) {
                 let created_as = PathBuf::from(created_as.value());
                 if path.canonicalize().is_ok_and(|here| here != created_as) {
                     return Err(Error::invalid(format!(
@@ -446,7 +449,7 @@ impl Store {
                          attach {} instead, or attach this copy READ_ONLY",
                         path.display(),
                         created_as.display(),
-                        data_path.display(),
+                        data_path,
                         created_as.display()
                     )));
                 }
@@ -676,7 +679,7 @@ fn close_quietly(db: Option<Db>) {
 /// Makes a new catalog at `path`: whole under a staging name, then published by a link, so that
 /// processes creating one lake at once (each ATTACHing it with COMMIT_LOG) agree on one file and
 /// none sees it half made. Whether this call made it (false: another process did first).
-fn create(path: &Path, data_path: &Path) -> Result<bool> {
+fn create(path: &Path, data_path: &str) -> Result<bool> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
         crate::io::remove_stale_staging(dir, &format!(".{name}."));
@@ -713,6 +716,11 @@ pub fn peek_stamp(path: &Path) -> Option<LogStamp> {
     let meta = tx.open_table(META).ok()?;
     let text = meta.get(COMMIT_LOG_STAMP).ok()??.value().to_string();
     LogStamp::parse(&text, path).ok()
+}
+
+/// A path as the catalog records it (UTF-8).
+pub fn utf8(path: &Path) -> Result<String> {
+    path.to_str().map(str::to_string).ok_or_else(|| Error::invalid(format!("{} is not a UTF-8 path", path.display())))
 }
 
 /// `lake.skade` -> `lake.skade.data/`, beside the file.

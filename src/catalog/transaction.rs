@@ -695,8 +695,6 @@ impl Transaction {
             }
             schema.name.clone()
         };
-        let location =
-            location.to_str().ok_or_else(|| Error::invalid("table location is not valid UTF-8"))?.to_string();
         let table_uuid = Uuid::new_v4();
         let shown = names::table_shown(self.database(), &stored_schema_name, name);
         let spec = partition::unbound_spec(&iceberg_schema, partitioned_by, &shown)?;

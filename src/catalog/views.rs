@@ -83,7 +83,6 @@ impl Transaction {
                 }
             };
         }
-        let location = location.to_str().ok_or_else(|| Error::invalid("view location is not valid UTF-8"))?.to_string();
         let view_uuid = Uuid::new_v4();
         let metadata = view::new_view(&location, view_uuid, &definition, columns)?;
         let md_location = view::metadata_location(&location, 0);

@@ -71,7 +71,7 @@ pub unsafe extern "C" fn skade_catalog_path(
 ) -> *mut SkadeStatus {
     guard(|| {
         let c = &handle(catalog, "catalog")?.0;
-        let items = [c.path().display().to_string(), c.data_path().display().to_string()];
+        let items = [c.path().display().to_string(), c.data_path().to_string()];
         out(result, super::SkadeStrings::boxed(items))
     })
 }

@@ -157,7 +157,11 @@ fn event(catalog: &Catalog, records: &[CommitRecord]) -> Option<LineageEvent> {
         let mut dataset = own_dataset(catalog, &r.schema, table, r.snapshot_id);
         dataset.metadata_location = r.metadata_location.clone();
         if let Some(location) = r.metadata_location.as_deref().and_then(table_location_of) {
-            dataset.name = location; // (a renamed table's files stay where they were)
+            // (a renamed table's files stay where they were; a bucket's key is the name)
+            dataset.name = match crate::io::object::split(&location) {
+                Ok((_, key)) => key.to_string(),
+                Err(_) => location,
+            };
         }
         let t = by_uuid.entry(uuid.to_string()).or_insert_with(|| Touched {
             dataset: dataset.clone(),
@@ -255,11 +259,15 @@ fn table_location_of(metadata_location: &str) -> Option<String> {
 
 fn own_dataset(catalog: &Catalog, schema: &str, table: &str, snapshot_id: Option<i64>) -> DatasetRef {
     let location = table_location(catalog.data_path(), schema, table)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| format!("{}/{schema}/{table}", catalog.data_path().display()));
+        .unwrap_or_else(|_| format!("{}/{schema}/{table}", catalog.data_path()));
+    // (OpenLineage names a bucket's dataset by namespace `s3://bucket` and its key as the name)
+    let (namespace, name) = match crate::io::object::split(&location) {
+        Ok((bucket, key)) => (format!("s3://{bucket}"), key.to_string()),
+        Err(_) => ("file".to_string(), location),
+    };
     DatasetRef {
-        namespace: "file".into(),
-        name: location,
+        namespace,
+        name,
         table: Some(format!("{schema}.{table}")),
         this_catalog: true,
         snapshot_id,

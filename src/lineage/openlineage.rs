@@ -160,7 +160,7 @@ fn dataset_facets(naming: &Naming, d: &DatasetRef) -> Map<String, Value> {
     if !d.this_catalog {
         return facets;
     }
-    let data_path = naming.catalog.data_path().display().to_string();
+    let data_path = naming.catalog.data_path().to_string();
     let mut catalog = json!({"framework": "iceberg", "type": "skade", "name": naming.catalog_name(),
                              "warehouseUri": file_uri(&data_path), "source": "skade"});
     if let Some(location) = &d.metadata_location {
@@ -179,8 +179,12 @@ fn dataset_facets(naming: &Naming, d: &DatasetRef) -> Map<String, Value> {
     facets
 }
 
-/// A local path as a `file://` URI, percent-encoded (a space or an `ü` in it is no valid URI).
+/// A local path as a `file://` URI, percent-encoded (a space or an `ü` in it is no valid URI);
+/// an `s3://` location is a URI already.
 fn file_uri(path: &str) -> String {
+    if crate::io::object::is_object(path) {
+        return path.to_string();
+    }
     url::Url::from_file_path(path).map(String::from).unwrap_or_else(|_| format!("file://{path}"))
 }
 

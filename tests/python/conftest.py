@@ -78,3 +78,36 @@ def s3_endpoint():
     proc, endpoint = start_s3_server()
     yield endpoint
     stop_s3_server(proc)
+
+
+def s3_control(endpoint, method, what, body=None):
+    """The test server's control endpoints (tools/s3_server.py): buckets, faults, the request log."""
+    import json
+    import urllib.request
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://{endpoint}/_skade/{what}", data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def s3_bucket(endpoint, name):
+    s3_control(endpoint, "POST", "buckets", {"name": name})
+    return name
+
+
+def s3_requests(endpoint, prefix="/"):
+    """(method, path, status) of every request served under `prefix` (`/bucket/...`)."""
+    return [(r["method"], r["path"], r["status"]) for r in s3_control(endpoint, "GET", "requests")
+            if r["path"].startswith(prefix)]
+
+
+@pytest.fixture
+def s3_env(s3_endpoint, monkeypatch):
+    """The AWS environment variables that reach the local server: skade's route when no DuckDB
+    secret is given (its clients read them when first made)."""
+    for k, v in {"AWS_ACCESS_KEY_ID": "skadetest", "AWS_SECRET_ACCESS_KEY": "skadetestsecret",
+                 "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{s3_endpoint}",
+                 "AWS_ALLOW_HTTP": "true"}.items():
+        monkeypatch.setenv(k, v)
+    return s3_endpoint
