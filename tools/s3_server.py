@@ -16,7 +16,8 @@ Control endpoints (JSON; not S3's):
   get `status` with an S3 error body of `code` instead of reaching moto (no `status`: they reach
   it after the delay). `DELETE /_skade/faults` clears them.
 - `POST /_skade/buckets` with `{"name": "b"}`: creates the bucket (tests need no S3 client).
-- `GET /_skade/requests`: every request served so far, `{"method", "path", "bytes", "status"}`
+- `GET /_skade/requests`: every request served so far, `{"method", "path", "bytes", "status",
+  "sent", "query", "range"}` (`bytes` received, `sent` the answer's body length)
   (tests count requests, never time them); `DELETE /_skade/requests` forgets them.
 
 Usage: python tools/s3_server.py [--port N] [--switch-interval S] [--bucket B]... [--access-key K]
@@ -70,9 +71,9 @@ class Server:
             if fault and fault.get("status"):
                 environ["wsgi.input"].read(size)  # (the request's body is consumed, as S3 would)
                 status = int(fault["status"])
-                self.log(method, path, size, status)
                 body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{fault.get("code", "InternalError")}'
                         f"</Code><Message>{fault.get('message', 'injected by tools/s3_server.py')}</Message></Error>").encode()
+                self.log(method, path, size, status, environ, len(body))
                 start_response(f"{status} {HTTPStatus(status).phrase}",
                                [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
                 return [body]
@@ -84,7 +85,7 @@ class Server:
 
             # (the body is produced under the lock too: a response is the request's whole effect)
             body = list(self.app(environ, recording))
-            self.log(method, path, size, answered[0] if answered else 0)
+            self.log(method, path, size, answered[0] if answered else 0, environ, sum(len(b) for b in body))
             return body
 
     @staticmethod
@@ -102,9 +103,11 @@ class Server:
                     return dict(fault)
         return None
 
-    def log(self, method, path, size, status):
+    def log(self, method, path, size, status, environ, sent):
+        entry = {"method": method, "path": path, "bytes": size, "status": status, "sent": sent,
+                 "query": environ.get("QUERY_STRING", ""), "range": environ.get("HTTP_RANGE")}
         with self.state:
-            self.requests.append({"method": method, "path": path, "bytes": size, "status": status})
+            self.requests.append(entry)
 
     def control(self, environ, start_response, what):
         method = environ["REQUEST_METHOD"]

@@ -5,7 +5,8 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -14,6 +15,25 @@ use parquet::file::reader::{ChunkReader, Length};
 
 use super::{local_path, object};
 use crate::error::{io_message, Error, Result};
+
+/// The lengths of objects read so far: a HEAD per object, not per scan. Objects skade reads
+/// are never rewritten under their name (uuid names, metadata created if absent), so a length
+/// once known stays true.
+static OBJECT_SIZES: Mutex<Option<HashMap<String, u64>>> = Mutex::new(None);
+const MAX_OBJECT_SIZES: usize = 200_000;
+
+fn known_size(location: &str) -> Option<u64> {
+    OBJECT_SIZES.lock().unwrap_or_else(|p| p.into_inner()).as_ref()?.get(location).copied()
+}
+
+fn note_size(location: &str, len: u64) {
+    let mut sizes = OBJECT_SIZES.lock().unwrap_or_else(|p| p.into_inner());
+    let sizes = sizes.get_or_insert_with(HashMap::new);
+    if sizes.len() >= MAX_OBJECT_SIZES {
+        sizes.clear();
+    }
+    sizes.insert(location.to_string(), len);
+}
 
 /// A file open for reading. `what` names its kind in errors ("data file", "delete file").
 pub struct InputFile {
@@ -28,7 +48,11 @@ impl InputFile {
     pub fn open(location: &str, what: &'static str) -> Result<InputFile> {
         if object::is_object(location) {
             object::split(location)?;
-            return Ok(InputFile { file: None, location: location.to_string(), what, len: OnceLock::new() });
+            let len = OnceLock::new();
+            if let Some(known) = known_size(location) {
+                let _ = len.set(known);
+            }
+            return Ok(InputFile { file: None, location: location.to_string(), what, len });
         }
         let file = File::open(local_path(location))
             .map_err(|e| Error::io(format!("{what} {location} cannot be opened: {}", io_message(&e))))?;
@@ -56,6 +80,7 @@ impl InputFile {
                 .map_err(|e| Error::new(e.kind, format!("{} {}", self.what, e.message)))?;
             let (len, _) = found
                 .ok_or_else(|| Error::io(format!("{} {} cannot be opened: it does not exist", self.what, self.location)))?;
+            note_size(&self.location, len);
             return Ok(*self.len.get_or_init(|| len));
         };
         let len = file
@@ -63,6 +88,22 @@ impl InputFile {
             .map_err(|e| Error::io(format!("{} {} cannot be read: {}", self.what, self.location, io_message(&e))))?
             .len();
         Ok(*self.len.get_or_init(|| len))
+    }
+
+    /// Whether the file is an object (each read a request: worth merging and overlapping).
+    pub fn is_object(&self) -> bool {
+        self.file.is_none()
+    }
+
+    /// The byte ranges (start, length), in order: an object's concurrently (one round trip),
+    /// a local file's one after another.
+    pub fn read_ranges(&self, ranges: &[(u64, u64)]) -> Result<Vec<Bytes>> {
+        if self.file.is_some() || ranges.len() < 2 {
+            return ranges.iter().map(|&(start, len)| self.read_range(start, len as usize)).collect();
+        }
+        let reads = ranges.iter().map(|&(start, len)| object::get_range(&self.location, start..start + len));
+        object::wait(futures::future::try_join_all(reads))
+            .map_err(|e| Error::new(e.kind, format!("{} {}", self.what, e.message)))
     }
 
     /// `len` bytes at `offset`, with positional reads into a buffer that is not zeroed first

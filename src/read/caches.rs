@@ -8,6 +8,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use iceberg::spec::{Operation, Schema, Snapshot, TableMetadata};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::file::metadata::ParquetMetaDataReader;
 
 use super::column_stats::{self, FileStats};
 use super::deletes::DeleteCache;
@@ -43,6 +44,8 @@ pub struct ReadCaches {
 type MappedFooter = (String, Vec<Option<i32>>);
 
 const MAX_CACHED_FOOTERS: usize = 65_536;
+/// How much of a file's tail the first read of its footer takes: most footers fit.
+const FOOTER_PREFETCH: usize = 64 << 10;
 const MAX_CACHED_SHAPES: usize = 4096;
 const MAX_CACHED_STATS: usize = 4096;
 
@@ -72,7 +75,13 @@ impl ReadCaches {
         let m = match cached {
             Some(m) => m,
             None => {
-                let m = ArrowReaderMetadata::load(file, ArrowReaderOptions::new())
+                // (the footer with one read of the file's tail: an object's length and footer
+                // would otherwise be two more requests)
+                let options = ArrowReaderOptions::new();
+                let m = ParquetMetaDataReader::new()
+                    .with_prefetch_hint(Some(FOOTER_PREFETCH))
+                    .parse_and_finish(file)
+                    .and_then(|metadata| ArrowReaderMetadata::try_new(Arc::new(metadata), options))
                     .map_err(|e| Error::corrupt(format!("data file {path} is not readable Parquet: {e}")))?;
                 let mut footers = self.footers.lock().unwrap();
                 if footers.len() >= MAX_CACHED_FOOTERS {
