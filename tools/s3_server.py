@@ -14,7 +14,9 @@ Control endpoints (JSON; not S3's):
   "code": "SlowDown", "count": 2, "delay": 0.5}`: the next `count` matching requests (method and
   path prefix; both optional) wait `delay` seconds (a timeout, for a short client timeout), then
   get `status` with an S3 error body of `code` instead of reaching moto (no `status`: they reach
-  it after the delay). `DELETE /_skade/faults` clears them.
+  it after the delay). A 2xx `status` is a success that stores nothing: an empty body and an
+  `ETag`, as a store that ignores a PUT's `If-None-Match` answers (the bucket log's probe must
+  refuse such a store). `DELETE /_skade/faults` clears them.
 - `POST /_skade/buckets` with `{"name": "b"}`: creates the bucket (tests need no S3 client).
 - `GET /_skade/requests`: every request served so far, `{"method", "path", "bytes", "status",
   "sent", "query", "range"}` (`bytes` received, `sent` the answer's body length)
@@ -71,6 +73,11 @@ class Server:
             if fault and fault.get("status"):
                 environ["wsgi.input"].read(size)  # (the request's body is consumed, as S3 would)
                 status = int(fault["status"])
+                if 200 <= status < 300:
+                    self.log(method, path, size, status, environ, 0)
+                    start_response(f"{status} {HTTPStatus(status).phrase}",
+                                   [("ETag", '"skade-injected"'), ("Content-Length", "0")])
+                    return [b""]
                 body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{fault.get("code", "InternalError")}'
                         f"</Code><Message>{fault.get('message', 'injected by tools/s3_server.py')}</Message></Error>").encode()
                 self.log(method, path, size, status, environ, len(body))

@@ -31,7 +31,7 @@ pub(crate) struct Opened {
 
 /// Opens (or creates) the catalog file at `path` for `options`, plain or through its log.
 pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&str>) -> Result<Opened> {
-    let provider = provider_for_open(options.commit_log.as_ref(), options.commit_log_location.is_some());
+    let provider = provider_for_open(options.commit_log.as_ref(), options.commit_log_location.as_deref());
     let location = options.commit_log_location.as_deref().map(normalize).transpose()?;
     if let Some(p) = &provider {
         if options.durability != Durability::Immediate {
@@ -184,6 +184,10 @@ fn connect(
 
 /// A log location as given, made absolute (as DATA_PATH is: relative to the working directory).
 fn normalize(location: &str) -> Result<String> {
+    // (an object's location is a URL, not a path to make absolute)
+    if crate::io::object::is_object(location) {
+        return Ok(location.trim_end_matches('/').to_string());
+    }
     let path = crate::io::absolute(Path::new(location))?;
     path.to_str()
         .map(|s| s.trim_end_matches('/').to_string())

@@ -3,31 +3,28 @@
 //! hard-linked to the position's name, which fails when the name exists), so of two committers
 //! racing for a position exactly one wins it and the other learns so at once, and a visible name
 //! always has its whole content. Reads, listing and removal go through `object_store` (the same
-//! calls a bucket-backed log makes; there, creation would be its `PutMode::Create`). A batch
-//! file is an envelope (magic, format, position, length, xxh3 checksum) around the catalog's
-//! bytes: a damaged or misplaced file is an error naming it, never a batch. Positions are
-//! gapless: an offer whose previous position is missing is refused, and truncation leaves a mark
-//! (`truncated/<position>`) so that a committer or reader behind it gets an error instead of
-//! winning, or reading as empty, a position that no longer exists.
+//! calls `bucket.rs` makes on objects, where creation is a conditional PUT). A batch file is the
+//! envelope of `envelope.rs` around the catalog's bytes: a damaged or misplaced file is an error
+//! naming it, never a batch. Positions are gapless: an offer whose previous position is missing
+//! is refused, and truncation leaves a mark (`truncated/<position>`) so that a committer or reader
+//! behind it gets an error instead of winning, or reading as empty, a position that no longer
+//! exists (`gapless.rs` holds those rules, shared with the bucket log).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::TryStreamExt;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::ObjectStore;
 
+use super::envelope::{envelope, open_envelope};
+use super::gapless::{self, position_name, position_of, Positions, Seen};
 use super::{Batch, CommitLogProvider, Committer, LogReader, Offered};
 use crate::error::{Error, Result};
 use crate::runtime::block_on;
 
-const MAGIC: &[u8; 4] = b"SKLG";
-const FORMAT: u8 = 1;
-/// magic, format, position, length, checksum
-const HEADER: usize = 4 + 1 + 8 + 8 + 8;
 /// How often a wait for a position looks again.
 const POLL: Duration = Duration::from_millis(2);
 /// The folder of truncation marks: `<position>` files, the highest is where the log starts.
@@ -57,28 +54,17 @@ impl CommitLogProvider for FolderLogProvider {
 pub struct FolderLog {
     folder: PathBuf,
     store: Arc<dyn ObjectStore>,
-    adopted: AtomicBool,
-    /// Where the log starts (positions below were truncated), as last seen.
-    low: AtomicU64,
+    seen: Seen,
 }
 
 impl FolderLog {
     pub fn open(location: &str) -> Result<FolderLog> {
         let folder = crate::io::absolute(Path::new(location))?;
-        Ok(FolderLog {
-            folder,
-            store: Arc::new(LocalFileSystem::new()),
-            adopted: AtomicBool::new(false),
-            low: 1.into(),
-        })
-    }
-
-    fn name(seq: u64) -> String {
-        format!("{seq:020}.batch")
+        Ok(FolderLog { folder, store: Arc::new(LocalFileSystem::new()), seen: Seen::default() })
     }
 
     fn file(&self, seq: u64) -> PathBuf {
-        self.folder.join(Self::name(seq))
+        self.folder.join(position_name(seq))
     }
 
     fn object(&self, path: &Path) -> Result<ObjectPath> {
@@ -102,14 +88,6 @@ impl FolderLog {
         .map_err(|e| self.io_error("read", path, e))
     }
 
-    fn exists(&self, seq: u64) -> Result<bool> {
-        match block_on(self.store.head(&self.object(&self.file(seq))?)) {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(self.io_error("look up", &self.file(seq), e)),
-        }
-    }
-
     /// The batch at `seq`, if its file exists.
     fn get(&self, seq: u64) -> Result<Option<Vec<u8>>> {
         let file = self.file(seq);
@@ -120,23 +98,26 @@ impl FolderLog {
             None => Ok(None),
         }
     }
+}
 
-    fn require_adopted(&self) -> Result<()> {
-        if self.adopted.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        if !self.exists(0)? {
-            return Err(Error::catalog(format!(
-                "{} is not an adopted commit log (no stamp at position 0): the folder is missing, empty or not a log",
-                self.folder.display()
-            )));
-        }
-        self.adopted.store(true, Ordering::Release);
-        Ok(())
+impl Positions for FolderLog {
+    fn location(&self) -> String {
+        self.folder.display().to_string()
     }
 
-    /// Where the log starts now (1 unless truncated), read from the truncation marks.
-    fn refresh_low(&self) -> Result<u64> {
+    fn holder(&self) -> &'static str {
+        "folder"
+    }
+
+    fn exists(&self, seq: u64) -> Result<bool> {
+        match block_on(self.store.head(&self.object(&self.file(seq))?)) {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(self.io_error("look up", &self.file(seq), e)),
+        }
+    }
+
+    fn highest_mark(&self) -> Result<Option<u64>> {
         let marks = self.folder.join(TRUNCATED);
         let prefix = self.object(&marks)?;
         let listed: Vec<object_store::ObjectMeta> = match block_on(self.store.list(Some(&prefix)).try_collect()) {
@@ -144,56 +125,17 @@ impl FolderLog {
             Err(object_store::Error::NotFound { .. }) => vec![],
             Err(e) => return Err(self.io_error("list", &marks, e)),
         };
-        let low = listed.iter().filter_map(|m| m.location.filename()?.parse::<u64>().ok()).max().unwrap_or(1);
-        self.low.fetch_max(low, Ordering::AcqRel);
-        Ok(self.low.load(Ordering::Acquire))
+        Ok(listed.iter().filter_map(|m| m.location.filename()?.parse::<u64>().ok()).max())
     }
 
-    /// An adopted log whose stamp is gone (its folder removed, moved or unmounted since) is an
-    /// error naming it, never an empty log or a gap.
-    fn check_still_there(&self) -> Result<()> {
-        if self.exists(0)? {
-            return Ok(());
-        }
-        Err(Error::catalog(format!(
-            "the commit log {} is missing (no adoption stamp): was its folder removed, moved or unmounted?",
-            self.folder.display()
-        )))
-    }
-
-    fn truncated(&self, seq: u64, low: u64) -> Error {
-        Error::catalog(format!(
-            "position {seq} of the commit log {} was truncated (the log starts at {low}): read from a checkpoint past it",
-            self.folder.display()
-        ))
+    fn seen(&self) -> &Seen {
+        &self.seen
     }
 }
 
 impl Committer for FolderLog {
     fn offer(&self, seq: u64, batch: &[u8]) -> Result<Offered> {
-        if seq == 0 {
-            return Err(Error::internal("position 0 of a commit log is its adoption stamp"));
-        }
-        self.require_adopted()?;
-        if seq < self.low.load(Ordering::Acquire) {
-            return Err(self.truncated(seq, self.low.load(Ordering::Acquire)));
-        }
-        if seq > 1 && !self.exists(seq - 1)? {
-            // truncated below (a stale head) or not written yet (a head from the future): either
-            // way a win here would be a batch no reader folds in order
-            self.check_still_there()?;
-            let low = self.refresh_low()?;
-            if seq < low {
-                return Err(self.truncated(seq, low));
-            }
-            if seq > low {
-                return Err(Error::internal(format!(
-                    "offer at position {seq} of the commit log {}, but position {} is not written: a gap",
-                    self.folder.display(),
-                    seq - 1
-                )));
-            }
-        }
+        gapless::check_offer(self, seq, false)?;
         // a position taken already (a committer behind the head) is lost without writing a batch
         if !self.exists(seq)? && crate::io::publish_new(&self.file(seq), &envelope(seq, batch))? {
             return Ok(Offered::Won(seq));
@@ -212,35 +154,20 @@ impl Committer for FolderLog {
     fn adopt(&self, stamp: &[u8]) -> Result<Vec<u8>> {
         crate::io::create_dirs(&self.folder)?;
         if crate::io::publish_new(&self.file(0), &envelope(0, stamp))? {
-            self.adopted.store(true, Ordering::Release);
+            self.seen.set_adopted();
             return Ok(stamp.to_vec());
         }
         self.get(0)?.ok_or_else(|| Error::internal("the commit log's adoption stamp vanished"))
     }
 
     fn wait_served(&self, seq: u64, timeout: Duration) -> Result<bool> {
-        self.require_adopted()?;
-        let end = Instant::now() + timeout;
-        loop {
-            if self.exists(seq)? {
-                return Ok(true);
-            }
-            if Instant::now() >= end {
-                return Ok(false);
-            }
-            std::thread::sleep(POLL);
-        }
+        gapless::wait_for(self, seq, timeout, POLL)
     }
 }
 
 impl LogReader for FolderLog {
     fn tail(&self, from: u64, max: usize) -> Result<Vec<Batch>> {
-        self.require_adopted()?;
-        let mut seq = from.max(1);
-        let low = self.low.load(Ordering::Acquire);
-        if seq < low {
-            return Err(self.truncated(seq, low));
-        }
+        let mut seq = gapless::tail_start(self, from)?;
         let mut batches = vec![];
         while batches.len() < max {
             match self.get(seq)? {
@@ -249,14 +176,8 @@ impl LogReader for FolderLog {
             }
             seq += 1;
         }
-        // nothing at `from`: the head, or a position truncated meanwhile (then an error, never an
-        // empty answer a reader would take for the head)
         if batches.is_empty() && max > 0 {
-            self.check_still_there()?;
-            let low = self.refresh_low()?;
-            if from.max(1) < low {
-                return Err(self.truncated(from.max(1), low));
-            }
+            gapless::check_nothing_at(self, from.max(1))?;
         }
         Ok(batches)
     }
@@ -266,32 +187,26 @@ impl LogReader for FolderLog {
     }
 
     fn start(&self) -> Result<u64> {
-        self.require_adopted()?;
-        self.refresh_low()
+        gapless::require_adopted(self)?;
+        gapless::refresh_low(self)
     }
 
     fn truncate_below(&self, seq: u64) -> Result<u64> {
-        self.require_adopted()?;
-        if !self.exists(seq)? {
-            return Err(Error::invalid(format!(
-                "cannot truncate the commit log {} below position {seq}: it holds no batch there (the head stays)",
-                self.folder.display()
-            )));
-        }
+        gapless::check_truncatable(self, seq)?;
         // (what committers killed mid-offer left: their staging files)
         crate::io::remove_stale_staging(&self.folder, ".");
         // the mark first: from then on a stale committer or reader below it gets an error
         let marks = self.folder.join(TRUNCATED);
         crate::io::create_dirs(&marks)?;
         crate::io::publish_new(&marks.join(seq.to_string()), b"")?;
-        self.refresh_low()?;
+        gapless::refresh_low(self)?;
         // then every batch below it, whatever an interrupted truncation left
         let prefix = self.object(&self.folder)?;
         let listed: Vec<object_store::ObjectMeta> = block_on(self.store.list(Some(&prefix)).try_collect())
             .map_err(|e| self.io_error("list", &self.folder, e))?;
         let mut removed = 0;
         for meta in listed {
-            let below = meta.location.filename().and_then(|n| n.strip_suffix(".batch")?.parse::<u64>().ok());
+            let below = meta.location.filename().and_then(position_of);
             if below.is_some_and(|s| s >= 1 && s < seq) {
                 match block_on(self.store.delete(&meta.location)) {
                     Ok(()) | Err(object_store::Error::NotFound { .. }) => removed += 1,
@@ -304,39 +219,6 @@ impl LogReader for FolderLog {
         }
         Ok(removed)
     }
-}
-
-fn envelope(seq: u64, bytes: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER + bytes.len());
-    out.extend_from_slice(MAGIC);
-    out.push(FORMAT);
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-    out.extend_from_slice(&twox_hash::XxHash3_64::oneshot(bytes).to_le_bytes());
-    out.extend_from_slice(bytes);
-    out
-}
-
-/// The bytes of a batch file at `seq`, or what is wrong with it.
-fn open_envelope(file: &[u8], seq: u64) -> std::result::Result<Vec<u8>, String> {
-    if file.len() < HEADER || &file[..4] != MAGIC {
-        return Err(format!("not a batch file ({} bytes)", file.len()));
-    }
-    if file[4] != FORMAT {
-        return Err(format!("batch format {} is newer than this skade reads ({FORMAT})", file[4]));
-    }
-    let word = |at: usize| u64::from_le_bytes(file[at..at + 8].try_into().unwrap_or_default());
-    if word(5) != seq {
-        return Err(format!("it holds position {} instead", word(5)));
-    }
-    let body = &file[HEADER..];
-    if word(13) != body.len() as u64 {
-        return Err(format!("{} bytes of {} (torn)", body.len(), word(13)));
-    }
-    if word(21) != twox_hash::XxHash3_64::oneshot(body) {
-        return Err("its checksum does not match".into());
-    }
-    Ok(body.to_vec())
 }
 
 #[cfg(test)]
@@ -386,36 +268,6 @@ mod tests {
     }
 
     #[test]
-    fn racing_threads_each_win_distinct_positions_without_gaps() {
-        let (_dir, log) = log();
-        log.adopt(b"stamp").unwrap();
-        let log = Arc::new(log);
-        let threads: Vec<_> = (0..4)
-            .map(|t| {
-                let log = log.clone();
-                std::thread::spawn(move || {
-                    let mut head = 0;
-                    let mut won = vec![];
-                    while won.len() < 25 {
-                        match log.offer(head + 1, format!("{t}").as_bytes()).unwrap() {
-                            Offered::Won(seq) => {
-                                won.push(seq);
-                                head = seq;
-                            }
-                            Offered::Lost(batches) => head = batches.last().unwrap().seq,
-                        }
-                    }
-                    won
-                })
-            })
-            .collect();
-        let mut all: Vec<u64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
-        all.sort_unstable();
-        assert_eq!(all, (1..=100).collect::<Vec<_>>());
-        assert_eq!(log.tail(1, usize::MAX).unwrap().len(), 100);
-    }
-
-    #[test]
     fn a_missing_or_unadopted_folder_is_an_error_not_a_fresh_log() {
         let (dir, log) = log();
         for e in [log.offer(1, b"x").unwrap_err(), log.tail(1, 9).unwrap_err()] {
@@ -452,12 +304,12 @@ mod tests {
         // a gap is refused: position 7 with 6 unwritten
         assert!(log.offer(7, b"ahead").unwrap_err().message.contains("a gap"));
         // an interrupted truncation's leftovers go with the next one
-        let left = dir.path().join("log").join(FolderLog::name(2));
+        let left = dir.path().join("log").join(position_name(2));
         std::fs::write(&left, envelope(2, b"left")).unwrap();
         assert_eq!(log.truncate_below(5).unwrap(), 2);
         assert!(!left.exists());
         assert_eq!(log.tail(5, 9).unwrap().len(), 1);
-        let file = dir.path().join("log").join(FolderLog::name(5));
+        let file = dir.path().join("log").join(position_name(5));
         let mut bytes = std::fs::read(&file).unwrap();
         let n = bytes.len();
         bytes[n - 1] ^= 1;

@@ -4,9 +4,13 @@
 //! A committer offers a batch at the position the head it was prepared on implies (head + 1) and
 //! either wins it or loses it to the batches that landed first, which it folds before it retries;
 //! a reader tails the log. Envelopes, the race and truncation are the provider's: the catalog
-//! never names a file or an object. `folder` is the in-tree provider (a folder of batch files).
+//! never names a file or an object. The in-tree providers: `folder` (a folder of batch files) and
+//! `bucket` (objects under an `s3://` prefix), both storing batches in `envelope`'s form.
 
+pub mod bucket;
+mod envelope;
 pub mod folder;
+mod gapless;
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -86,11 +90,17 @@ pub fn provider_for(own: Option<&Arc<dyn CommitLogProvider>>) -> Option<Arc<dyn 
     own.cloned().or_else(|| REGISTERED.get().cloned())
 }
 
-/// The provider of an open that names a log location (`located`) or not: its own, else the
-/// process's registered one, else (a location given) the in-tree folder log.
+/// The provider of an open that names a log `location` or not: its own, else the process's
+/// registered one, else (a location given) the in-tree log for it: the bucket log for an `s3://`
+/// location, the folder log for a path.
 pub fn provider_for_open(
     own: Option<&Arc<dyn CommitLogProvider>>,
-    located: bool,
+    location: Option<&str>,
 ) -> Option<Arc<dyn CommitLogProvider>> {
-    provider_for(own).or_else(|| located.then(|| Arc::new(folder::FolderLogProvider) as Arc<dyn CommitLogProvider>))
+    provider_for(own).or_else(|| {
+        location.map(|l| match crate::io::object::is_object(l) {
+            true => Arc::new(bucket::BucketLogProvider) as Arc<dyn CommitLogProvider>,
+            false => Arc::new(folder::FolderLogProvider) as Arc<dyn CommitLogProvider>,
+        })
+    })
 }

@@ -102,3 +102,13 @@ def test_faults_fire_for_the_requests_asked_and_requests_are_counted(s3_endpoint
         ("PUT", "/faulty/log/1", 503), ("PUT", "/faulty/log/1", 200), ("GET", "/faulty/log/1", 500),
         ("GET", "/faulty/log/1", 200)]
     assert [r["bytes"] for r in served if r["method"] == "PUT"] == [1, 1, 1, 1]
+
+
+def test_a_success_fault_stores_nothing(s3_endpoint):
+    # (a store that ignores If-None-Match answers a repeated create with success: the bucket log's
+    # probe must refuse it, and a 2xx fault is how its test gets one)
+    assert request(s3_endpoint, "PUT", "/ignoring")[0] == 200
+    control(s3_endpoint, "POST", "faults", {"method": "PUT", "prefix": "/ignoring/probe", "status": 200})
+    status, body, etag = request(s3_endpoint, "PUT", "/ignoring/probe", b"x", {"If-None-Match": "*"})
+    assert (status, body) == (200, b"") and etag
+    assert request(s3_endpoint, "GET", "/ignoring/probe")[0] == 404, "answered as stored, stored nothing"

@@ -1,0 +1,342 @@
+//! The bucket log (issue 44, increment 5): the folder log's protocol on objects under an
+//! `s3://bucket/prefix/log` location, for hosts that share nothing but a bucket. Position p is the
+//! object `<location>/<20-digit p>.batch` (keys sort like numbers, so a LIST walks the log in
+//! order) holding `envelope.rs`'s envelope; position 0 holds the adoption stamp; truncation marks
+//! are `<location>/truncated/<position>`. The rules are `gapless.rs`'s, as for the folder log.
+//!
+//! A position is won by a create-if-absent PUT (`If-None-Match: *`): the store arbitrates every
+//! race, so an offer on a known head is one request. A store that ignored the header would let two
+//! committers win one position without anyone noticing, so adoption first probes it.
+//!
+//! A PUT's answer is not always the outcome. "Taken" may be our own PUT, retried by the client
+//! after it landed (412), or no decision at all: object_store reports S3's 409
+//! ConditionalRequestConflict as taken too. An error may follow a PUT that landed. So anything
+//! short of a plain win is settled by reading the position back: our bytes are a win, another
+//! batch a loss, nothing a retry (after a 409) or the error (the commit is not acknowledged, and
+//! nothing acknowledged is lost).
+//!
+//! Requests cost money (docs/design/object-storage.md, "Requests per commit"): a tail of k
+//! positions is k + 1 GETs, a long replay a LIST and 32 GETs in flight, and waits look every 20 ms.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+
+use super::envelope::{envelope, open_envelope};
+use super::gapless::{self, position_name, position_of, Positions, Seen};
+use super::{Batch, CommitLogProvider, Committer, LogReader, Offered};
+use crate::error::{Error, Result};
+use crate::io::object;
+
+/// How often a wait for a position looks again (each look is a request: not the folder's 2 ms).
+const POLL: Duration = Duration::from_millis(20);
+const TRUNCATED: &str = "truncated";
+const PROBE: &str = "probe";
+/// How many conditional PUTs of one position may come back undecided (409) before the offer
+/// fails, and the first wait between them (doubled each time).
+const TRIES: u32 = 5;
+const UNDECIDED_WAIT: Duration = Duration::from_millis(20);
+/// A tail GETs this many positions one by one (a poll finds a few); a replay longer than that
+/// LISTs what follows and GETs it `IN_FLIGHT` at a time.
+const ONE_BY_ONE: usize = 64;
+const IN_FLIGHT: usize = 32;
+/// Truncation marks kept: a reader needs only the highest; the one before shows the last step.
+const MARKS_KEPT: usize = 2;
+/// How long the head this log just won, or read up to a missing position, is taken to be still
+/// there, so that the next offer after it is one PUT without a look at the position before.
+/// Truncation removes only positions 1,024 below a checkpoint: one seen this recently could go
+/// only after a thousand commits within the second. Increment 6's age rule (truncation spares
+/// positions younger than an hour) makes this exact; until then a committer stalled between
+/// reading its head and its PUT could, in principle, win a removed position.
+const HEAD_TRUST: Duration = Duration::from_secs(1);
+
+/// The provider of bucket logs; a location is an `s3://bucket/prefix` URL.
+#[derive(Debug, Default)]
+pub struct BucketLogProvider;
+
+impl CommitLogProvider for BucketLogProvider {
+    fn name(&self) -> &str {
+        "skade bucket log"
+    }
+
+    fn committer(&self, location: &str) -> Result<Box<dyn Committer>> {
+        Ok(Box::new(BucketLog::open(location)?))
+    }
+
+    fn reader(&self, location: &str) -> Result<Arc<dyn LogReader>> {
+        Ok(Arc::new(BucketLog::open(location)?))
+    }
+}
+
+/// One bucket log, opened (no request yet). Everything but `adopt` needs its stamp at position 0:
+/// an empty prefix is an error, never a fresh log.
+pub struct BucketLog {
+    location: String,
+    seen: Seen,
+    /// The head this log won or read last (the position after it missing then), and when.
+    head: Mutex<Option<(u64, Instant)>>,
+}
+
+/// What a conditional PUT came to, once settled.
+enum Claim {
+    Ours,
+    /// Another batch holds the position: its stored bytes.
+    Theirs(Bytes),
+}
+
+impl BucketLog {
+    pub fn open(location: &str) -> Result<BucketLog> {
+        let location = location.trim_end_matches('/').to_string();
+        object::split(&location)?;
+        Ok(BucketLog { location, seen: Seen::default(), head: Mutex::new(None) })
+    }
+
+    fn object(&self, seq: u64) -> String {
+        format!("{}/{}", self.location, position_name(seq))
+    }
+
+    /// The name under this log of a listed object (`s3://bucket/prefix/log/<name>`).
+    fn name_of<'a>(&self, listed: &'a str) -> Option<&'a str> {
+        listed.strip_prefix(self.location.as_str())?.strip_prefix('/')
+    }
+
+    fn mark_of(&self, listed: &str) -> Option<u64> {
+        self.name_of(listed)?.strip_prefix(TRUNCATED)?.strip_prefix('/')?.parse().ok()
+    }
+
+    fn decode(&self, seq: u64, stored: &[u8]) -> Result<Batch> {
+        open_envelope(stored, seq)
+            .map(|bytes| Batch { seq, bytes })
+            .map_err(|problem| Error::corrupt(format!("commit log object {} is damaged: {problem}", self.object(seq))))
+    }
+
+    fn get(&self, seq: u64) -> Result<Option<Batch>> {
+        object::wait(object::get(&self.object(seq)))?.map(|stored| self.decode(seq, &stored)).transpose()
+    }
+
+    fn saw(&self, seq: u64) {
+        let mut head = self.head.lock().unwrap_or_else(|p| p.into_inner());
+        if head.is_none_or(|(s, _)| s <= seq) {
+            *head = Some((seq, Instant::now()));
+        }
+    }
+
+    /// Whether `seq` is the position this log won or read last, moments ago.
+    fn just_saw(&self, seq: u64) -> bool {
+        let head = self.head.lock().unwrap_or_else(|p| p.into_inner());
+        head.is_some_and(|(s, at)| s == seq && at.elapsed() < HEAD_TRUST)
+    }
+
+    /// PUTs `stored` at `seq` unless the position is taken, and settles any answer short of a
+    /// plain win by reading the position back.
+    fn claim(&self, seq: u64, stored: Bytes) -> Result<Claim> {
+        let location = self.object(seq);
+        let mut wait = UNDECIDED_WAIT;
+        for _ in 0..TRIES {
+            let put = object::wait(object::put_new(&location, stored.clone()));
+            if let Ok(true) = put {
+                return Ok(Claim::Ours);
+            }
+            match object::wait(object::get(&location))? {
+                // our own PUT: retried after it landed (the retry's 412), or its answer was lost
+                Some(found) if found == stored => return Ok(Claim::Ours),
+                Some(found) => return Ok(Claim::Theirs(found)),
+                // a PUT that failed and did not land: not acknowledged, nothing lost; one that
+                // came back taken yet nothing is there: a 409, the store decided nothing
+                None => {
+                    put?;
+                }
+            }
+            std::thread::sleep(wait);
+            wait *= 2;
+        }
+        Err(Error::io(format!(
+            "cannot write {location}: {TRIES} conditional PUTs came back undecided (ConditionalRequestConflict) and \
+             none landed; the commit was not made"
+        )))
+    }
+
+    /// Checks that the store refuses a second create-if-absent PUT of one key: one that ignores
+    /// `If-None-Match` would let two committers win one position.
+    fn probe(&self) -> Result<()> {
+        let body = Bytes::from_static(b"skade probe");
+        for _ in 0..TRIES {
+            let probe = format!("{}/{PROBE}/{}", self.location, uuid::Uuid::new_v4());
+            let created = object::wait(object::put_new(&probe, body.clone()))?;
+            let again = if created { object::wait(object::put_new(&probe, body.clone())) } else { Ok(false) };
+            object::wait(object::delete(std::slice::from_ref(&probe)))?;
+            match (created, again?) {
+                (true, false) => return Ok(()),
+                (true, true) => {
+                    let (store, _) = object::store_for(&probe)?;
+                    let endpoint = store.options.as_ref().and_then(|o| o.endpoint_url());
+                    return Err(Error::invalid(format!(
+                        "{}/{} does not honour If-None-Match: skade cannot commit through it safely (it created \
+                         the probe {probe} twice)",
+                        endpoint.as_deref().unwrap_or("AWS S3"),
+                        store.bucket
+                    )));
+                }
+                // a new key reported taken: an undecided 409; probe again
+                (false, _) => std::thread::sleep(UNDECIDED_WAIT),
+            }
+        }
+        Err(Error::io(format!("cannot probe {}/{PROBE}: every conditional PUT came back undecided", self.location)))
+    }
+
+    /// The batches from `from` on up to the first missing position, at most `max` (fewer: the
+    /// position after the last was missing).
+    fn run(&self, from: u64, max: usize) -> Result<Vec<Batch>> {
+        let mut batches: Vec<Batch> = vec![];
+        let mut listed = false;
+        while batches.len() < max {
+            let seq = from + batches.len() as u64;
+            if batches.len() >= ONE_BY_ONE && !listed {
+                // a long replay: one LIST and parallel GETs, then one by one what came since
+                listed = true;
+                batches.extend(self.listed_run(seq, max - batches.len())?);
+                continue;
+            }
+            match self.get(seq)? {
+                Some(batch) => batches.push(batch),
+                None => break,
+            }
+        }
+        Ok(batches)
+    }
+
+    /// The run of consecutive positions from `from` that a LIST shows, read `IN_FLIGHT` at a
+    /// time, in order, up to the first missing one.
+    fn listed_run(&self, from: u64, max: usize) -> Result<Vec<Batch>> {
+        let found = object::wait(object::list(&self.location, Some(&self.object(from - 1))))?;
+        let seqs: Vec<u64> = found
+            .iter()
+            .filter_map(|l| position_of(self.name_of(&l.location)?))
+            .zip(from..)
+            .take_while(|(found, wanted)| found == wanted)
+            .map(|(seq, _)| seq)
+            .take(max)
+            .collect();
+        let gets = seqs.iter().map(|&seq| {
+            let location = self.object(seq);
+            async move { object::get(&location).await }
+        });
+        let got = object::wait(futures::stream::iter(gets).buffered(IN_FLIGHT).collect::<Vec<_>>());
+        let mut batches = vec![];
+        for (seq, got) in seqs.into_iter().zip(got) {
+            match got? {
+                Some(stored) => batches.push(self.decode(seq, &stored)?),
+                // (removed since the LIST: the caller's next look decides truncated or head)
+                None => break,
+            }
+        }
+        Ok(batches)
+    }
+}
+
+impl Positions for BucketLog {
+    fn location(&self) -> String {
+        self.location.clone()
+    }
+
+    fn holder(&self) -> &'static str {
+        "prefix"
+    }
+
+    fn exists(&self, seq: u64) -> Result<bool> {
+        Ok(object::wait(object::head(&self.object(seq)))?.is_some())
+    }
+
+    fn highest_mark(&self) -> Result<Option<u64>> {
+        let marks = object::wait(object::list(&format!("{}/{TRUNCATED}", self.location), None))?;
+        Ok(marks.iter().filter_map(|l| self.mark_of(&l.location)).max())
+    }
+
+    fn seen(&self) -> &Seen {
+        &self.seen
+    }
+}
+
+impl Committer for BucketLog {
+    fn offer(&self, seq: u64, batch: &[u8]) -> Result<Offered> {
+        gapless::check_offer(self, seq, seq > 0 && self.just_saw(seq - 1))?;
+        match self.claim(seq, Bytes::from(envelope(seq, batch)))? {
+            Claim::Ours => {
+                self.saw(seq);
+                Ok(Offered::Won(seq))
+            }
+            Claim::Theirs(stored) => {
+                // (the batch that won is read already: the rest follows it)
+                let mut since = vec![self.decode(seq, &stored)?];
+                since.extend(self.run(seq + 1, usize::MAX)?);
+                self.saw(seq + since.len() as u64 - 1);
+                Ok(Offered::Lost(since))
+            }
+        }
+    }
+
+    fn adoption(&self) -> Result<Option<Vec<u8>>> {
+        Ok(self.get(0)?.map(|b| b.bytes))
+    }
+
+    fn adopt(&self, stamp: &[u8]) -> Result<Vec<u8>> {
+        self.probe()?;
+        let held = match self.claim(0, Bytes::from(envelope(0, stamp)))? {
+            Claim::Ours => stamp.to_vec(),
+            Claim::Theirs(stored) => self.decode(0, &stored)?.bytes,
+        };
+        self.seen.set_adopted();
+        Ok(held)
+    }
+
+    fn wait_served(&self, seq: u64, timeout: Duration) -> Result<bool> {
+        gapless::wait_for(self, seq, timeout, POLL)
+    }
+}
+
+impl LogReader for BucketLog {
+    fn tail(&self, from: u64, max: usize) -> Result<Vec<Batch>> {
+        let from = gapless::tail_start(self, from)?;
+        let batches = self.run(from, max)?;
+        match batches.last() {
+            Some(last) if batches.len() < max => self.saw(last.seq),
+            None if max > 0 => gapless::check_nothing_at(self, from)?,
+            _ => {}
+        }
+        Ok(batches)
+    }
+
+    fn adoption(&self) -> Result<Option<Vec<u8>>> {
+        Committer::adoption(self)
+    }
+
+    fn start(&self) -> Result<u64> {
+        gapless::require_adopted(self)?;
+        gapless::refresh_low(self)
+    }
+
+    fn truncate_below(&self, seq: u64) -> Result<u64> {
+        gapless::check_truncatable(self, seq)?;
+        // the mark first: from then on a stale committer or reader below it gets an error
+        object::wait(object::put_new(&format!("{}/{TRUNCATED}/{seq}", self.location), Bytes::new()))?;
+        // then, from one listing, every batch below it (whatever an interrupted truncation left
+        // too) and the marks older than the newest two, in bulk
+        let listed = object::wait(object::list(&self.location, None))?;
+        let mut marks: Vec<(u64, &str)> =
+            listed.iter().filter_map(|l| Some((self.mark_of(&l.location)?, l.location.as_str()))).collect();
+        marks.sort_unstable();
+        self.seen.raise_low(marks.last().map_or(seq, |(m, _)| seq.max(*m)));
+        let below: Vec<String> = listed
+            .iter()
+            .filter(|l| self.name_of(&l.location).and_then(position_of).is_some_and(|p| p >= 1 && p < seq))
+            .map(|l| l.location.clone())
+            .collect();
+        object::wait(object::delete(&below))?;
+        let old_marks: Vec<String> =
+            marks.iter().rev().skip(MARKS_KEPT).map(|(_, location)| location.to_string()).collect();
+        object::wait(object::delete(&old_marks))?;
+        Ok(below.len() as u64)
+    }
+}
