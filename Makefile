@@ -67,6 +67,8 @@ test-sql-$(1): extension $(HOST_$(1))/.installed
 	$(HOST_$(1))/bin/python tools/sqllogictest.py --config sql_tests/configs/commit_log.json sql_tests
 	@echo "== sqllogictest on DuckDB $(1), every catalog's warehouse in a bucket of the local S3 server"
 	$(HOST_$(1))/bin/python tools/sqllogictest.py --config sql_tests/configs/bucket_data.json sql_tests
+	@echo "== sqllogictest on DuckDB $(1), every catalog a lake in a bucket of the local S3 server"
+	$(HOST_$(1))/bin/python tools/sqllogictest.py --config sql_tests/configs/bucket.json sql_tests
 
 test-python-$(1): extension $(HOST_$(1))/.installed
 	@echo "== pytest on DuckDB $(1)"

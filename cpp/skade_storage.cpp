@@ -4,6 +4,8 @@
 #include "skade/catalog.hpp"
 #include "skade/transaction.hpp"
 
+#include "duckdb/common/file_system.hpp"
+#include "duckdb/common/string_util.hpp"
 #include "duckdb/main/attached_database.hpp"
 #include "duckdb/main/config.hpp"
 #include "duckdb/parser/parsed_data/attach_info.hpp"
@@ -12,6 +14,17 @@
 namespace duckdb {
 
 namespace {
+
+// Whether the ATTACH named an access mode (DuckDB's own option names).
+bool AccessModeGiven(const AttachInfo &info) {
+	for (auto &entry : info.options) {
+		auto key = StringUtil::Lower(entry.first);
+		if (key == "read_only" || key == "readonly" || key == "read_write" || key == "readwrite") {
+			return true;
+		}
+	}
+	return false;
+}
 
 unique_ptr<Catalog> SkadeAttach(optional_ptr<StorageExtensionInfo> storage_info, ClientContext &context,
                                 AttachedDatabase &db, const string &name, AttachInfo &info, AttachOptions &options) {
@@ -33,9 +46,18 @@ unique_ptr<Catalog> SkadeAttach(optional_ptr<StorageExtensionInfo> storage_info,
 		throw InvalidInputException("a skade catalog is a file: ATTACH it with a path (e.g. 'lake.skade'), not '%s'",
 		                            info.path);
 	}
-	SkadeCheck(skade_catalog_open(info.path.c_str(), key_ptrs.data(), value_ptrs.data(), keys.size(), read_only,
+	// 'skade:s3://bucket/lake' with TYPE skade too (DuckDB strips the prefix only without TYPE)
+	auto path = StringUtil::StartsWith(info.path, "skade:") ? info.path.substr(6) : info.path;
+	if (read_only && FileSystem::IsRemoteFile(info.path) && !AccessModeGiven(info)) {
+		// DuckDB attaches every remote path read-only unless told otherwise: say so at ATTACH
+		// rather than at the first write
+		throw InvalidInputException("DuckDB attaches a remote path such as '%s' read-only unless told otherwise: "
+		                            "add READ_WRITE (or READ_ONLY) to the ATTACH options",
+		                            info.path);
+	}
+	SkadeCheck(skade_catalog_open(path.c_str(), key_ptrs.data(), value_ptrs.data(), keys.size(), read_only,
 	                              handle.out()));
-	return make_uniq<SkadeCatalog>(db, std::move(handle), info.path);
+	return make_uniq<SkadeCatalog>(db, std::move(handle), path);
 }
 
 unique_ptr<TransactionManager> SkadeCreateTransactionManager(optional_ptr<StorageExtensionInfo> storage_info,

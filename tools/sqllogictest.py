@@ -15,7 +15,8 @@ Supported records (the subset skade's tests use):
   # comment
 `__TEST_DIR__` is a fresh directory per file, `__EXTENSION__` the extension path. `--config <file>`
 runs the files under a configuration (sql_tests/configs/*.json, as DuckLake's test/configs):
-`attach_options` are added to every `ATTACH '<path>' ... (TYPE skade ...)`, `{path}` standing for
+`attach_path` replaces the path of every `ATTACH '<path>' ... (TYPE skade ...)`, to which
+`attach_options` are added, `{path}` standing for
 the catalog's path and `{unique}` for a name unique to the file and catalog; `s3_server: true`
 starts the local S3 server (tools/s3_server.py, moto on 127.0.0.1) with a bucket `skade-tests`
 and hands it to every DuckDB through the AWS environment variables (skade's fallback when no
@@ -168,9 +169,16 @@ class Runner:
                        lambda m: data_path.replace("{unique}", self.unique(f"{self.test_dir}/{m.group(1)}")), s)
         s = s.replace("__TEST_DIR__", self.test_dir).replace("__EXTENSION__", self.extension)
         options = self.config.get("attach_options")
-        if options:
+        attach_path = self.config.get("attach_path")
+        if options or attach_path:
             def add(m):
-                return f"{m.group(1)}, {options.replace('{path}', m.group(2)).replace('{unique}', self.unique(m.group(2)))}"
+                head, path = m.group(1), m.group(2)
+                if path in ("", ":memory:"):
+                    return head  # (no catalog file: the test expects the refusal)
+                if attach_path:
+                    head = head.replace(f"'{path}'", f"'{attach_path.replace('{unique}', self.unique(path))}'", 1)
+                extra = (options or "").replace("{path}", path).replace("{unique}", self.unique(path))
+                return f"{head}, {extra}" if extra else head
             s = ATTACH_SKADE.sub(add, s)
         endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
         s = s.replace("{s3_endpoint}", endpoint.split("://", 1)[-1])
@@ -213,6 +221,8 @@ class Runner:
                 try:
                     self.load("httpfs")
                 except Skipped as s:
+                    if self.config.get("attach_path", "").startswith("s3://"):
+                        raise Skipped(f"DuckDB attaches s3:// paths only with httpfs: {s}")
                     with open(self.path, encoding="utf-8") as f:
                         if INSPECTS_FILES.search(f.read()):
                             raise Skipped(f"it reads the warehouse's files in the bucket, which needs httpfs: {s}")

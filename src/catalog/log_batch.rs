@@ -68,11 +68,25 @@ pub struct AdoptionStamp {
     pub catalog: String,
     /// The catalog file that adopted it, for messages.
     pub path: String,
+    /// Whether the catalog held no commit when it adopted the log: then folding the log from
+    /// position 1 rebuilds it, and another catalog file (another host's) may join it. (Stamps
+    /// of older builds have neither field: such a log is not joined.)
+    #[serde(default)]
+    pub fresh: bool,
+    /// The catalog's warehouse, which a joining catalog must share.
+    #[serde(default)]
+    pub data_path: Option<String>,
 }
 
 impl AdoptionStamp {
-    pub fn new(catalog: &str, path: &str) -> AdoptionStamp {
-        AdoptionStamp { format: BATCH_FORMAT, catalog: catalog.to_string(), path: path.to_string() }
+    pub fn new(catalog: &str, path: &str, fresh: bool, data_path: &str) -> AdoptionStamp {
+        AdoptionStamp {
+            format: BATCH_FORMAT,
+            catalog: catalog.to_string(),
+            path: path.to_string(),
+            fresh,
+            data_path: Some(data_path.to_string()),
+        }
     }
 
     pub fn decode(bytes: &[u8], location: &str) -> Result<AdoptionStamp> {

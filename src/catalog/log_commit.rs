@@ -276,7 +276,18 @@ impl LogLink {
     /// Truncates the log below `checkpoint - LOG_RETAIN` once that is another [`LOG_RETAIN`]
     /// past the last truncation (the catalog file, which every process shares, has folded
     /// everything below its checkpoint durably).
+    /// Whether the log is in a bucket (every look at it a request).
+    pub fn in_bucket(&self) -> bool {
+        crate::io::object::is_object(&self.location)
+    }
+
     pub fn truncate(&self, checkpoint: u64) -> Result<u64> {
+        // A bucket log serves hosts whose caches this file is not: another host, or a new one,
+        // may still need every position. It is kept whole until checkpoints in the bucket cover
+        // what truncation removes (docs/design/object-storage.md, increment 6).
+        if self.in_bucket() {
+            return Ok(0);
+        }
         let below = checkpoint.saturating_sub(LOG_RETAIN);
         if self.committer.is_none() || below <= self.truncated_below.load(Ordering::Acquire) + LOG_RETAIN {
             return Ok(0);

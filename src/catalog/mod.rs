@@ -5,6 +5,7 @@ pub(crate) mod check;
 pub(crate) mod commit;
 pub mod consumers;
 pub mod events;
+pub mod lake;
 pub(crate) mod log_batch;
 pub(crate) mod log_commit;
 pub mod macros;

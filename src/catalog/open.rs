@@ -75,7 +75,21 @@ pub(crate) struct Inner {
     table_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// A log-resident catalog's link to its commit log (its commits go through it).
     log: Option<LogLink>,
+    /// When (ms of [`clock_ms`]) a transaction last began, and the log was last followed: a
+    /// bucket log is polled only while the catalog is in use (see `spawn_follower`).
+    last_used_ms: AtomicU64,
+    last_followed_ms: AtomicU64,
 }
+
+/// Milliseconds since the process first asked: a monotonic clock for idleness.
+fn clock_ms() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// How long after its last transaction a catalog on a bucket log stops polling it: an idle
+/// attach costs no request (its next transaction looks itself).
+const BUCKET_IDLE: Duration = Duration::from_secs(30);
 
 /// How long an acknowledged commit may stay non-durable under DURABILITY 'eventual'.
 pub const EVENTUAL_FLUSH_INTERVAL: Duration = Duration::from_millis(200);
@@ -85,8 +99,26 @@ static OPEN: Mutex<Option<HashMap<PathBuf, Weak<Inner>>>> = Mutex::new(None);
 static KEPT: Mutex<Vec<Arc<Inner>>> = Mutex::new(Vec::new());
 
 impl Catalog {
+    /// Opens (or creates) the lake in a bucket at `url` (`s3://bucket/prefix`): this host's
+    /// cache of it, through the bucket's commit log (see `catalog::lake`).
+    pub fn open_lake(url: &str, options: AttachOptions) -> Result<Catalog> {
+        let (cache_file, mut options) = super::lake::resolve(url, options)?;
+        // A read-only host still folds the bucket's log into its cache (the cache is this
+        // host's, not the lake): the file opens writable, the attach commits nothing.
+        let read_only = std::mem::replace(&mut options.read_only, false);
+        let mut catalog = Catalog::open(&cache_file, options)?;
+        catalog.read_only = read_only;
+        Ok(catalog)
+    }
+
     /// Opens (or creates) the catalog file at `path`.
     pub fn open(path: &Path, options: AttachOptions) -> Result<Catalog> {
+        if options.cache_path.is_some() {
+            return Err(Error::invalid(format!(
+                "CACHE_PATH is for a lake in a bucket (ATTACH 's3://bucket/prefix'); {} is a catalog file",
+                path.display()
+            )));
+        }
         crate::format::avro_names::install(); // before any manifest is read or written
         let path = absolute(path)?;
         let data_path = options.data_path.as_deref().map(data_location).transpose()?;
@@ -146,6 +178,8 @@ impl Catalog {
             durable_seq: AtomicU64::new(loaded.commit_seq),
             table_locks: Mutex::new(HashMap::new()),
             log,
+            last_used_ms: AtomicU64::new(clock_ms()),
+            last_followed_ms: AtomicU64::new(clock_ms()),
         });
         if inner.durability == Durability::Eventual && !inner.store.read_only() {
             spawn_flusher(Arc::downgrade(&inner));
@@ -260,10 +294,15 @@ impl Catalog {
     /// Brings the in-memory state up to the catalog file, which other processes fold their
     /// commits into (a log-resident catalog; a plain one has no other writer).
     pub(crate) fn catch_up(&self) -> Result<()> {
-        match &self.inner.log {
-            Some(link) => self.inner.reload(link),
-            None => Ok(()),
+        let Some(link) = &self.inner.log else { return Ok(()) };
+        self.inner.last_used_ms.store(clock_ms(), Ordering::Relaxed);
+        // Other hosts fold nothing into this host's cache: a fold older than the poll (an idle
+        // attach's, which polls no more) is brought up to the bucket's log first.
+        let age = clock_ms().saturating_sub(self.inner.last_followed_ms.load(Ordering::Relaxed));
+        if link.in_bucket() && age > link.poll.as_millis() as u64 {
+            return self.inner.follow(link);
         }
+        self.inner.reload(link)
     }
 
     pub(crate) fn durable_at_commit(&self) -> bool {
@@ -495,6 +534,7 @@ impl Inner {
     /// attach), truncate the log now and then, and bring the in-memory state up to the file.
     fn follow(&self, link: &LogLink) -> Result<()> {
         self.usable_store()?;
+        self.last_followed_ms.store(clock_ms(), Ordering::Relaxed);
         if !self.store.read_only() {
             self.committer.exclusive(|| link.catch_up(&self.store))?;
             link.truncate(self.store.log_position()?)?;
@@ -805,6 +845,10 @@ fn spawn_follower(inner: Weak<Inner>, poll: Duration) {
                 return;
             }
             let Some(link) = &inner.log else { return };
+            let idle = clock_ms().saturating_sub(inner.last_used_ms.load(Ordering::Relaxed));
+            if link.in_bucket() && idle > BUCKET_IDLE.as_millis() as u64 {
+                continue; // (every request costs: the next transaction looks itself)
+            }
             match inner.follow(link) {
                 Ok(()) => failing = false,
                 Err(e) if !failing => {

@@ -70,6 +70,8 @@ pub struct AttachOptions {
     pub commit_log_poll: std::time::Duration,
     /// TIMESTAMP_NS: how new TIMESTAMP_NS columns are stored ('refuse', or 'microseconds').
     pub timestamp_ns: crate::format::duckdb_types::Nanoseconds,
+    /// CACHE_PATH: the folder of this host's fold of a lake in a bucket (`catalog::lake`).
+    pub cache_path: Option<String>,
 }
 
 /// The default of COMMIT_LOG_POLL_MS.
@@ -161,6 +163,7 @@ impl Default for AttachOptions {
             commit_log_location: None,
             commit_log_poll: DEFAULT_COMMIT_LOG_POLL,
             timestamp_ns: Default::default(),
+            cache_path: None,
         }
     }
 }
@@ -200,6 +203,12 @@ impl AttachOptions {
                 }
                 "target_file_size" => o.target_file_size = Some(parse_size("TARGET_FILE_SIZE", value)?),
                 "lineage" => lineage = Some(parse_bool("LINEAGE", value)?),
+                "cache_path" => {
+                    if value.is_empty() {
+                        return Err(Error::invalid("CACHE_PATH must name a folder"));
+                    }
+                    o.cache_path = Some(value.to_string());
+                }
                 "commit_log" => {
                     if value.is_empty() {
                         return Err(Error::invalid("COMMIT_LOG must name the commit log's folder"));

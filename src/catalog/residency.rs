@@ -47,11 +47,16 @@ pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&str>
         }
     }
     if let (Some(p), Some(location), false) = (&provider, &location, path.exists()) {
-        // a log that another catalog adopted is refused before a new catalog is made for it
+        // a log that another catalog adopted is refused before a new catalog is made for it,
+        // unless it lives in a bucket: another host's catalog file then joins it
         if let Some(held) = p.reader(location)?.adoption()? {
             let held = AdoptionStamp::decode(&held, location)?;
             if Path::new(&held.path) != path {
-                return Err(another_catalogs(location, &held, path));
+                if !crate::io::object::is_object(location) {
+                    return Err(another_catalogs(location, &held, path));
+                }
+                let joined = join(path, p.as_ref(), location, &held, data_path)?;
+                return open(path, options, Some(&joined));
             }
         }
     }
@@ -83,8 +88,9 @@ pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&str>
                 }
                 let location = location.as_deref().ok_or_else(|| no_location(path, p.as_ref()))?;
                 store.migrate()?;
-                store.load(data_path)?; // (a writable copy of another catalog is refused before it is stamped)
-                adopt(&store, p.as_ref(), location)?;
+                // (a writable copy of another catalog is refused before it is stamped)
+                let before = store.load(data_path)?;
+                adopt(&store, p.as_ref(), location, &before)?;
                 let stamp = LogStamp { provider: p.name().to_string(), location: location.to_string() };
                 Some(connect(&store, &stamp, p.as_ref(), None, options)?)
             }
@@ -108,14 +114,26 @@ pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&str>
 
 /// Races the log's position 0 for this catalog, then stamps the file: from then on it opens only
 /// through the log. A log that another catalog adopted is refused.
-fn adopt(store: &Store, provider: &dyn CommitLogProvider, location: &str) -> Result<()> {
+fn adopt(store: &Store, provider: &dyn CommitLogProvider, location: &str, before: &Loaded) -> Result<()> {
     let uuid = store.catalog_uuid()?;
     let committer = provider.committer(location)?;
-    let ours = AdoptionStamp::new(&uuid, &store.path.display().to_string());
+    let ours = AdoptionStamp::new(&uuid, &store.path.display().to_string(), before.commit_seq == 0, &before.data_path);
     let held = committer.adopt(&serde_json::to_vec(&ours)?)?;
     let held = AdoptionStamp::decode(&held, location)?;
     if held.catalog != uuid {
-        return Err(another_catalogs(location, &held, &store.path));
+        // two hosts made a lake in one bucket prefix at once: the loser, still empty, joins
+        let joinable = crate::io::object::is_object(location)
+            && held.fresh
+            && before.commit_seq == 0
+            && held.data_path.as_deref() == Some(before.data_path.as_str());
+        if !joinable {
+            return Err(another_catalogs(location, &held, &store.path));
+        }
+        store.become_copy_of(&held.catalog)?;
+        return store.stamp_log_resident(&LogStamp {
+            provider: provider.name().to_string(),
+            location: location.to_string(),
+        });
     }
     let reader = provider.reader(location)?;
     if !reader.tail(1, 1)?.is_empty() {
@@ -129,6 +147,39 @@ fn adopt(store: &Store, provider: &dyn CommitLogProvider, location: &str) -> Res
         )));
     }
     store.stamp_log_resident(&LogStamp { provider: provider.name().to_string(), location: location.to_string() })
+}
+
+/// Makes the catalog file `path` (absent) another copy of the catalog that adopted the bucket
+/// log at `location`: the same uuid and warehouse, stamped with the log, empty: the open that
+/// follows folds the log into it. Only a catalog that adopted the log before its first commit
+/// can be rebuilt this way (a checkpoint would be needed otherwise). Returns the warehouse.
+fn join(
+    path: &Path,
+    provider: &dyn CommitLogProvider,
+    location: &str,
+    held: &AdoptionStamp,
+    data_path: Option<&str>,
+) -> Result<String> {
+    let Some(theirs) = held.data_path.clone().filter(|_| held.fresh) else {
+        return Err(Error::catalog(format!(
+            "the commit log {location} belongs to skade catalog {} (uuid {}), which held commits before it adopted              the log: another catalog file can join it only from a checkpoint, which this build does not write yet;              attach {} itself",
+            held.path, held.catalog, held.path
+        )));
+    };
+    if let Some(given) = data_path.filter(|given| *given != theirs) {
+        return Err(Error::invalid(format!(
+            "DATA_PATH {given} differs from the warehouse {theirs} of the lake whose commit log {location} this              catalog joins"
+        )));
+    }
+    super::store::create_joining(path, &theirs, &held.catalog)?;
+    let (store, _) = Store::open(path, false, Some(&theirs), true)?;
+    if store.catalog_uuid()? != held.catalog {
+        return Err(another_catalogs(location, held, path));
+    }
+    if store.residency()?.is_none() {
+        store.stamp_log_resident(&LogStamp { provider: provider.name().to_string(), location: location.to_string() })?;
+    }
+    Ok(theirs)
 }
 
 /// Links a log-resident catalog to its log: the reader (every open asks the provider for it), a
@@ -182,11 +233,13 @@ fn connect(
     Ok(LogLink::new(&stamp.provider, &stamp.location, committer, reader, options.commit_log_poll, checkpoint))
 }
 
-/// A log location as given, made absolute (as DATA_PATH is: relative to the working directory).
+/// A log location as given, made absolute (as DATA_PATH is: relative to the working directory);
+/// a bucket's without trailing slashes.
 fn normalize(location: &str) -> Result<String> {
-    // (an object's location is a URL, not a path to make absolute)
     if crate::io::object::is_object(location) {
-        return Ok(location.trim_end_matches('/').to_string());
+        let trimmed = location.trim_end_matches('/');
+        crate::io::object::split(trimmed)?;
+        return Ok(trimmed.to_string());
     }
     let path = crate::io::absolute(Path::new(location))?;
     path.to_str()

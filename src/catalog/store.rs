@@ -223,6 +223,19 @@ impl Store {
         })
     }
 
+    /// Makes this catalog, which holds no commit, another copy of the catalog `uuid` (a host that
+    /// lost the race to create a lake in a bucket joins the winner's instead).
+    pub fn become_copy_of(&self, uuid: &str) -> Result<()> {
+        self.write(true, |tx| {
+            let seq = tx.open_table(COUNTERS)?.get(COMMIT_SEQ)?.map(|v| v.value()).unwrap_or(0);
+            if seq != 0 {
+                return Err(Error::internal("a catalog with commits cannot become a copy of another"));
+            }
+            tx.open_table(META)?.insert(CATALOG_UUID, uuid)?;
+            Ok(())
+        })
+    }
+
     /// Stamps the file log-resident (one durable transaction): from now on it opens only through
     /// the log, and its fold starts after position 0 (the log's adoption stamp).
     pub fn stamp_log_resident(&self, stamp: &LogStamp) -> Result<()> {
@@ -361,7 +374,7 @@ impl Store {
         self.failed.load(Ordering::SeqCst)
     }
 
-    fn initialize(&self, data_path: &str, created_as: Option<&Path>) -> Result<()> {
+    fn initialize(&self, data_path: &str, created_as: Option<&Path>, uuid: Option<&str>) -> Result<()> {
         self.write(true, |tx| {
             let mut meta = tx.open_table(META)?;
             meta.insert("format", stamp(FORMAT_VERSION).as_str())?;
@@ -370,7 +383,8 @@ impl Store {
                 meta.insert(CREATED_AS, created_as)?;
             }
             meta.insert("created_at", chrono::Utc::now().to_rfc3339().as_str())?;
-            meta.insert(CATALOG_UUID, uuid::Uuid::new_v4().to_string().as_str())?;
+            let fresh = uuid::Uuid::new_v4().to_string();
+            meta.insert(CATALOG_UUID, uuid.unwrap_or(&fresh))?;
             let mut counters = tx.open_table(COUNTERS)?;
             counters.insert(COMMIT_SEQ, 0)?;
             counters.insert(NEXT_SNAPSHOT_ID, 1)?;
@@ -680,6 +694,22 @@ fn close_quietly(db: Option<Db>) {
 /// processes creating one lake at once (each ATTACHing it with COMMIT_LOG) agree on one file and
 /// none sees it half made. Whether this call made it (false: another process did first).
 fn create(path: &Path, data_path: &str) -> Result<bool> {
+    create_as(path, data_path, None)
+}
+
+/// Makes a new, empty catalog file at `path` that is another copy of the catalog `uuid` (a host
+/// joining a lake in a bucket, see `residency::join`). Whether this call made it.
+pub(crate) fn create_joining(path: &Path, data_path: &str, uuid: &str) -> Result<bool> {
+    if path.exists() {
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        crate::io::create_dirs(dir)?;
+    }
+    create_as(path, data_path, Some(uuid))
+}
+
+fn create_as(path: &Path, data_path: &str, uuid: Option<&str>) -> Result<bool> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
         crate::io::remove_stale_staging(dir, &format!(".{name}."));
@@ -696,7 +726,7 @@ fn create(path: &Path, data_path: &str) -> Result<bool> {
             shared: false,
             failed: AtomicBool::new(false),
         };
-        store.initialize(data_path, created_as.as_deref())
+        store.initialize(data_path, created_as.as_deref(), uuid)
     });
     if let Err(e) = made {
         crate::io::remove_file(&staging);

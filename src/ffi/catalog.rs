@@ -27,7 +27,10 @@ pub unsafe extern "C" fn skade_catalog_open(
         let options =
             AttachOptions::parse(keys.iter().map(String::as_str).zip(values.iter().map(String::as_str)), read_only)?;
         let lineage = options.lineage.clone();
-        let catalog = Catalog::open(Path::new(path), options)?;
+        let catalog = match crate::io::object::is_object(path) {
+            true => Catalog::open_lake(path, options)?,
+            false => Catalog::open(Path::new(path), options)?,
+        };
         // (off DuckDB's threads: delivery never slows or fails a commit)
         crate::lineage::delivery::start(&catalog, &lineage);
         out(result, Box::into_raw(Box::new(SkadeCatalog(catalog))))

@@ -288,16 +288,19 @@ impl Store {
 
 /// An error of `object_store` as skade's, naming the object and, for a refusal, the way out.
 pub fn error(what: &str, location: &str, e: object_store::Error) -> Error {
-    let text = clean(&e.to_string());
+    let text = clean(&with_causes(&e));
     let code = s3_code(&text);
+    // Where the request went (endpoint, secret's name): what a refusal or a missing bucket asks
+    // the user to check. The store is registered: the failed request used it.
+    let via = || store_for(location).map(|(s, _)| s.describe()).unwrap_or_else(|_| "S3".into());
+    // (a listing's 404 is no NotFound to object_store: the code tells)
+    if code.as_deref() == Some("NoSuchBucket") {
+        let bucket = split(location).map(|(b, _)| b).unwrap_or(location);
+        return Error::io(format!("cannot {what} {location}: bucket {bucket} does not exist at {} (NoSuchBucket)", via()));
+    }
     match e {
         object_store::Error::NotFound { .. } => {
-            if code.as_deref() == Some("NoSuchBucket") {
-                let bucket = split(location).map(|(b, _)| b).unwrap_or(location);
-                Error::io(format!("cannot {what} {location}: bucket {bucket} does not exist (NoSuchBucket)"))
-            } else {
-                Error::new(ErrorKind::Io, format!("cannot {what} {location}: it does not exist"))
-            }
+            Error::new(ErrorKind::Io, format!("cannot {what} {location}: it does not exist"))
         }
         object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
             let code = code.unwrap_or_else(|| "AccessDenied".into());
@@ -306,10 +309,30 @@ pub fn error(what: &str, location: &str, e: object_store::Error) -> Error {
             } else {
                 "check the S3 secret's KEY_ID, SECRET, REGION and SCOPE, or the AWS environment"
             };
-            Error::permission(format!("cannot {what} {location}: access denied ({code}): {hint}"))
+            Error::permission(format!("cannot {what} {location}: access denied ({code}) by {}: {hint}", via()))
         }
         _ => Error::io(format!("cannot {what} {location}: {text}")),
     }
+}
+
+/// The error's text and each cause's that it does not show already: object_store says "error
+/// sending request", its causes say why (refused, timed out).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    crate::error::without_os_codes(&text)
+}
+
+/// Whether a 404 is the bucket's (S3 says so in a GET's body; a HEAD's has none).
+fn no_such_bucket(e: &object_store::Error) -> bool {
+    e.to_string().contains("<Code>NoSuchBucket</Code>")
 }
 
 /// The S3 error code in an answer's body (`<Code>SlowDown</Code>`), if any.
@@ -361,7 +384,7 @@ pub async fn get(location: &str) -> Result<Option<Bytes>> {
     let (store, path) = store_for(location)?;
     let got = match store.client.get(&path).await {
         Ok(got) => got,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e @ object_store::Error::NotFound { .. }) if !no_such_bucket(&e) => return Ok(None),
         Err(e) => return Err(error("read", location, e)),
     };
     got.bytes().await.map(Some).map_err(|e| error("read", location, e))
@@ -372,26 +395,43 @@ pub async fn get_with_time(location: &str) -> Result<Option<(Bytes, SystemTime)>
     let (store, path) = store_for(location)?;
     let got = match store.client.get(&path).await {
         Ok(got) => got,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e @ object_store::Error::NotFound { .. }) if !no_such_bucket(&e) => return Ok(None),
         Err(e) => return Err(error("read", location, e)),
     };
     let modified = got.meta.last_modified.into();
     got.bytes().await.map(|b| Some((b, modified))).map_err(|e| error("read", location, e))
 }
 
-/// `range` of the object's bytes.
+/// `range` of the object's bytes, all of them: a range past the object's end is an error (S3
+/// answers one that starts inside with the bytes there are).
 pub async fn get_range(location: &str, range: Range<u64>) -> Result<Bytes> {
     let (store, path) = store_for(location)?;
     let len = range.end.saturating_sub(range.start);
-    store.client.get_range(&path, range.clone()).await.map_err(|e| {
+    if len == 0 {
+        // (no request: S3 has no empty range, object_store refuses one)
+        return Ok(Bytes::new());
+    }
+    let got = store.client.get_range(&path, range.clone()).await.map_err(|e| {
         error(&format!("read {len} bytes at offset {} of", range.start), location, e)
-    })
+    })?;
+    whole(location, &range, got)
 }
 
 /// Several ranges of one object, fetched concurrently (adjacent ones merged by the store).
 pub async fn get_ranges(location: &str, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
     let (store, path) = store_for(location)?;
-    store.client.get_ranges(&path, ranges).await.map_err(|e| error("read ranges of", location, e))
+    let got = store.client.get_ranges(&path, ranges).await.map_err(|e| error("read ranges of", location, e))?;
+    ranges.iter().zip(got).map(|(range, bytes)| whole(location, range, bytes)).collect()
+}
+
+/// `bytes`, if they are all of `range`: a short answer means the object ends inside it.
+fn whole(location: &str, range: &Range<u64>, bytes: Bytes) -> Result<Bytes> {
+    let len = range.end.saturating_sub(range.start);
+    if bytes.len() as u64 == len {
+        return Ok(bytes);
+    }
+    let end = range.start + bytes.len() as u64;
+    Err(Error::io(format!("cannot read {len} bytes at offset {} of {location}: it ends at {end}", range.start)))
 }
 
 /// An object's size and last write, or None when there is none.
@@ -439,7 +479,7 @@ pub async fn list(prefix: &str, start_after: Option<&str>) -> Result<Vec<Listed>
 }
 
 /// The objects and sub-folders directly in the folder `prefix` (a folder is listed as its
-/// location, with size 0 and no time).
+/// location ending in `/`, with size 0 and no time).
 pub async fn list_folder(prefix: &str) -> Result<Vec<Listed>> {
     let folder = format!("{}/", prefix.trim_end_matches('/'));
     let (store, path) = store_for(&folder)?;
@@ -454,8 +494,9 @@ pub async fn list_folder(prefix: &str) -> Result<Vec<Listed>> {
             modified: m.last_modified.into(),
         })
         .collect();
+    // (object_store's prefixes have no trailing `/`: it is what tells a folder)
     out.extend(found.common_prefixes.into_iter().map(|p| Listed {
-        location: format!("{S3}{bucket}/{p}"),
+        location: format!("{S3}{bucket}/{p}/"),
         size: 0,
         modified: SystemTime::UNIX_EPOCH,
     }));

@@ -105,6 +105,24 @@ impl S3Server {
         self.control("DELETE", "faults", None);
     }
 
+    /// The requests served to the bucket `bucket` (its listings and bulk deletes, `/bucket`, and
+    /// its objects, `/bucket/...`; not those of `bucket-2`), in the order served.
+    pub fn log(&self, bucket: &str) -> Vec<Request> {
+        let all = self.control("GET", "requests", None);
+        let (exact, under) = (format!("/{bucket}"), format!("/{bucket}/"));
+        all.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| Request {
+                method: r["method"].as_str().unwrap().to_string(),
+                path: r["path"].as_str().unwrap().to_string(),
+                bytes: r["bytes"].as_u64().unwrap(),
+                status: r["status"].as_u64().unwrap() as u16,
+            })
+            .filter(|r| r.path == exact || r.path.starts_with(&under))
+            .collect()
+    }
+
     /// The requests served whose path starts with `prefix` (`/bucket/...`): (method, path, status).
     pub fn requests(&self, prefix: &str) -> Vec<(String, String, u16)> {
         let all = self.control("GET", "requests", None);
@@ -117,6 +135,16 @@ impl S3Server {
             })
             .collect()
     }
+}
+
+/// A request the server served: its path has no query string (`?uploads`, `?delete`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    /// The request body's length (Content-Length).
+    pub bytes: u64,
+    pub status: u16,
 }
 
 impl Drop for S3Server {

@@ -111,3 +111,15 @@ def s3_env(s3_endpoint, monkeypatch):
                  "AWS_ALLOW_HTTP": "true"}.items():
         monkeypatch.setenv(k, v)
     return s3_endpoint
+
+
+def s3_put(endpoint, bucket, key, data):
+    """Puts an object as any S3 client would (the server checks no signature, only that there is one)."""
+    import urllib.request
+    req = urllib.request.Request(
+        f"http://{endpoint}/{bucket}/{key}", data=data, method="PUT",
+        headers={"Authorization": "AWS4-HMAC-SHA256 Credential=skadetest/20261206/us-east-1/s3/aws4_request, "
+                                  "SignedHeaders=host, Signature=0",
+                 "Content-Type": "application/octet-stream"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        assert resp.status == 200
