@@ -79,6 +79,9 @@ pub(crate) struct Inner {
     /// bucket log is polled only while the catalog is in use (see `spawn_follower`).
     last_used_ms: AtomicU64,
     last_followed_ms: AtomicU64,
+    /// The URL of the lake in a bucket this catalog file caches (every host's cache names the
+    /// same lake by it).
+    lake_url: std::sync::OnceLock<String>,
 }
 
 /// Milliseconds since the process first asked: a monotonic clock for idleness.
@@ -108,6 +111,7 @@ impl Catalog {
         let read_only = std::mem::replace(&mut options.read_only, false);
         let mut catalog = Catalog::open(&cache_file, options)?;
         catalog.read_only = read_only;
+        let _ = catalog.inner.lake_url.set(url.trim_end_matches('/').to_string());
         Ok(catalog)
     }
 
@@ -180,6 +184,7 @@ impl Catalog {
             log,
             last_used_ms: AtomicU64::new(clock_ms()),
             last_followed_ms: AtomicU64::new(clock_ms()),
+            lake_url: std::sync::OnceLock::new(),
         });
         if inner.durability == Durability::Eventual && !inner.store.read_only() {
             spawn_flusher(Arc::downgrade(&inner));
@@ -202,6 +207,15 @@ impl Catalog {
 
     pub fn path(&self) -> &Path {
         &self.inner.store.path
+    }
+
+    /// What names this lake to the world (lineage's namespace and run ids): a lake in a bucket's
+    /// URL, the same on every host, else the catalog file's path.
+    pub fn identity(&self) -> String {
+        match self.inner.lake_url.get() {
+            Some(url) => url.clone(),
+            None => self.path().display().to_string(),
+        }
     }
 
     pub fn data_path(&self) -> &str {

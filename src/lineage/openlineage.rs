@@ -41,6 +41,11 @@ pub struct Naming<'a> {
 impl Naming<'_> {
     /// The catalog's short name: its file's name without the extension.
     fn catalog_name(&self) -> String {
+        let identity = self.catalog.identity();
+        if crate::io::object::is_object(&identity) {
+            // (a lake in a bucket is named by its prefix's last part, as a file by its stem)
+            return identity.rsplit('/').next().unwrap_or(&identity).to_string();
+        }
         let path = self.catalog.path();
         path.file_stem().unwrap_or(path.as_os_str()).to_string_lossy().into_owned()
     }
@@ -50,7 +55,7 @@ impl Naming<'_> {
 /// the same run), a UUIDv7 as OpenLineage recommends: its time is the commit's, its random bits
 /// a hash of the catalog and the event's commit range.
 pub fn run_id(catalog: &Catalog, event: &LineageEvent) -> Uuid {
-    let mut input = catalog.path().display().to_string().into_bytes();
+    let mut input = catalog.identity().into_bytes();
     input.extend_from_slice(&event.first_seq.to_le_bytes());
     input.extend_from_slice(&event.last_seq.to_le_bytes());
     let hash = twox_hash::XxHash3_128::oneshot(&input).to_le_bytes();
@@ -93,7 +98,7 @@ pub fn run_event(naming: &Naming, event: &LineageEvent) -> Value {
             COMMIT_FACET_SCHEMA.into(),
             json!({"commitSeq": event.last_seq, "firstCommitSeq": event.first_seq,
                    "operation": event.operation.as_str(), "actor": event.actor,
-                   "catalog": naming.catalog.path().display().to_string()}),
+                   "catalog": naming.catalog.identity()}),
         ),
     });
     let job_facets = json!({
