@@ -2,6 +2,7 @@
 #include "skade/storage.hpp"
 
 #include "skade/catalog.hpp"
+#include "skade/secrets.hpp"
 #include "skade/transaction.hpp"
 
 #include "duckdb/main/attached_database.hpp"
@@ -33,9 +34,12 @@ unique_ptr<Catalog> SkadeAttach(optional_ptr<StorageExtensionInfo> storage_info,
 		throw InvalidInputException("a skade catalog is a file: ATTACH it with a path (e.g. 'lake.skade'), not '%s'",
 		                            info.path);
 	}
+	// The buckets' credentials first: opening may already read or write there.
+	auto bucket_urls = SkadeBucketUrls(info.path, options.options);
+	SkadePassSecrets(context, bucket_urls);
 	SkadeCheck(skade_catalog_open(info.path.c_str(), key_ptrs.data(), value_ptrs.data(), keys.size(), read_only,
 	                              handle.out()));
-	return make_uniq<SkadeCatalog>(db, std::move(handle), info.path);
+	return make_uniq<SkadeCatalog>(db, std::move(handle), info.path, std::move(bucket_urls));
 }
 
 unique_ptr<TransactionManager> SkadeCreateTransactionManager(optional_ptr<StorageExtensionInfo> storage_info,
