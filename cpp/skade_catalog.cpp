@@ -28,8 +28,9 @@
 
 namespace duckdb {
 
-SkadeCatalog::SkadeCatalog(AttachedDatabase &db, SkadeCatalogHandle handle_p, string path_p)
-    : Catalog(db), handle(std::move(handle_p)), path(std::move(path_p)) {
+SkadeCatalog::SkadeCatalog(AttachedDatabase &db, SkadeCatalogHandle handle_p, string path_p,
+                           vector<string> bucket_urls_p)
+    : Catalog(db), handle(std::move(handle_p)), path(std::move(path_p)), bucket_urls(std::move(bucket_urls_p)) {
 }
 
 void SkadeCatalog::Initialize(bool load_builtin) {

@@ -2,6 +2,7 @@
 #include "skade/storage.hpp"
 
 #include "skade/catalog.hpp"
+#include "skade/secrets.hpp"
 #include "skade/transaction.hpp"
 
 #include "duckdb/common/file_system.hpp"
@@ -55,9 +56,12 @@ unique_ptr<Catalog> SkadeAttach(optional_ptr<StorageExtensionInfo> storage_info,
 		                            "add READ_WRITE (or READ_ONLY) to the ATTACH options",
 		                            info.path);
 	}
+	// The buckets' credentials first: opening may already read or write there.
+	auto bucket_urls = SkadeBucketUrls(path, options.options);
+	SkadePassSecrets(context, bucket_urls);
 	SkadeCheck(skade_catalog_open(path.c_str(), key_ptrs.data(), value_ptrs.data(), keys.size(), read_only,
 	                              handle.out()));
-	return make_uniq<SkadeCatalog>(db, std::move(handle), path);
+	return make_uniq<SkadeCatalog>(db, std::move(handle), path, std::move(bucket_urls));
 }
 
 unique_ptr<TransactionManager> SkadeCreateTransactionManager(optional_ptr<StorageExtensionInfo> storage_info,

@@ -3,6 +3,7 @@
 
 #include "skade/catalog.hpp"
 #include "skade/schema_entry.hpp"
+#include "skade/secrets.hpp"
 
 #include "duckdb/parser/parsed_data/create_schema_info.hpp"
 
@@ -19,14 +20,35 @@ SkadeTransaction::~SkadeTransaction() {
 }
 
 SkadeTransaction &SkadeTransaction::Get(ClientContext &context, Catalog &catalog) {
-	return Transaction::Get(context, catalog).Cast<SkadeTransaction>();
+	auto &txn = Transaction::Get(context, catalog).Cast<SkadeTransaction>();
+	txn.ReadSecrets(context);
+	return txn;
 }
 
 SkadeTransaction &SkadeTransaction::Get(CatalogTransaction transaction, Catalog &catalog) {
 	if (transaction.transaction) {
-		return transaction.transaction->Cast<SkadeTransaction>();
+		auto &txn = transaction.transaction->Cast<SkadeTransaction>();
+		if (transaction.HasContext()) {
+			txn.ReadSecrets(transaction.GetContext());
+		}
+		return txn;
 	}
 	return Get(transaction.GetContext(), catalog);
+}
+
+void SkadeTransaction::ReadSecrets(ClientContext &context) {
+	// Every use of a transaction comes through Get: the first one, at binding, reads the secrets,
+	// before any statement of the transaction reaches a bucket. (The core keeps a bucket's client
+	// when its options did not change.)
+	if (secrets_read.load()) {
+		return;
+	}
+	lock_guard<mutex> guard(secrets_lock);
+	if (secrets_read.load()) {
+		return;
+	}
+	SkadePassSecrets(context, catalog.BucketUrls());
+	secrets_read = true;
 }
 
 optional_ptr<SkadeSchemaEntry> SkadeTransaction::GetSchema(ClientContext &context, const string &name) {

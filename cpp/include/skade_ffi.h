@@ -63,6 +63,17 @@ skade_status *skade_catalog_detach(const skade_catalog *catalog);
 // [catalog file path, data path]
 skade_status *skade_catalog_path(const skade_catalog *catalog, skade_strings **result);
 
+// ---- storage (the buckets an ATTACH uses) ----
+// How the core reaches locations under `url` (an s3://bucket[/path] prefix; the longest registered
+// prefix of a location wins, as a secret's SCOPE does). keys/values: the S3 secret's keys key_id,
+// secret, session_token, region, endpoint, url_style, use_ssl, kms_key_id, requester_pays, and
+// secret_name (the secret's name, for messages), unset ones left out. Pairs naming no secret and
+// setting nothing that reaches a bucket (no keys, token, region, endpoint, KMS key, requester pays)
+// forget url's options: the AWS environment (AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, ...) applies.
+// Called at ATTACH and at each transaction's start; unchanged options keep the bucket's client.
+// An unknown key is an error naming it; no error ever holds a credential.
+skade_status *skade_storage_options(const char *url, const char *const *keys, const char *const *values, size_t n);
+
 // ---- transactions ----
 // database: the name DuckDB attached the catalog under (messages name its tables as a user writes
 // them there: lake.orders, lake.sales.orders), or NULL (schema.table).

@@ -18,6 +18,7 @@ mod consumers;
 mod functions;
 mod macros;
 mod scan;
+mod storage;
 mod table;
 mod transaction;
 mod views;

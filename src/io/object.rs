@@ -80,6 +80,72 @@ impl S3Options {
         Some(format!("{}://{e}", if self.use_ssl { "https" } else { "http" }))
     }
 
+    /// The names [`S3Options::from_pairs`] takes: a DuckDB S3 secret's keys, and its name.
+    pub const KEYS: [&'static str; 10] = [
+        "secret_name",
+        "key_id",
+        "secret",
+        "session_token",
+        "region",
+        "endpoint",
+        "url_style",
+        "use_ssl",
+        "kms_key_id",
+        "requester_pays",
+    ];
+
+    /// Options from a host's key/value pairs (keys in any case; an empty value is unset; the last
+    /// of a repeated key wins): what the DuckDB shim read from a secret or the `s3_*` settings.
+    /// None when they name no secret and set nothing that reaches a bucket (credentials, region,
+    /// endpoint, KMS key, requester pays): then the AWS environment applies. (DuckDB's httpfs
+    /// returns its defaults, `vhost` and SSL, when nothing is set: they alone select nothing.)
+    /// An unknown key is an error naming it; no message ever holds a value of a credential.
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Option<S3Options>> {
+        let mut o = S3Options { use_ssl: true, ..Default::default() };
+        let mut unknown = vec![];
+        for (key, value) in pairs {
+            let flag = |what: &str| -> Result<bool> {
+                match value.trim().to_ascii_lowercase().as_str() {
+                    "" | "false" | "f" | "0" | "no" | "off" => Ok(false),
+                    "true" | "t" | "1" | "yes" | "on" => Ok(true),
+                    _ => Err(Error::invalid(format!("{what} '{value}' is not a boolean (true or false)"))),
+                }
+            };
+            match key.to_ascii_lowercase().as_str() {
+                "secret_name" => o.secret_name = value.to_string(),
+                "key_id" => o.key_id = value.to_string(),
+                "secret" => o.secret = value.to_string(),
+                "session_token" => o.session_token = value.to_string(),
+                "region" => o.region = value.to_string(),
+                "endpoint" => o.endpoint = value.to_string(),
+                "url_style" => {
+                    let style = value.trim().to_ascii_lowercase();
+                    if !matches!(style.as_str(), "" | "path" | "vhost") {
+                        return Err(Error::invalid(format!("URL_STYLE '{value}' is neither 'path' nor 'vhost'")));
+                    }
+                    o.url_style = style;
+                }
+                "use_ssl" => o.use_ssl = value.trim().is_empty() || flag("USE_SSL")?,
+                "kms_key_id" => o.kms_key_id = value.to_string(),
+                "requester_pays" => o.requester_pays = flag("REQUESTER_PAYS")?,
+                _ => unknown.push(key.to_string()),
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(Error::invalid(format!(
+                "unknown storage option{} {} (known: {})",
+                if unknown.len() == 1 { "" } else { "s" },
+                unknown.join(", "),
+                S3Options::KEYS.join(", ")
+            )));
+        }
+        let reaches = [&o.secret_name, &o.key_id, &o.secret, &o.session_token, &o.region, &o.endpoint, &o.kms_key_id];
+        if reaches.iter().all(|v| v.is_empty()) && !o.requester_pays {
+            return Ok(None);
+        }
+        Ok(Some(o))
+    }
+
     /// Where requests go, for messages: the endpoint, or AWS's.
     pub fn describe(&self) -> String {
         let secret = if self.secret_name.is_empty() { String::new() } else { format!(", secret {}", self.secret_name) };
@@ -163,6 +229,53 @@ pub fn set_options(prefix: &str, options: S3Options) -> Result<()> {
     Ok(())
 }
 
+/// Forgets how to reach locations under `prefix`: they use the AWS environment again (or a
+/// shorter registered prefix). Nothing registered there is not an error.
+pub fn clear_options(prefix: &str) -> Result<()> {
+    let (bucket, key) = split(prefix)?;
+    let prefix = format!("{S3}{bucket}/{key}");
+    registry(|r| {
+        r.options.retain(|(p, _)| *p != prefix);
+        r.clients.retain(|(_, p), _| p.as_deref() != Some(prefix.as_str()));
+    });
+    Ok(())
+}
+
+/// The registered options whose prefix is the longest one `location` lies under, with that prefix.
+fn scope(r: &Registry, location: &str) -> Option<(String, S3Options)> {
+    r.options
+        .iter()
+        .filter(|(p, _)| under(location, p))
+        .max_by_key(|(p, _)| p.len())
+        .map(|(p, o)| (p.clone(), o.clone()))
+}
+
+/// Where requests for `location` go, for messages: the endpoint and the secret's name, or the
+/// AWS environment. Never a credential.
+pub fn describe(location: &str) -> String {
+    match registry(|r| scope(r, location)) {
+        Some((_, o)) => o.describe(),
+        None => "the AWS environment".to_string(),
+    }
+}
+
+/// `text` with every registered key id, secret and session token replaced: a server's answer
+/// may echo what a request carried, and messages must never hold a credential.
+fn redact(text: String) -> String {
+    registry(|r| {
+        let mut text = text;
+        for (_, o) in &r.options {
+            for credential in [&o.key_id, &o.secret, &o.session_token] {
+                // (very short values would blank ordinary words; real credentials are long)
+                if credential.len() >= 6 && text.contains(credential.as_str()) {
+                    text = text.replace(credential.as_str(), "<redacted>");
+                }
+            }
+        }
+        text
+    })
+}
+
 /// The bucket and key of an `s3://` location.
 pub fn split(location: &str) -> Result<(&str, &str)> {
     if !is_object(location) {
@@ -183,12 +296,7 @@ pub fn store_for(location: &str) -> Result<(Store, ObjectPath)> {
         .map_err(|e| Error::invalid(format!("{location} is not a valid object key: {e}")))?;
     let bucket = bucket.to_string();
     let found = registry(|r| {
-        let scope = r
-            .options
-            .iter()
-            .filter(|(p, _)| under(location, p))
-            .max_by_key(|(p, _)| p.len())
-            .map(|(p, o)| (p.clone(), o.clone()));
+        let scope = scope(r, location);
         let id = (bucket.clone(), scope.as_ref().map(|(p, _)| p.clone()));
         r.clients.get(&id).cloned().map(Ok::<Store, Error>).unwrap_or_else(|| {
             let store = connect(&bucket, scope.map(|(_, o)| o))?;
@@ -260,7 +368,16 @@ fn connect(bucket: &str, options: Option<S3Options>) -> Result<Store> {
         });
     let client = b.build().map_err(|e| {
         let to = options.as_ref().map(S3Options::describe).unwrap_or_else(|| "the AWS environment".into());
-        Error::invalid(format!("cannot reach bucket {bucket} through {to}: {}", clean(&e.to_string())))
+        let text = clean(&e.to_string());
+        // (no redact(): this runs inside the registry's lock; the builder's errors name settings)
+        let text = match &options {
+            Some(o) => [&o.key_id, &o.secret, &o.session_token]
+                .into_iter()
+                .filter(|c| c.len() >= 6)
+                .fold(text, |t, c| t.replace(c.as_str(), "<redacted>")),
+            None => text,
+        };
+        Error::invalid(format!("cannot reach bucket {bucket} through {to}: {text}"))
     })?;
     Ok(Store { bucket: bucket.to_string(), options, client: Arc::new(client) })
 }
@@ -290,15 +407,13 @@ impl Store {
 pub fn error(what: &str, location: &str, e: object_store::Error) -> Error {
     let text = clean(&with_causes(&e));
     let code = s3_code(&text);
-    // Where the request went (endpoint, secret's name): what a refusal or a missing bucket asks
-    // the user to check. The store is registered: the failed request used it.
-    let via = || store_for(location).map(|(s, _)| s.describe()).unwrap_or_else(|_| "S3".into());
     // (a listing's 404 is no NotFound to object_store: the code tells)
     if code.as_deref() == Some("NoSuchBucket") {
         let bucket = split(location).map(|(b, _)| b).unwrap_or(location);
-        return Error::io(format!("cannot {what} {location}: bucket {bucket} does not exist at {} (NoSuchBucket)", via()));
+        let via = describe(location);
+        return Error::io(redact(format!("cannot {what} {location}: bucket {bucket} does not exist at {via} (NoSuchBucket)")));
     }
-    match e {
+    let mut e = match e {
         object_store::Error::NotFound { .. } => {
             Error::new(ErrorKind::Io, format!("cannot {what} {location}: it does not exist"))
         }
@@ -309,10 +424,13 @@ pub fn error(what: &str, location: &str, e: object_store::Error) -> Error {
             } else {
                 "check the S3 secret's KEY_ID, SECRET, REGION and SCOPE, or the AWS environment"
             };
-            Error::permission(format!("cannot {what} {location}: access denied ({code}) by {}: {hint}", via()))
+            let via = describe(location);
+            Error::permission(format!("cannot {what} {location}: access denied ({code}) through {via}: {hint}"))
         }
         _ => Error::io(format!("cannot {what} {location}: {text}")),
-    }
+    };
+    e.message = redact(e.message);
+    e
 }
 
 /// The error's text and each cause's that it does not show already: object_store says "error
@@ -552,6 +670,6 @@ impl Upload {
         let mut w = self.writer.take().ok_or_else(|| Error::internal(format!("upload of {location} is finished")))?;
         // A failed completion leaves at most an incomplete multipart upload, which no listing or
         // read shows (a bucket lifecycle rule removes its parts).
-        w.shutdown().await.map_err(|e| Error::io(format!("cannot upload {location}: {}", clean(&e.to_string()))))
+        w.shutdown().await.map_err(|e| Error::io(redact(format!("cannot upload {location}: {}", clean(&e.to_string())))))
     }
 }

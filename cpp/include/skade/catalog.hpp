@@ -10,10 +10,16 @@ struct SkadeTableShape;
 
 class SkadeCatalog : public Catalog {
 public:
-	SkadeCatalog(AttachedDatabase &db, SkadeCatalogHandle handle, string path);
+	SkadeCatalog(AttachedDatabase &db, SkadeCatalogHandle handle, string path, vector<string> bucket_urls = {});
 
 	skade_catalog *Handle() const {
 		return handle.get();
+	}
+	//! The s3:// URLs the catalog uses (its path, DATA_PATH, COMMIT_LOG): each transaction reads
+	//! their secrets again (SkadePassSecrets), so that a replaced secret or refreshed token reaches
+	//! the core.
+	const vector<string> &BucketUrls() const {
+		return bucket_urls;
 	}
 
 	void Initialize(bool load_builtin) override;
@@ -70,6 +76,7 @@ public:
 private:
 	SkadeCatalogHandle handle;
 	string path;
+	vector<string> bucket_urls;
 	mutex shapes_lock;
 	unordered_map<string, shared_ptr<SkadeTableShape>> shapes;
 };

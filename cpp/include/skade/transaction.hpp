@@ -31,6 +31,9 @@ public:
 	//! Forgets cached entries after DDL; entries stay alive until the transaction ends because
 	//! bound plans may still point at them.
 	void InvalidateEntries();
+	//! Reads the catalog's bucket secrets again, once per transaction, at its first use (not in
+	//! the constructor: DuckDB starts a transaction under a lock its secret lookup takes too).
+	void ReadSecrets(ClientContext &context);
 
 private:
 	SkadeCatalog &catalog;
@@ -38,6 +41,8 @@ private:
 	mutex lock;
 	case_insensitive_map_t<unique_ptr<SkadeSchemaEntry>> schemas;
 	vector<unique_ptr<SkadeSchemaEntry>> retired;
+	atomic<bool> secrets_read {false};
+	mutex secrets_lock;
 };
 
 class SkadeTransactionManager : public TransactionManager {
