@@ -14,7 +14,7 @@ use common::s3::S3Server;
 use serde_json::json;
 use skade::commit_log::bucket::BucketLog;
 use skade::commit_log::folder::FolderLog;
-use skade::commit_log::{provider_for_open, Committer, LogReader, Offered};
+use skade::commit_log::{provider_for_open, Batch, Committer, LogReader, Offered};
 use skade::io::object;
 
 /// A fresh bucket with a log location under it.
@@ -252,7 +252,7 @@ fn slow_downs_and_an_undecided_409_still_win_exactly_once() {
 }
 
 #[test]
-fn our_own_put_landing_late_is_a_win_when_offered_again_and_a_put_that_never_lands_is_an_error() {
+fn a_put_that_times_out_is_offered_again_until_decided_and_a_put_that_never_lands_is_an_error() {
     let lake = Lake::new("late");
     // a client that gives up after 1 s, under a prefix of its own
     let prefix = format!("s3://{}/slow", lake.bucket);
@@ -261,26 +261,38 @@ fn our_own_put_landing_late_is_a_win_when_offered_again_and_a_put_that_never_lan
     let slow = Lake { bucket: lake.bucket.clone(), location: format!("{prefix}/log") };
     let log = slow.log();
     log.adopt(b"stamp").unwrap();
-    // the first PUT reaches the store after the client gave up (a timeout: not retried, and the
-    // read-back finds nothing yet): an error, the commit not acknowledged
+    // the first PUT reaches the store after the client gave up: the same bytes are PUT again
+    // (the late one then finds the position taken), never an error for a commit that lands
     slow.fault(1, json!({"method": "PUT", "delay": 3.0, "count": 1}));
-    let e = log.offer(1, b"one").unwrap_err();
-    assert!(e.message.contains(&slow.object(1)), "{}", e.message);
-    let landed = Instant::now() + Duration::from_secs(10);
-    while !slow.exists(1) {
-        assert!(Instant::now() < landed, "the delayed PUT never landed");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // offered again, the PUT gets 412 for our own batch: a win, not a loss
     let before = lake.served().len();
     assert_eq!(log.offer(1, b"one").unwrap(), Offered::Won(1));
-    assert_eq!(lake.served_since(before), [request("PUT", &slow.path(1), 412), request("GET", &slow.path(1), 200)]);
-    // a PUT that fails every time (the client's retries too): an error naming it, nothing written
-    slow.fault(2, json!({"method": "PUT", "status": 500, "code": "InternalError", "count": 100}));
-    let e = log.offer(2, b"two").unwrap_err();
-    assert!(e.message.contains(&slow.object(2)) && e.message.contains("500"), "{}", e.message);
-    assert!(!slow.exists(2));
-    assert_eq!(seqs(&log.tail(1, 9).unwrap()), [1]);
+    let late = Instant::now() + Duration::from_secs(10);
+    while !lake.served_since(before).contains(&request("PUT", &slow.path(1), 412)) {
+        assert!(Instant::now() < late, "the delayed PUT never arrived");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(log.tail(1, 9).unwrap(), [Batch { seq: 1, bytes: b"one".to_vec() }]);
+    // the late PUT lands before the read-back: the position holds our batch, a win
+    slow.fault(2, json!({"method": "PUT", "delay": 1.3, "count": 1}));
+    slow.fault(2, json!({"method": "GET", "delay": 0.7, "count": 1}));
+    assert_eq!(log.offer(2, b"two").unwrap(), Offered::Won(2));
+    // a PUT that fails every time (the client's retries too): an error naming it, saying the
+    // outcome is unknown (a 5xx may have been applied), and here nothing written
+    slow.fault(3, json!({"method": "PUT", "status": 500, "code": "InternalError", "count": 1000}));
+    let e = log.offer(3, b"three").unwrap_err();
+    assert!(e.message.contains(&slow.object(3)) && e.message.contains("500"), "{}", e.message);
+    assert!(e.message.contains("outcome is unknown"), "{}", e.message);
+    assert!(!slow.exists(3));
+    assert_eq!(seqs(&log.tail(1, 9).unwrap()), [1, 2]);
+    // a refusal cannot land later: the commit was not made, said at once (one PUT)
+    let refused = Lake::new("refused");
+    let log = refused.log();
+    log.adopt(b"stamp").unwrap();
+    refused.fault(1, json!({"method": "PUT", "status": 403, "code": "AccessDenied", "count": 1}));
+    let before = refused.served().len();
+    let e = log.offer(1, b"one").unwrap_err();
+    assert_eq!(e.kind, skade::ErrorKind::Permission, "{}", e.message);
+    assert_eq!(refused.served_since(before).iter().filter(|(m, _, _)| m == "PUT").count(), 1);
 }
 
 #[test]

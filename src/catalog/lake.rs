@@ -19,11 +19,8 @@ const LAKE_FILE: &str = "lake.json";
 /// Where a lake in a bucket is, as an open of a catalog file sees it: the cache's catalog file,
 /// and the options that send its warehouse and log to the bucket.
 pub fn resolve(url: &str, mut options: AttachOptions) -> Result<(PathBuf, AttachOptions)> {
-    let url = url.trim_end_matches('/').to_string();
-    let (bucket, key) = object::split(&url)?;
-    if key.split('/').any(|part| part.is_empty() || part == "." || part == "..") && !key.is_empty() {
-        return Err(Error::invalid(format!("{url}: a lake's prefix has no empty, `.` or `..` parts")));
-    }
+    let url = object::normalize(url)?;
+    let (bucket, _) = object::split(&url)?;
     for (given, name) in [(&options.data_path, "DATA_PATH"), (&options.commit_log_location, "COMMIT_LOG")] {
         if given.is_some() {
             return Err(Error::invalid(format!(

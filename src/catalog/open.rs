@@ -111,7 +111,7 @@ impl Catalog {
         let read_only = std::mem::replace(&mut options.read_only, false);
         let mut catalog = Catalog::open(&cache_file, options)?;
         catalog.read_only = read_only;
-        let _ = catalog.inner.lake_url.set(url.trim_end_matches('/').to_string());
+        let _ = catalog.inner.lake_url.set(crate::io::object::normalize(url)?);
         Ok(catalog)
     }
 
@@ -249,6 +249,9 @@ impl Catalog {
     /// Only durable commits are served: under 'eventual' a commit appears once flushed.
     pub fn commits_since(&self, since: u64, limit: usize) -> Result<Vec<CommitRecord>> {
         self.inner.usable_store()?;
+        if let Some(link) = &self.inner.log {
+            self.follow_if_stale(link)?; // (a feed read on its own, no transaction around it)
+        }
         let durable = self.inner.durable_seq.load(Ordering::SeqCst);
         let mut rows = self.inner.store.commits_since(since, limit)?;
         rows.retain(|r| r.seq <= durable);
@@ -309,14 +312,23 @@ impl Catalog {
     /// commits into (a log-resident catalog; a plain one has no other writer).
     pub(crate) fn catch_up(&self) -> Result<()> {
         let Some(link) = &self.inner.log else { return Ok(()) };
-        self.inner.last_used_ms.store(clock_ms(), Ordering::Relaxed);
-        // Other hosts fold nothing into this host's cache: a fold older than the poll (an idle
-        // attach's, which polls no more) is brought up to the bucket's log first.
-        let age = clock_ms().saturating_sub(self.inner.last_followed_ms.load(Ordering::Relaxed));
-        if link.in_bucket() && age > link.poll.as_millis() as u64 {
-            return self.inner.follow(link);
+        if self.follow_if_stale(link)? {
+            return Ok(());
         }
         self.inner.reload(link)
+    }
+
+    /// Marks the catalog in use and, on a bucket log, brings a fold older than the poll (an
+    /// idle attach's, which polls no more) up to the log: other hosts fold nothing into this
+    /// host's cache. Whether it followed the log.
+    fn follow_if_stale(&self, link: &LogLink) -> Result<bool> {
+        self.inner.last_used_ms.store(clock_ms(), Ordering::Relaxed);
+        let age = clock_ms().saturating_sub(self.inner.last_followed_ms.load(Ordering::Relaxed));
+        if link.in_bucket() && age > link.poll.as_millis() as u64 {
+            self.inner.follow(link)?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     pub(crate) fn durable_at_commit(&self) -> bool {
@@ -700,12 +712,7 @@ impl Inner {
 /// trailing slashes.
 fn data_location(given: &str) -> Result<String> {
     if crate::io::object::is_object(given) {
-        let trimmed = given.trim_end_matches('/');
-        let (_, key) = crate::io::object::split(trimmed)?;
-        if key.split('/').any(|part| part.is_empty() || part == "." || part == "..") && !key.is_empty() {
-            return Err(Error::invalid(format!("DATA_PATH {given}: a bucket prefix has no empty, `.` or `..` parts")));
-        }
-        return Ok(trimmed.to_string());
+        return crate::io::object::normalize(given).map_err(|e| Error::invalid(format!("DATA_PATH {}", e.message)));
     }
     super::store::utf8(&absolute(Path::new(given))?)
 }

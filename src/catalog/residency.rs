@@ -162,13 +162,16 @@ fn join(
 ) -> Result<String> {
     let Some(theirs) = held.data_path.clone().filter(|_| held.fresh) else {
         return Err(Error::catalog(format!(
-            "the commit log {location} belongs to skade catalog {} (uuid {}), which held commits before it adopted              the log: another catalog file can join it only from a checkpoint, which this build does not write yet;              attach {} itself",
+            "the commit log {location} belongs to skade catalog {} (uuid {}), which held commits before it adopted \
+             the log: another catalog file can join it only from a checkpoint, which this build does not write yet; \
+             attach {} itself",
             held.path, held.catalog, held.path
         )));
     };
     if let Some(given) = data_path.filter(|given| *given != theirs) {
         return Err(Error::invalid(format!(
-            "DATA_PATH {given} differs from the warehouse {theirs} of the lake whose commit log {location} this              catalog joins"
+            "DATA_PATH {given} differs from the warehouse {theirs} of the lake whose commit log {location} this \
+             catalog joins"
         )));
     }
     super::store::create_joining(path, &theirs, &held.catalog)?;
@@ -237,9 +240,8 @@ fn connect(
 /// a bucket's without trailing slashes.
 fn normalize(location: &str) -> Result<String> {
     if crate::io::object::is_object(location) {
-        let trimmed = location.trim_end_matches('/');
-        crate::io::object::split(trimmed)?;
-        return Ok(trimmed.to_string());
+        return crate::io::object::normalize(location)
+            .map_err(|e| Error::invalid(format!("COMMIT_LOG {}", e.message)));
     }
     let path = crate::io::absolute(Path::new(location))?;
     path.to_str()

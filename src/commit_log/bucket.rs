@@ -27,7 +27,7 @@ use futures::StreamExt;
 use super::envelope::{envelope, open_envelope};
 use super::gapless::{self, position_name, position_of, Positions, Seen};
 use super::{Batch, CommitLogProvider, Committer, LogReader, Offered};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::io::object;
 
 /// How often a wait for a position looks again (each look is a request: not the folder's 2 ms).
@@ -134,6 +134,7 @@ impl BucketLog {
     fn claim(&self, seq: u64, stored: Bytes) -> Result<Claim> {
         let location = self.object(seq);
         let mut wait = UNDECIDED_WAIT;
+        let mut in_flight = None;
         for _ in 0..TRIES {
             let put = object::wait(object::put_new(&location, stored.clone()));
             if let Ok(true) = put {
@@ -143,19 +144,31 @@ impl BucketLog {
                 // our own PUT: retried after it landed (the retry's 412), or its answer was lost
                 Some(found) if found == stored => return Ok(Claim::Ours),
                 Some(found) => return Ok(Claim::Theirs(found)),
-                // a PUT that failed and did not land: not acknowledged, nothing lost; one that
-                // came back taken yet nothing is there: a 409, the store decided nothing
-                None => {
-                    put?;
-                }
+                // taken yet nothing there: a 409, the store decided nothing
+                None => match put {
+                    Ok(_) => {}
+                    // refused (403, 400): it cannot land later, the commit was not made
+                    Err(e) if e.kind != ErrorKind::Io => return Err(e),
+                    // a timeout, a lost connection, a 5xx: that PUT may still land. The same
+                    // bytes are offered again until the position is decided (the late PUT then
+                    // finds it taken, by itself or by another host).
+                    Err(e) => in_flight = Some(e),
+                },
             }
             std::thread::sleep(wait);
             wait *= 2;
         }
-        Err(Error::io(format!(
-            "cannot write {location}: {TRIES} conditional PUTs came back undecided (ConditionalRequestConflict) and \
-             none landed; the commit was not made"
-        )))
+        match in_flight {
+            Some(e) => Err(Error::io(format!(
+                "{}; {TRIES} tries could not decide position {seq}: a PUT still in flight may land it later, so this \
+                 commit's outcome is unknown (the next statement shows whether it landed)",
+                e.message
+            ))),
+            None => Err(Error::io(format!(
+                "cannot write {location}: {TRIES} conditional PUTs came back undecided (ConditionalRequestConflict) \
+                 and none landed; the commit was not made"
+            ))),
+        }
     }
 
     /// Checks that the store refuses a second create-if-absent PUT of one key: one that ignores

@@ -100,22 +100,24 @@ mod tests {
         assert_eq!(o.endpoint_url().as_deref(), Some("https://minio:9000"));
         assert_eq!(o.url_style, "");
         for (value, expected) in [("TRUE", true), ("1", true), ("off", false), ("F", false)] {
-            let o = options(&[("region", "r"), ("use_ssl", value)]).unwrap().unwrap();
+            let o = options(&[("key_id", "k"), ("region", "r"), ("use_ssl", value)]).unwrap().unwrap();
             assert_eq!(o.use_ssl, expected, "{value}");
         }
     }
 
     #[test]
-    fn nothing_that_reaches_a_bucket_means_the_aws_environment() {
+    fn no_secret_and_no_credentials_means_the_aws_environment() {
         assert_eq!(options(&[]).unwrap(), None);
         // httpfs's settings read back their defaults when nothing is set
         assert_eq!(options(&[("url_style", "vhost"), ("use_ssl", "true"), ("requester_pays", "false")]).unwrap(), None);
         assert_eq!(options(&[("key_id", ""), ("secret", ""), ("region", "")]).unwrap(), None);
         // a secret, even one without keys (a public bucket), or any setting that reaches one
         assert!(options(&[("secret_name", "public")]).unwrap().is_some());
-        assert!(options(&[("region", "eu-west-1")]).unwrap().is_some());
-        assert!(options(&[("endpoint", "localhost:9000")]).unwrap().is_some());
-        assert!(options(&[("requester_pays", "true")]).unwrap().is_some());
+        // settings alone (httpfs's defaults among them) leave the AWS environment in charge
+        assert_eq!(options(&[("region", "eu-west-1"), ("endpoint", "s3.amazonaws.com")]).unwrap(), None);
+        assert!(options(&[("key_id", "AKIA0000"), ("secret", "s")]).unwrap().is_some());
+        assert_eq!(options(&[("endpoint", "localhost:9000")]).unwrap(), None);
+        assert_eq!(options(&[("requester_pays", "true")]).unwrap(), None);
     }
 
     #[test]

@@ -32,6 +32,26 @@ pub fn is_object(location: &str) -> bool {
     location.len() > S3.len() && location[..S3.len()].eq_ignore_ascii_case(S3)
 }
 
+/// A bucket prefix as skade records it (a lake, a DATA_PATH, a COMMIT_LOG): the scheme in lower
+/// case (other engines resolve only `s3://`), no trailing slash, and refused when a part of it is
+/// empty, `.` or `..`, or holds `?` or `#` (which other engines' readers take for a URL's query
+/// or fragment).
+pub fn normalize(url: &str) -> Result<String> {
+    if !is_object(url) {
+        return Err(Error::invalid(format!("{url} is not an s3:// location")));
+    }
+    let url = format!("{S3}{}", url[S3.len()..].trim_end_matches('/'));
+    let (_, key) = split(&url)?;
+    let bad_part = key.split('/').any(|part| part.is_empty() || part == "." || part == "..");
+    if (bad_part && !key.is_empty()) || url.contains(['?', '#']) {
+        return Err(Error::invalid(format!(
+            "{url}: a bucket prefix has no empty, `.` or `..` parts and no `?` or `#` (other engines read those as \
+             a URL's query or fragment)"
+        )));
+    }
+    Ok(url)
+}
+
 /// How to reach a bucket: what a DuckDB secret of type s3 holds (empty fields are unset).
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct S3Options {
@@ -96,9 +116,8 @@ impl S3Options {
 
     /// Options from a host's key/value pairs (keys in any case; an empty value is unset; the last
     /// of a repeated key wins): what the DuckDB shim read from a secret or the `s3_*` settings.
-    /// None when they name no secret and set nothing that reaches a bucket (credentials, region,
-    /// endpoint, KMS key, requester pays): then the AWS environment applies. (DuckDB's httpfs
-    /// returns its defaults, `vhost` and SSL, when nothing is set: they alone select nothing.)
+    /// None when they name no secret and hold no credentials (only settings, which httpfs fills
+    /// with its defaults): then the AWS environment applies, whole.
     /// An unknown key is an error naming it; no message ever holds a value of a credential.
     pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Option<S3Options>> {
         let mut o = S3Options { use_ssl: true, ..Default::default() };
@@ -139,8 +158,14 @@ impl S3Options {
                 S3Options::KEYS.join(", ")
             )));
         }
-        let reaches = [&o.secret_name, &o.key_id, &o.secret, &o.session_token, &o.region, &o.endpoint, &o.kms_key_id];
-        if reaches.iter().all(|v| v.is_empty()) && !o.requester_pays {
+        // (httpfs's settings have defaults, such as `s3_region` 'us-east-1' and `s3_endpoint`
+        // 's3.amazonaws.com', and take keys from the AWS environment variables: the default
+        // endpoint would send requests to AWS over an AWS_ENDPOINT_URL)
+        if o.secret_name.is_empty() && o.endpoint.eq_ignore_ascii_case("s3.amazonaws.com") {
+            o.endpoint.clear();
+        }
+        let credentials = [&o.secret_name, &o.key_id, &o.secret, &o.session_token];
+        if credentials.iter().all(|v| v.is_empty()) {
             return Ok(None);
         }
         Ok(Some(o))
@@ -321,13 +346,14 @@ fn connect(bucket: &str, options: Option<S3Options>) -> Result<Store> {
     let _ = provider.install_default();
     let policy = Policy::of(options.as_ref());
     let env = |name: &str| std::env::var(name).unwrap_or_default();
-    let allow_http = match &options {
-        Some(o) => o.endpoint_url().is_some_and(|e| e.starts_with("http://")),
-        None => {
-            env("AWS_ALLOW_HTTP").eq_ignore_ascii_case("true")
-                || env("AWS_ENDPOINT_URL").starts_with("http://")
-                || env("AWS_ENDPOINT").starts_with("http://")
-        }
+    let env_allows_http = env("AWS_ALLOW_HTTP").eq_ignore_ascii_case("true")
+        || env("AWS_ENDPOINT_URL").starts_with("http://")
+        || env("AWS_ENDPOINT").starts_with("http://");
+    let allow_http = match options.as_ref().map(|o| (o, o.endpoint_url())) {
+        Some((_, Some(endpoint))) => endpoint.starts_with("http://"),
+        // settings without an endpoint over the environment's (see below)
+        Some((o, None)) => o.secret_name.is_empty() && env_allows_http,
+        None => env_allows_http,
     };
     // (before the endpoint: ClientOptions replace the builder's, allow_http included)
     let client_options = ClientOptions::new()
@@ -335,20 +361,52 @@ fn connect(bucket: &str, options: Option<S3Options>) -> Result<Store> {
         .with_connect_timeout(policy.connect_timeout)
         .with_allow_http(allow_http);
     let mut b = match &options {
-        None => AmazonS3Builder::from_env().with_client_options(client_options.clone()),
+        None => {
+            // (a malformed endpoint would fail deep in the HTTP client, as if a bug)
+            for name in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT"] {
+                match std::env::var(name) {
+                    Ok(e) if !valid_endpoint(&e) => {
+                        return Err(Error::invalid(format!(
+                            "the environment variable {name} '{e}' is not an endpoint URL (http://host:port or \
+                             https://host)"
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            AmazonS3Builder::from_env().with_client_options(client_options.clone())
+        }
         Some(o) => {
-            let mut b = AmazonS3Builder::new().with_client_options(client_options.clone());
+            // A secret is the whole configuration; `s3_*` settings (httpfs fills some from the
+            // AWS environment itself) lie over the environment, its endpoint included.
+            let base = if o.secret_name.is_empty() { AmazonS3Builder::from_env() } else { AmazonS3Builder::new() };
+            let mut b = base.with_client_options(client_options.clone());
             if !o.key_id.is_empty() {
                 b = b.with_access_key_id(&o.key_id).with_secret_access_key(&o.secret);
             }
             if !o.session_token.is_empty() {
                 b = b.with_token(&o.session_token);
             }
-            b = b.with_region(if o.region.is_empty() { "us-east-1" } else { o.region.as_str() });
+            if !o.region.is_empty() {
+                b = b.with_region(&o.region);
+            } else if !o.secret_name.is_empty() {
+                b = b.with_region("us-east-1");
+            }
             if let Some(e) = o.endpoint_url() {
+                if !valid_endpoint(&e) {
+                    return Err(Error::invalid(format!(
+                        "the S3 endpoint '{}' ({}) is not a host[:port] or URL",
+                        o.endpoint,
+                        o.describe()
+                    )));
+                }
                 b = b.with_endpoint(e);
             }
-            b = b.with_virtual_hosted_style_request(!o.url_style.eq_ignore_ascii_case("path"));
+            // (the URL style belongs to the endpoint: settings without one leave the
+            // environment's endpoint its style, whatever httpfs's default says)
+            if o.endpoint_url().is_some() || !o.secret_name.is_empty() {
+                b = b.with_virtual_hosted_style_request(!o.url_style.eq_ignore_ascii_case("path"));
+            }
             if !o.kms_key_id.is_empty() {
                 b = b.with_sse_kms_encryption(&o.kms_key_id);
             }
@@ -380,6 +438,11 @@ fn connect(bucket: &str, options: Option<S3Options>) -> Result<Store> {
         Error::invalid(format!("cannot reach bucket {bucket} through {to}: {text}"))
     })?;
     Ok(Store { bucket: bucket.to_string(), options, client: Arc::new(client) })
+}
+
+/// Whether `endpoint` is a URL a client can send requests to.
+fn valid_endpoint(endpoint: &str) -> bool {
+    url::Url::parse(endpoint).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
 }
 
 /// Runs `f` to completion from sync code, inside or outside the runtime's workers.
@@ -670,6 +733,14 @@ impl Upload {
         let mut w = self.writer.take().ok_or_else(|| Error::internal(format!("upload of {location} is finished")))?;
         // A failed completion leaves at most an incomplete multipart upload, which no listing or
         // read shows (a bucket lifecycle rule removes its parts).
-        w.shutdown().await.map_err(|e| Error::io(redact(format!("cannot upload {location}: {}", clean(&e.to_string())))))
+        w.shutdown().await.map_err(|e| {
+            // (the writer wraps the store's error in an io::Error: unwrapped, it is named as
+            // every other request's, with where it went and S3's code)
+            match e.into_inner().map(|inner| inner.downcast::<object_store::Error>()) {
+                Some(Ok(store_error)) => error("upload", &location, *store_error),
+                Some(Err(other)) => Error::io(redact(format!("cannot upload {location}: {}", clean(&other.to_string())))),
+                None => Error::io(format!("cannot upload {location}")),
+            }
+        })
     }
 }
