@@ -336,4 +336,19 @@ fn a_won_offer_on_a_known_head_is_one_put_and_a_tail_of_k_is_k_plus_1_gets() {
     let before = lake.served().len();
     assert_eq!(other.offer(3, b"three").unwrap(), Offered::Won(3));
     assert_eq!(lake.served_since(before), [request("PUT", &lake.path(3), 200)]);
+    // polls at the head a host just read up to are one GET each (whether the log is still
+    // there and where it starts is asked once per HEAD_TRUST, not at every poll)
+    let third = lake.log();
+    third.start().unwrap();
+    assert_eq!(seqs(&third.tail(1, 9).unwrap()), [1, 2, 3]);
+    let before = lake.served().len();
+    for _ in 0..3 {
+        assert!(third.tail(4, 9).unwrap().is_empty());
+    }
+    let polls = lake.served_since(before);
+    assert_eq!(polls.iter().filter(|r| **r == request("GET", &lake.path(4), 404)).count(), 3, "{polls:?}");
+    assert_eq!(polls.len(), 3, "{polls:?}");
+    // a position that appears is read at the next poll
+    assert_eq!(log.offer(4, b"four").unwrap(), Offered::Won(4));
+    assert_eq!(seqs(&third.tail(4, 9).unwrap()), [4]);
 }
