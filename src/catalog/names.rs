@@ -106,7 +106,10 @@ pub fn table_location(data_path: &str, schema: &str, table: &str) -> Result<Stri
             data_path.display()
         )));
     }
-    location.into_os_string().into_string().map_err(|_| Error::invalid(format!("table \"{schema}.{table}\": not a UTF-8 path")))
+    location
+        .into_os_string()
+        .into_string()
+        .map_err(|_| Error::invalid(format!("table \"{schema}.{table}\": not a UTF-8 path")))
 }
 
 #[cfg(test)]

@@ -1,6 +1,5 @@
 //! ATTACH options. Every option is named; an unknown one is an error that names it.
 
-
 use crate::error::{Error, Result};
 
 /// How a commit reaches the disk (see docs/design/durability.md).

@@ -130,10 +130,8 @@ fn adopt(store: &Store, provider: &dyn CommitLogProvider, location: &str, before
             return Err(another_catalogs(location, &held, &store.path));
         }
         store.become_copy_of(&held.catalog)?;
-        return store.stamp_log_resident(&LogStamp {
-            provider: provider.name().to_string(),
-            location: location.to_string(),
-        });
+        return store
+            .stamp_log_resident(&LogStamp { provider: provider.name().to_string(), location: location.to_string() });
     }
     let reader = provider.reader(location)?;
     if !reader.tail(1, 1)?.is_empty() {
@@ -180,7 +178,8 @@ fn join(
         return Err(another_catalogs(location, held, path));
     }
     if store.residency()?.is_none() {
-        store.stamp_log_resident(&LogStamp { provider: provider.name().to_string(), location: location.to_string() })?;
+        store
+            .stamp_log_resident(&LogStamp { provider: provider.name().to_string(), location: location.to_string() })?;
     }
     Ok(theirs)
 }
@@ -240,8 +239,7 @@ fn connect(
 /// a bucket's without trailing slashes.
 fn normalize(location: &str) -> Result<String> {
     if crate::io::object::is_object(location) {
-        return crate::io::object::normalize(location)
-            .map_err(|e| Error::invalid(format!("COMMIT_LOG {}", e.message)));
+        return crate::io::object::normalize(location).map_err(|e| Error::invalid(format!("COMMIT_LOG {}", e.message)));
     }
     let path = crate::io::absolute(Path::new(location))?;
     path.to_str()

@@ -2,10 +2,10 @@
 //! reader wants them, or a folder listed: local files by positional reads, `s3://` objects by
 //! ranged GETs (`object`).
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
-use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 
@@ -78,8 +78,9 @@ impl InputFile {
         let Some(file) = &self.file else {
             let found = object::wait(object::head(&self.location))
                 .map_err(|e| Error::new(e.kind, format!("{} {}", self.what, e.message)))?;
-            let (len, _) = found
-                .ok_or_else(|| Error::io(format!("{} {} cannot be opened: it does not exist", self.what, self.location)))?;
+            let (len, _) = found.ok_or_else(|| {
+                Error::io(format!("{} {} cannot be opened: it does not exist", self.what, self.location))
+            })?;
             note_size(&self.location, len);
             return Ok(*self.len.get_or_init(|| len));
         };

@@ -18,9 +18,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
-use object_store::{
-    BackoffConfig, ClientOptions, ObjectStore, PutMode, PutOptions, PutPayload, RetryConfig,
-};
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, PutMode, PutOptions, PutPayload, RetryConfig};
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -317,8 +315,8 @@ pub fn split(location: &str) -> Result<(&str, &str)> {
 /// The client for `location` and the object's key in it.
 pub fn store_for(location: &str) -> Result<(Store, ObjectPath)> {
     let (bucket, key) = split(location)?;
-    let path = ObjectPath::parse(key)
-        .map_err(|e| Error::invalid(format!("{location} is not a valid object key: {e}")))?;
+    let path =
+        ObjectPath::parse(key).map_err(|e| Error::invalid(format!("{location} is not a valid object key: {e}")))?;
     let bucket = bucket.to_string();
     let found = registry(|r| {
         let scope = scope(r, location);
@@ -335,8 +333,7 @@ pub fn store_for(location: &str) -> Result<(Store, ObjectPath)> {
 /// Whether `location` is `prefix` or lies under it (`s3://b/x` is not under `s3://b/xy`).
 fn under(location: &str, prefix: &str) -> bool {
     let prefix = prefix.trim_end_matches('/');
-    location == prefix
-        || location.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('/'))
+    location == prefix || location.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('/'))
 }
 
 fn connect(bucket: &str, options: Option<S3Options>) -> Result<Store> {
@@ -413,17 +410,15 @@ fn connect(bucket: &str, options: Option<S3Options>) -> Result<Store> {
             b.with_request_payer(o.requester_pays)
         }
     };
-    b = b
-        .with_bucket_name(bucket)
-        .with_retry(RetryConfig {
-            backoff: BackoffConfig {
-                init_backoff: Duration::from_millis(100),
-                max_backoff: Duration::from_secs(5),
-                base: 2.0,
-            },
-            max_retries: policy.retries,
-            retry_timeout: policy.retry_for,
-        });
+    b = b.with_bucket_name(bucket).with_retry(RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            base: 2.0,
+        },
+        max_retries: policy.retries,
+        retry_timeout: policy.retry_for,
+    });
     let client = b.build().map_err(|e| {
         let to = options.as_ref().map(S3Options::describe).unwrap_or_else(|| "the AWS environment".into());
         let text = clean(&e.to_string());
@@ -474,7 +469,9 @@ pub fn error(what: &str, location: &str, e: object_store::Error) -> Error {
     if code.as_deref() == Some("NoSuchBucket") {
         let bucket = split(location).map(|(b, _)| b).unwrap_or(location);
         let via = describe(location);
-        return Error::io(redact(format!("cannot {what} {location}: bucket {bucket} does not exist at {via} (NoSuchBucket)")));
+        return Error::io(redact(format!(
+            "cannot {what} {location}: bucket {bucket} does not exist at {via} (NoSuchBucket)"
+        )));
     }
     let mut e = match e {
         object_store::Error::NotFound { .. } => {
@@ -592,9 +589,11 @@ pub async fn get_range(location: &str, range: Range<u64>) -> Result<Bytes> {
         // (no request: S3 has no empty range, object_store refuses one)
         return Ok(Bytes::new());
     }
-    let got = store.client.get_range(&path, range.clone()).await.map_err(|e| {
-        error(&format!("read {len} bytes at offset {} of", range.start), location, e)
-    })?;
+    let got = store
+        .client
+        .get_range(&path, range.clone())
+        .await
+        .map_err(|e| error(&format!("read {len} bytes at offset {} of", range.start), location, e))?;
     whole(location, &range, got)
 }
 
@@ -690,7 +689,11 @@ pub async fn delete(locations: &[String]) -> Result<()> {
     let mut by_store: HashMap<String, (Store, Vec<ObjectPath>)> = HashMap::new();
     for location in locations {
         let (store, path) = store_for(location)?;
-        by_store.entry(format!("{:?}", (store.bucket.as_str(), &store.options))).or_insert((store, vec![])).1.push(path);
+        by_store
+            .entry(format!("{:?}", (store.bucket.as_str(), &store.options)))
+            .or_insert((store, vec![]))
+            .1
+            .push(path);
     }
     for (_, (store, paths)) in by_store {
         let bucket = store.bucket.clone();
@@ -738,7 +741,9 @@ impl Upload {
             // every other request's, with where it went and S3's code)
             match e.into_inner().map(|inner| inner.downcast::<object_store::Error>()) {
                 Some(Ok(store_error)) => error("upload", &location, *store_error),
-                Some(Err(other)) => Error::io(redact(format!("cannot upload {location}: {}", clean(&other.to_string())))),
+                Some(Err(other)) => {
+                    Error::io(redact(format!("cannot upload {location}: {}", clean(&other.to_string()))))
+                }
                 None => Error::io(format!("cannot upload {location}")),
             }
         })

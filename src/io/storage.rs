@@ -69,7 +69,8 @@ impl Storage for LocalStorage {
     async fn metadata(&self, path: &str) -> iceberg::Result<FileMetadata> {
         if object::is_object(path) {
             let found = object::head(path).await.map_err(object_err)?;
-            let (size, _) = found.ok_or_else(|| object_err(crate::error::Error::io(format!("{path} does not exist"))))?;
+            let (size, _) =
+                found.ok_or_else(|| object_err(crate::error::Error::io(format!("{path} does not exist"))))?;
             return Ok(FileMetadata { size });
         }
         let p = Path::new(local_path(path));
@@ -80,7 +81,8 @@ impl Storage for LocalStorage {
     async fn read(&self, path: &str) -> iceberg::Result<Bytes> {
         if object::is_object(path) {
             let found = object::get(path).await.map_err(object_err)?;
-            return found.ok_or_else(|| object_err(crate::error::Error::io(format!("cannot read {path}: it does not exist"))));
+            return found
+                .ok_or_else(|| object_err(crate::error::Error::io(format!("cannot read {path}: it does not exist"))));
         }
         let p = Path::new(local_path(path));
         Ok(fs::read(p).map_err(|e| err("read", p, e))?.into())

@@ -67,7 +67,8 @@ impl S3Server {
     pub fn bucket(&self, name: &str) -> String {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+        let clean: String =
+            name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
         let bucket = format!("{}-{n}", &clean[..clean.len().min(40)]).trim_matches('-').to_string();
         self.control("POST", "buckets", Some(serde_json::json!({ "name": bucket })));
         bucket
@@ -131,7 +132,11 @@ impl S3Server {
             .iter()
             .filter(|r| r["path"].as_str().unwrap().starts_with(prefix))
             .map(|r| {
-                (r["method"].as_str().unwrap().to_string(), r["path"].as_str().unwrap().to_string(), r["status"].as_u64().unwrap() as u16)
+                (
+                    r["method"].as_str().unwrap().to_string(),
+                    r["path"].as_str().unwrap().to_string(),
+                    r["status"].as_u64().unwrap() as u16,
+                )
             })
             .collect()
     }
