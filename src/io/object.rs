@@ -568,18 +568,6 @@ pub async fn get(location: &str) -> Result<Option<Bytes>> {
     got.bytes().await.map(Some).map_err(|e| error("read", location, e))
 }
 
-/// The whole object and when the server last wrote it, or None when there is none.
-pub async fn get_with_time(location: &str) -> Result<Option<(Bytes, SystemTime)>> {
-    let (store, path) = store_for(location)?;
-    let got = match store.client.get(&path).await {
-        Ok(got) => got,
-        Err(e @ object_store::Error::NotFound { .. }) if !no_such_bucket(&e) => return Ok(None),
-        Err(e) => return Err(error("read", location, e)),
-    };
-    let modified = got.meta.last_modified.into();
-    got.bytes().await.map(|b| Some((b, modified))).map_err(|e| error("read", location, e))
-}
-
 /// `range` of the object's bytes, all of them: a range past the object's end is an error (S3
 /// answers one that starts inside with the bytes there are).
 pub async fn get_range(location: &str, range: Range<u64>) -> Result<Bytes> {
