@@ -196,7 +196,7 @@ fn a_damaged_object_is_an_error_naming_it() {
 #[test]
 fn truncation_keeps_the_stamp_and_two_marks_and_stale_readers_and_committers_get_errors() {
     let lake = Lake::new("truncation");
-    let log = lake.adopted();
+    let log = lake.adopted().with_keep_age(Duration::ZERO);
     let stalled = lake.log();
     for s in 1..=3 {
         assert_eq!(stalled.offer(s, b"early").unwrap(), Offered::Won(s));
@@ -227,10 +227,25 @@ fn truncation_keeps_the_stamp_and_two_marks_and_stale_readers_and_committers_get
     assert!(!lake.exists(4), "a truncated position was written again");
     assert!(log.truncate_below(99).unwrap_err().message.contains("holds no batch there"));
     assert!(log.offer(10, b"ahead").unwrap_err().message.contains("a gap"));
+    // a committer stalled between seeing its head and its PUT long enough (half the age
+    // truncation spares) that truncation removed the position meanwhile: the win is void
+    let trusting = lake.log().with_keep_age(Duration::from_millis(200));
+    assert_eq!(seqs(&trusting.tail(7, 9).unwrap()), [7, 8]);
+    for s in 9..=11 {
+        assert_eq!(log.offer(s, b"batch").unwrap(), Offered::Won(s));
+    }
+    assert_eq!(log.truncate_below(11).unwrap(), 4);
+    // (it trusts head 8, read moments ago, and PUTs 9, which truncation removed)
+    let e = trusting.offer(9, b"late").unwrap_err();
+    assert_eq!(e.kind, skade::ErrorKind::Conflict);
+    assert!(e.message.contains("position 9") && e.message.contains("starts at 11"), "{}", e.message);
+    assert!(!lake.exists(9), "a void win was left in the log");
     // an interrupted truncation's leftovers go with the next one
     object::wait(object::put(&lake.object(2), bytes::Bytes::from_static(b"left"))).unwrap();
-    assert_eq!(log.truncate_below(8).unwrap(), 2);
-    assert!(!lake.exists(2) && !lake.exists(7));
+    assert_eq!(log.truncate_below(11).unwrap(), 0, "nothing below the start");
+    log.offer(12, b"batch").unwrap();
+    assert_eq!(log.truncate_below(12).unwrap(), 2);
+    assert!(!lake.exists(2) && !lake.exists(11));
 }
 
 #[test]

@@ -10,7 +10,7 @@
 //! premise changed fails its check (a conflict: the transaction rebases its appends or reports a
 //! retryable conflict, as it does in one process).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -54,6 +54,9 @@ pub(crate) struct LogLink {
     /// Offers this process won and lost (a lost one folds the winners and is offered again).
     won: AtomicU64,
     lost: AtomicU64,
+    /// This process won a position that calls for a checkpoint (a bucket log's): the poll
+    /// writes one (`take_checkpoint_due`), off the commit's path.
+    checkpoint_due: AtomicBool,
 }
 
 /// A log-resident catalog's commit log as one process sees it (`skade_commit_log`).
@@ -105,6 +108,7 @@ impl LogLink {
             truncated_below: AtomicU64::new(0),
             won: AtomicU64::new(0),
             lost: AtomicU64::new(0),
+            checkpoint_due: AtomicBool::new(false),
         }
     }
 
@@ -180,6 +184,9 @@ impl LogLink {
             }
             Err(e) => Err(e),
         };
+        if outcome.as_ref().is_ok_and(|o| o.is_none()) && self.in_bucket() && seq % super::checkpoint::every() == 0 {
+            self.checkpoint_due.store(true, Ordering::Release);
+        }
         match &outcome {
             Ok(None) => self.won.fetch_add(1, Ordering::Relaxed),
             Ok(Some(_)) => self.lost.fetch_add(1, Ordering::Relaxed),
@@ -226,7 +233,19 @@ impl LogLink {
         let mut folded = 0;
         loop {
             let from = store.log_position()? + 1;
-            let batches = self.reader.tail(from, FOLD_CHUNK)?;
+            let batches = match self.reader.tail(from, FOLD_CHUNK) {
+                Ok(batches) => batches,
+                // behind the log's truncation (a host away for a while): its newest checkpoint,
+                // then what follows
+                Err(e) if self.in_bucket() && self.reader.start().is_ok_and(|start| from < start) => {
+                    let start = self.reader.start()?;
+                    match super::checkpoint::restore_newest(store, &self.location, start - 1)? {
+                        Some(_) => continue,
+                        None => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            };
             if batches.is_empty() {
                 return Ok(folded);
             }
@@ -273,18 +292,37 @@ impl LogLink {
         )))
     }
 
-    /// Truncates the log below `checkpoint - LOG_RETAIN` once that is another [`LOG_RETAIN`]
-    /// past the last truncation (the catalog file, which every process shares, has folded
-    /// everything below its checkpoint durably).
     /// Whether the log is in a bucket (every look at it a request).
     pub fn in_bucket(&self) -> bool {
         crate::io::object::is_object(&self.location)
     }
 
+    /// Whether a checkpoint is due (and no longer, once asked).
+    pub fn take_checkpoint_due(&self) -> bool {
+        self.checkpoint_due.swap(false, Ordering::AcqRel)
+    }
+
+    /// Writes a checkpoint of the fold in `store` into a bucket log, then truncates the log below
+    /// the older of the two newest checkpoints and removes the checkpoints before that one. The
+    /// checkpoint's position.
+    pub fn checkpoint(&self, store: &Store) -> Result<u64> {
+        use super::checkpoint;
+        let at = checkpoint::write(store, &self.location)?;
+        crate::failpoint::hit("after_checkpoint_put");
+        let found = checkpoint::list(&self.location)?;
+        if let Some(below) = checkpoint::truncation_point(&found).filter(|&b| b > self.reader.start().unwrap_or(b)) {
+            self.reader.truncate_below(below)?;
+        }
+        checkpoint::prune(&found, crate::commit_log::bucket::keep_age())?;
+        Ok(at)
+    }
+
+    /// Truncates the log below `checkpoint - LOG_RETAIN` once that is another [`LOG_RETAIN`]
+    /// past the last truncation (the catalog file, which every process shares, has folded
+    /// everything below its checkpoint durably).
     pub fn truncate(&self, checkpoint: u64) -> Result<u64> {
-        // A bucket log serves hosts whose caches this file is not: another host, or a new one,
-        // may still need every position. It is kept whole until checkpoints in the bucket cover
-        // what truncation removes (docs/design/object-storage.md, increment 6).
+        // A bucket log serves hosts whose caches this file is not: it is truncated only below a
+        // checkpoint in the bucket (`Self::checkpoint`).
         if self.in_bucket() {
             return Ok(0);
         }

@@ -2,6 +2,7 @@
 //! table's current Iceberg metadata, plus the commit path that moves those pointers.
 
 pub(crate) mod check;
+pub mod checkpoint;
 pub(crate) mod commit;
 pub mod consumers;
 pub mod events;

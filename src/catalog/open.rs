@@ -308,6 +308,23 @@ impl Catalog {
         Ok(Some(link.status(self.inner.store.log_position()?)?))
     }
 
+    /// Writes a checkpoint of a bucket log now, after following it (hosts write one by
+    /// themselves every `checkpoint::every()` positions), and truncates the log below it as they
+    /// do. Its position.
+    pub fn write_checkpoint(&self) -> Result<u64> {
+        let link = self.inner.log.as_ref().filter(|l| l.in_bucket()).ok_or_else(|| {
+            Error::invalid(format!(
+                "skade catalog {} has no commit log in a bucket: checkpoints are a bucket log's",
+                self.inner.store.path.display()
+            ))
+        })?;
+        if self.read_only {
+            return Err(Error::permission("a READ_ONLY attach writes no checkpoint"));
+        }
+        self.inner.follow(link)?;
+        link.checkpoint(&self.inner.store)
+    }
+
     /// Brings the in-memory state up to the catalog file, which other processes fold their
     /// commits into (a log-resident catalog; a plain one has no other writer).
     pub(crate) fn catch_up(&self) -> Result<()> {
@@ -877,6 +894,13 @@ fn spawn_follower(inner: Weak<Inner>, poll: Duration) {
                     eprintln!("skade: following the commit log of {}: {e}", inner.store.path.display());
                 }
                 Err(_) => {}
+            }
+            if link.take_checkpoint_due() {
+                // (after the commit that called for it was acknowledged; a failure fails nothing:
+                // the next multiple writes one)
+                if let Err(e) = inner.usable_store().and_then(|_| link.checkpoint(&inner.store)) {
+                    eprintln!("skade: writing a checkpoint of the commit log {}: {e}", link.location);
+                }
             }
         }
     });

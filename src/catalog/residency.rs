@@ -95,11 +95,15 @@ pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&str>
                 Some(connect(&store, &stamp, p.as_ref(), None, options)?)
             }
         };
-        if let Some(link) = &link {
+        if let Some((link, held)) = &link {
             if !options.read_only {
+                if link.in_bucket() {
+                    start_from_checkpoint(&store, link, held)?;
+                }
                 link.catch_up(&store)?; // what a process that died left unfolded, or other hosts wrote
             }
         }
+        let link = link.map(|(link, _)| link);
         let loaded = store.load(data_path)?;
         if let Some(link) = &link {
             link.position.store(loaded.log_position, std::sync::atomic::Ordering::SeqCst);
@@ -149,8 +153,8 @@ fn adopt(store: &Store, provider: &dyn CommitLogProvider, location: &str, before
 
 /// Makes the catalog file `path` (absent) another copy of the catalog that adopted the bucket
 /// log at `location`: the same uuid and warehouse, stamped with the log, empty: the open that
-/// follows folds the log into it. Only a catalog that adopted the log before its first commit
-/// can be rebuilt this way (a checkpoint would be needed otherwise). Returns the warehouse.
+/// follows starts it from the newest checkpoint, if any, and folds the log after it. Returns the
+/// warehouse.
 fn join(
     path: &Path,
     provider: &dyn CommitLogProvider,
@@ -158,11 +162,10 @@ fn join(
     held: &AdoptionStamp,
     data_path: Option<&str>,
 ) -> Result<String> {
-    let Some(theirs) = held.data_path.clone().filter(|_| held.fresh) else {
+    let Some(theirs) = held.data_path.clone() else {
         return Err(Error::catalog(format!(
-            "the commit log {location} belongs to skade catalog {} (uuid {}), which held commits before it adopted \
-             the log: another catalog file can join it only from a checkpoint, which this build does not write yet; \
-             attach {} itself",
+            "the commit log {location} belongs to skade catalog {} (uuid {}), adopted by a skade that did not \
+             record its warehouse: another catalog file cannot join it; attach {} itself",
             held.path, held.catalog, held.path
         )));
     };
@@ -192,7 +195,7 @@ fn connect(
     provider: &dyn CommitLogProvider,
     location: Option<&str>,
     options: &AttachOptions,
-) -> Result<LogLink> {
+) -> Result<(LogLink, AdoptionStamp)> {
     let path = &store.path;
     if provider.name() != stamp.provider {
         return Err(Error::invalid(format!(
@@ -214,13 +217,14 @@ fn connect(
     }
     let reader = provider.reader(&stamp.location)?;
     let checkpoint = store.log_position()?;
-    match reader.adoption()? {
+    let held = match reader.adoption()? {
         Some(held) => {
             let held = AdoptionStamp::decode(&held, &stamp.location)?;
             let uuid = store.catalog_uuid()?;
             if held.catalog != uuid {
                 return Err(another_catalogs(&stamp.location, &held, path));
             }
+            held
         }
         None => {
             return Err(Error::catalog(format!(
@@ -230,9 +234,39 @@ fn connect(
                 path.display()
             )))
         }
-    }
+    };
     let committer = if options.read_only { None } else { Some(provider.committer(&stamp.location)?) };
-    Ok(LogLink::new(&stamp.provider, &stamp.location, committer, reader, options.commit_log_poll, checkpoint))
+    let link = LogLink::new(&stamp.provider, &stamp.location, committer, reader, options.commit_log_poll, checkpoint);
+    Ok((link, held))
+}
+
+/// A bucket log's cache that has folded nothing starts from the log's newest checkpoint: a lake
+/// with a history would cost a GET per position to replay, and one whose log was truncated, or
+/// that was adopted by a catalog holding commits already, cannot be replayed from position 1 at
+/// all. Such a lake's first checkpoint is written by the catalog that adopted it, at its open.
+fn start_from_checkpoint(store: &Store, link: &LogLink, held: &AdoptionStamp) -> Result<()> {
+    let position = store.log_position()?;
+    let joining = position == 0 && store.commit_seq()? == 0;
+    if !joining && held.fresh {
+        return Ok(()); // (no request: the common open)
+    }
+    let listed = super::checkpoint::list(&link.location)?;
+    if joining {
+        if !listed.is_empty() {
+            super::checkpoint::restore_newest(store, &link.location, 0)?;
+        } else if !held.fresh {
+            return Err(Error::catalog(format!(
+                "the lake of commit log {} held commits before it adopted the log, and it has no checkpoint yet to \
+                 start this catalog from: attach {} (which adopted it) once, and it writes one",
+                link.location, held.path
+            )));
+        }
+    } else if listed.is_empty() {
+        if let Err(e) = link.checkpoint(store) {
+            eprintln!("skade: writing the first checkpoint of the commit log {}: {e}", link.location);
+        }
+    }
+    Ok(())
 }
 
 /// A log location as given, made absolute (as DATA_PATH is: relative to the working directory);

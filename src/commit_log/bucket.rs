@@ -46,11 +46,29 @@ const IN_FLIGHT: usize = 32;
 const MARKS_KEPT: usize = 2;
 /// How long the head this log just won, or read up to a missing position, is taken to be still
 /// there, so that the next offer after it is one PUT without a look at the position before.
-/// Truncation removes only positions 1,024 below a checkpoint: one seen this recently could go
-/// only after a thousand commits within the second. Increment 6's age rule (truncation spares
-/// positions younger than an hour) makes this exact; until then a committer stalled between
-/// reading its head and its PUT could, in principle, win a removed position.
+/// Truncation spares every position younger than [`keep_age`] (an hour), so one seen this
+/// recently is still there.
 const HEAD_TRUST: Duration = Duration::from_secs(1);
+
+/// Truncation never removes a position younger than this, by the store's clock (its newest
+/// object's time is its now): an hour, or `SKADE_LOG_KEEP_MS` (tests). A committer that saw its
+/// head within half of it cannot win a removed position; one stalled longer between seeing its
+/// head and its PUT (SIGSTOP, a suspended laptop) looks at the truncation marks after its win.
+pub fn keep_age() -> Duration {
+    let set = KEEP_MS.load(std::sync::atomic::Ordering::Relaxed);
+    let ms = match set {
+        u64::MAX => std::env::var("SKADE_LOG_KEEP_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(3_600_000),
+        ms => ms,
+    };
+    Duration::from_millis(ms)
+}
+
+/// Sets [`keep_age`] for this process (tests in one binary: no environment to race over).
+pub fn set_keep_age(age: Duration) {
+    KEEP_MS.store(age.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+}
+
+static KEEP_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
 
 /// The provider of bucket logs; a location is an `s3://bucket/prefix` URL.
 #[derive(Debug, Default)]
@@ -77,6 +95,8 @@ pub struct BucketLog {
     seen: Seen,
     /// The head this log won or read last (the position after it missing then), and when.
     head: Mutex<Option<(u64, Instant)>>,
+    /// [`keep_age`] when it was opened.
+    keep: Duration,
 }
 
 /// What a conditional PUT came to, once settled.
@@ -90,7 +110,13 @@ impl BucketLog {
     pub fn open(location: &str) -> Result<BucketLog> {
         let location = location.trim_end_matches('/').to_string();
         object::split(&location)?;
-        Ok(BucketLog { location, seen: Seen::default(), head: Mutex::new(None) })
+        Ok(BucketLog { location, seen: Seen::default(), head: Mutex::new(None), keep: keep_age() })
+    }
+
+    /// This log with another [`keep_age`] (tests).
+    pub fn with_keep_age(mut self, keep: Duration) -> BucketLog {
+        self.keep = keep;
+        self
     }
 
     fn object(&self, seq: u64) -> String {
@@ -169,6 +195,22 @@ impl BucketLog {
                  and none landed; the commit was not made"
             ))),
         }
+    }
+
+    /// After a win at `seq` by an offer that stalled so long that truncation may have removed the
+    /// position meanwhile (a create-if-absent PUT succeeds on a removed key): a win below the
+    /// log's start is void: its batch is removed (no reader would fold it) and the commit fails.
+    fn void_if_truncated(&self, seq: u64) -> Result<()> {
+        let low = gapless::refresh_low(self)?;
+        if seq >= low {
+            return Ok(());
+        }
+        object::wait(object::delete(&[self.object(seq)]))?;
+        Err(Error::conflict(format!(
+            "this commit stalled so long that position {seq} of the commit log {} was truncated before it landed \
+             (the log starts at {low}): nothing was committed, retry the transaction",
+            self.location
+        )))
     }
 
     /// Checks that the store refuses a second create-if-absent PUT of one key: one that ignores
@@ -274,9 +316,14 @@ impl Positions for BucketLog {
 
 impl Committer for BucketLog {
     fn offer(&self, seq: u64, batch: &[u8]) -> Result<Offered> {
+        // (when the head was last known to be there: HEAD_TRUST ago at most)
+        let checked = Instant::now().checked_sub(HEAD_TRUST).unwrap_or_else(Instant::now);
         gapless::check_offer(self, seq, seq > 0 && self.just_saw(seq - 1))?;
         match self.claim(seq, Bytes::from(envelope(seq, batch)))? {
             Claim::Ours => {
+                if checked.elapsed() >= self.keep / 2 {
+                    self.void_if_truncated(seq)?;
+                }
                 self.saw(seq);
                 Ok(Offered::Won(seq))
             }
@@ -336,16 +383,34 @@ impl LogReader for BucketLog {
         gapless::refresh_low(self)
     }
 
+    /// Removes the batches below `seq`, but none younger than its keep age: it stops at the first
+    /// of those (a committer that saw its head recently must not find it gone).
     fn truncate_below(&self, seq: u64) -> Result<u64> {
         gapless::check_truncatable(self, seq)?;
+        // one listing: the positions' ages (by the store's clock), then what to remove
+        let listed = object::wait(object::list(&self.location, None))?;
+        let now = listed.iter().map(|l| l.modified).max().unwrap_or(std::time::UNIX_EPOCH);
+        let young = |l: &object::Listed| now.duration_since(l.modified).unwrap_or_default() < self.keep;
+        let seq = listed
+            .iter()
+            .filter_map(|l| Some((self.name_of(&l.location).and_then(position_of)?, l)))
+            .filter(|(p, l)| *p >= 1 && *p < seq && young(l))
+            .map(|(p, _)| p)
+            .min()
+            .unwrap_or(seq);
+        if seq <= self.seen.low() {
+            return Ok(0);
+        }
         // the mark first: from then on a stale committer or reader below it gets an error
         object::wait(object::put_new(&format!("{}/{TRUNCATED}/{seq}", self.location), Bytes::new()))?;
-        // then, from one listing, every batch below it (whatever an interrupted truncation left
-        // too) and the marks older than the newest two, in bulk
-        let listed = object::wait(object::list(&self.location, None))?;
-        let mut marks: Vec<(u64, &str)> =
-            listed.iter().filter_map(|l| Some((self.mark_of(&l.location)?, l.location.as_str()))).collect();
+        crate::failpoint::hit("after_truncation_mark");
+        // then every batch below it (whatever an interrupted truncation left too) and the marks
+        // older than the newest two, in bulk
+        let mut marks: Vec<(u64, String)> =
+            listed.iter().filter_map(|l| Some((self.mark_of(&l.location)?, l.location.clone()))).collect();
+        marks.push((seq, format!("{}/{TRUNCATED}/{seq}", self.location)));
         marks.sort_unstable();
+        marks.dedup();
         self.seen.raise_low(marks.last().map_or(seq, |(m, _)| seq.max(*m)));
         let below: Vec<String> = listed
             .iter()
@@ -354,7 +419,7 @@ impl LogReader for BucketLog {
             .collect();
         object::wait(object::delete(&below))?;
         let old_marks: Vec<String> =
-            marks.iter().rev().skip(MARKS_KEPT).map(|(_, location)| location.to_string()).collect();
+            marks.iter().rev().skip(MARKS_KEPT).map(|(_, location)| location.clone()).collect();
         object::wait(object::delete(&old_marks))?;
         Ok(below.len() as u64)
     }
