@@ -5,9 +5,12 @@ local S3 server (tools/s3_server.py: moto on loopback, in memory), hosts being D
 
   commits     one-row commits/s (INSERT ... VALUES in autocommit) with 1, 2 and 4 hosts into their
               own tables and into one shared table of a bucket lake (`ATTACH 's3://...'`); beside
-              them, 1 host of DuckLake 1.5.5 with its data on the server (its DuckDB-file catalog
-              takes one process only; no PostgreSQL catalog is set up here) and of skade with a
-              local catalog and DATA_PATH in the bucket
+              them, DuckLake 1.5.5 with its data on the server: over a PostgreSQL catalog with the
+              same 1, 2 and 4 hosts (a throwaway cluster of PostgreSQL's own binaries, found on PATH
+              or in /usr/lib/postgresql/*/bin; skipped, with a line saying so, where there are none),
+              and its DuckDB-file catalog (one process only: 1 host); and 1 host of skade with a
+              local catalog and DATA_PATH in the bucket. The goal (issue 44): commits/s from 4 hosts
+              into one shared table at least DuckLake's over PostgreSQL
   requests    from the server's request log, the requests per commit by class (PUT, GET, HEAD,
               LIST, ...) of each commit point above (the same runs), against the design's table;
               and the requests per second of a host in use that commits nothing (its log polls)
@@ -22,6 +25,8 @@ local S3 server (tools/s3_server.py: moto on loopback, in memory), hosts being D
   lookups     a keyed table (id BIGINT PRIMARY KEY + 4 columns) in a bucket lake: requests, bytes
               and time per `SELECT * FROM lake.kv WHERE id = k` and per skade_lookup, cold (the
               first lookup of a fresh host) and warm, from the server's log and skade_lookup_stats()
+  hosts       (not in the default) the multi-host rows of `commits` alone: skade's and DuckLake's
+              over PostgreSQL, and the goal; no 1-host-only rows, no in-use requests
 
 Every commit, visibility and lookup point runs with no added latency and again with --delay
 seconds (15 ms) injected into every request (a fault of the server's), since moto on loopback
@@ -29,14 +34,21 @@ answers far faster than any network. Prints figures; asserts nothing about speed
 
 Usage: python bench/buckets.py [--seconds 2] [--samples 50] [--sf 0.1] [--rows 1000000]
            [--lookups 50] [--repeat 3] [--delay 0.015] [--scan-delay 0] [--no-file-cache]
-           [--only commits,visibility,tpch,lookups]
-       (`requests` comes with `commits`; SF1: --sf 1)
+           [--only commits,visibility,tpch,lookups | --only hosts]
+       (`requests` comes with `commits`; SF1: --sf 1; the multi-host rows alone, quickly:
+        --only hosts --seconds 1 --delay 0)
 """
 import argparse
+import glob
 import json
 import os
+import pwd
 import random
+import re
+import shlex
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -55,6 +67,7 @@ BUCKET = "bench"
 HOSTS = [1, 2, 4]
 KEY_ID, SECRET = "skadebench", "skadebenchsecret"
 SECTIONS = ("commits", "visibility", "tpch", "lookups")
+EXTRA_SECTIONS = ("hosts",)  # (a part of `commits`: not run by default)
 CLASSES = ("PUT", "GET", "HEAD", "LIST", "POST", "DelObjs", "DELETE")  # (a request is one of these)
 
 
@@ -62,15 +75,28 @@ def httpfs_extension():
     return site_extension("duckdb_extension_httpfs", "httpfs")
 
 
+def postgres_extension(folder):
+    """DuckDB's postgres extension from PyPI, through a link in `folder`: the wheel names its file
+    postgres.duckdb_extension, while DuckDB takes the entry point's name from the file's
+    (postgres_scanner_duckdb_cpp_init)."""
+    link = os.path.join(folder, "postgres_scanner.duckdb_extension")
+    if not os.path.lexists(link):
+        os.symlink(site_extension("duckdb_extension_postgres", "postgres"), link)
+    return link
+
+
 # ---- what every host (process) does --------------------------------------------------------
 
-def connect(endpoint, tpch=False):
+def connect(endpoint, tpch=False, postgres=None):
     """A DuckDB with skade, httpfs (DuckDB attaches s3:// paths only with it), DuckLake and an S3
-    secret for the server (httpfs's reads and writes; skade uses it too where httpfs is loaded)."""
+    secret for the server (httpfs's reads and writes; skade uses it too where httpfs is loaded);
+    `postgres`: the postgres extension's file to load too (DuckLake over a PostgreSQL catalog)."""
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD '{EXTENSION}'")
     con.execute(f"LOAD '{httpfs_extension()}'")
     con.execute(f"LOAD '{ducklake_extension()}'")
+    if postgres:
+        con.execute(f"LOAD '{postgres}'")
     if tpch:
         con.execute(f"LOAD '{site_extension('duckdb_extension_tpch', 'tpch')}'")
     con.execute(f"CREATE SECRET bench_s3 (TYPE s3, KEY_ID '{KEY_ID}', SECRET '{SECRET}', REGION 'us-east-1', "
@@ -83,14 +109,17 @@ def bucket_attach(prefix, cache, poll_ms=None, alias="lake"):
     return f"ATTACH 's3://{BUCKET}/{prefix}' AS {alias} (TYPE skade, READ_WRITE, CACHE_PATH '{cache}'{poll})"
 
 
-def attach_sql(setup, prefix, root, host, poll_ms=None):
-    """The ATTACH of host `host` (its own cache) for a setup whose objects live under `prefix`."""
+def attach_sql(setup, prefix, root, host, poll_ms=None, catalog=None):
+    """The ATTACH of host `host` (its own cache) for a setup whose objects live under `prefix`;
+    `catalog`: the libpq connection string of DuckLake's PostgreSQL database (ducklake_pg*)."""
     if setup == "bucket":
         return bucket_attach(prefix, f"{root}/cache-{host}", poll_ms)
     if setup == "data_path":
         return f"ATTACH '{root}/lake.skade' AS lake (TYPE skade, DATA_PATH 's3://{BUCKET}/{prefix}/wh')"
-    inline = ", DATA_INLINING_ROW_LIMIT 0" if setup == "ducklake" else ""  # ducklake_inlined: its default
-    return f"ATTACH 'ducklake:{root}/meta.ducklake' AS lake (DATA_PATH 's3://{BUCKET}/{prefix}/dl/'{inline})"
+    # ducklake_inlined, ducklake_pg_inlined: DuckLake's default data inlining
+    inline = ", DATA_INLINING_ROW_LIMIT 0" if setup in ("ducklake", "ducklake_pg") else ""
+    meta = f"postgres:{catalog}" if setup.startswith("ducklake_pg") else f"{root}/meta.ducklake"
+    return f"ATTACH 'ducklake:{meta}' AS lake (DATA_PATH 's3://{BUCKET}/{prefix}/dl/'{inline})"
 
 
 def ratio(skade, peer):
@@ -105,8 +134,8 @@ class Failed(Exception):
 class Host:
     """The worker's connection; remembers the statement that failed."""
 
-    def __init__(self, endpoint, tpch=False):
-        self.con = connect(endpoint, tpch)
+    def __init__(self, endpoint, tpch=False, postgres=None):
+        self.con = connect(endpoint, tpch, postgres)
 
     def sql(self, q):
         try:
@@ -123,7 +152,7 @@ def worker(spec):
     """--worker <json>: one host; attaches, says it is ready, waits for the start time on stdin,
     does its `mode` and prints JSON lines."""
     try:
-        host = Host(spec["endpoint"], tpch=spec["mode"] == "tpch_load")
+        host = Host(spec["endpoint"], tpch=spec["mode"] == "tpch_load", postgres=spec.get("postgres"))
         for q in spec.get("attach", []):
             host.sql(q)
         say({"ready": True})
@@ -327,6 +356,136 @@ def by_class(log, per):
     return {c: v / per for c, v in out.items()}
 
 
+# ---- DuckLake's PostgreSQL catalog: a throwaway cluster -------------------------------------
+
+PG_NO_BINARIES = "no PostgreSQL server binaries (Debian: apt install postgresql)"
+
+
+class PostgresSkipped(Exception):
+    """No PostgreSQL server can be run here (the reason, for the line saying it is skipped)."""
+
+
+def postgres_binaries():
+    """The folder with initdb, pg_ctl and postgres: initdb's on PATH, then /usr/lib/postgresql/*/bin
+    (Debian's, newest first); None if there is none."""
+    found = shutil.which("initdb")
+    folders = [os.path.dirname(os.path.realpath(found))] if found else []
+    version = lambda f: [int(x) for x in re.findall(r"\d+", f)]  # noqa: E731
+    folders += sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True)
+    for folder in folders:
+        if all(os.access(os.path.join(folder, b), os.X_OK) for b in ("initdb", "pg_ctl", "postgres")):
+            return folder
+    return None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Postgres:
+    """A PostgreSQL cluster in a temporary folder: trust authentication, superuser `postgres`,
+    listening on 127.0.0.1 at a free port (its unix socket in the folder), default settings
+    otherwise (fsync on). As root (PostgreSQL refuses to run as root) its binaries run as the
+    user `postgres`, owning the folder. stop() ends it (pg_ctl stop -m fast) and removes the folder."""
+
+    def __init__(self):
+        self.bin = postgres_binaries()
+        if not self.bin:
+            raise PostgresSkipped(PG_NO_BINARIES)
+        self.user = None
+        if os.geteuid() == 0:
+            try:
+                self.user = pwd.getpwnam("postgres")
+            except KeyError:
+                raise PostgresSkipped("running as root, which PostgreSQL refuses, and no user `postgres` "
+                                      "to run it as") from None
+            if not (shutil.which("runuser") or shutil.which("su")):
+                raise PostgresSkipped("running as root, which PostgreSQL refuses, and neither runuser "
+                                      "nor su to run it as user `postgres`")
+        self.dir = tempfile.mkdtemp(prefix="skade-pg-")
+        self.data, self.log = os.path.join(self.dir, "data"), os.path.join(self.dir, "server.log")
+        self.port, self.started = None, False
+        try:
+            if self.user:
+                os.chown(self.dir, self.user.pw_uid, self.user.pw_gid)
+            self.run("initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C",
+                     "--no-sync")
+            self.port = free_port()
+            self.started = True  # (from here on, stop() tries pg_ctl stop even if the start failed)
+            self.run("pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "60", "-o",
+                     f"-c listen_addresses=127.0.0.1 -p {self.port} -k {shlex.quote(self.dir)}", "start")
+            self.version = self.run("postgres", "--version").strip()
+        except BaseException:
+            self.stop()
+            raise
+
+    def run(self, binary, *args, check=True):
+        cmd = [os.path.join(self.bin, binary), *args]
+        if self.user:
+            cmd = (["runuser", "-u", "postgres", "--", *cmd] if shutil.which("runuser") else
+                   ["su", "postgres", "-s", "/bin/sh", "-c", shlex.join(cmd)])
+        r = subprocess.run(cmd, cwd=self.dir, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=120)
+        if check and r.returncode:
+            log = ""
+            if os.path.exists(self.log):
+                with open(self.log) as f:
+                    log = "; server log: " + " | ".join(f.read().splitlines()[-5:])
+            raise RuntimeError(f"{binary} {' '.join(args)}: exit {r.returncode}: "
+                               f"{(r.stderr or r.stdout).strip()[-400:]}{log}")
+        return r.stdout
+
+    def dsn(self, database):
+        return f"dbname={database} host=127.0.0.1 port={self.port} user=postgres"
+
+    def create_database(self, name, extension):
+        """A new database (DuckDB's postgres extension: CREATE DATABASE outside a transaction)."""
+        con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+        try:
+            con.execute(f"LOAD '{extension}'")
+            con.execute(f"ATTACH '{self.dsn('postgres')}' AS pg (TYPE postgres)")
+            con.execute(f"CALL postgres_execute('pg', 'CREATE DATABASE {name}', use_transaction := false)")
+        finally:
+            con.close()
+        return self.dsn(name)
+
+    def stop(self):
+        if not self.dir:
+            return
+        try:
+            if self.started:
+                try:
+                    self.run("pg_ctl", "-D", self.data, "-m", "fast", "-w", "-t", "60", "stop", check=False)
+                except subprocess.TimeoutExpired:
+                    pass
+                self.kill_leftover()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def kill_leftover(self):
+        """The postmaster this cluster started, if pg_ctl could not stop it: an immediate shutdown
+        (SIGQUIT, its children follow), then SIGKILL."""
+        try:
+            with open(os.path.join(self.data, "postmaster.pid")) as f:
+                pid = int(f.readline())
+        except (OSError, ValueError):
+            return
+        for sig in (signal.SIGQUIT, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                return
+            for _ in range(50):
+                time.sleep(0.1)
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    return
+
+
 # ---- the orchestrator ----------------------------------------------------------------------
 
 class Bench:
@@ -341,12 +500,16 @@ class Bench:
         self.figures = {}
         self.problems = []
         self.workers = []
+        self.goals = []  # (the summary's lines)
+        self.pg = None  # DuckLake's PostgreSQL cluster, while the commit points run
+        self.pg_skipped = None  # why DuckLake over PostgreSQL is not measured
 
     def close(self):
         for p in self.workers:
             if p.poll() is None:
                 p.kill()
             p.wait()
+        self.stop_postgres()
         stop_s3_server(self.server)
         shutil.rmtree(self.root, ignore_errors=True)
 
@@ -370,8 +533,8 @@ class Bench:
         if delay:
             self.control("POST", "faults", {"delay": delay, "count": 10 ** 9})
 
-    def setup_sql(self, attach, statements):
-        con = connect(self.endpoint)
+    def setup_sql(self, attach, statements, postgres=None):
+        con = connect(self.endpoint, postgres=postgres)
         try:
             con.execute(attach)
             for q in statements:
@@ -424,16 +587,53 @@ class Bench:
 
     # ---- 1 and 2: commits and their requests ---------------------------------------------
 
+    def start_postgres(self):
+        """DuckLake's PostgreSQL cluster for the commit points; None (and a line saying why) where
+        no server can run here."""
+        if self.pg or self.pg_skipped:
+            return self.pg
+        try:
+            if not postgres_binaries():
+                raise PostgresSkipped(PG_NO_BINARIES)
+            try:
+                extension = postgres_extension(self.root)
+            except RuntimeError as e:
+                raise PostgresSkipped(str(e)) from None
+            self.pg = Postgres()
+            self.pg.extension = extension
+            print(f"  DuckLake over PostgreSQL: {self.pg.version}, {self.pg.bin}, 127.0.0.1:{self.pg.port}"
+                  f"{' (run as user postgres)' if self.pg.user else ''}", flush=True)
+        except PostgresSkipped as e:
+            self.pg_skipped = str(e)
+            print(f"DuckLake over PostgreSQL: skipped, {e}", flush=True)
+        except (RuntimeError, OSError, subprocess.SubprocessError, duckdb.Error) as e:
+            self.pg_skipped = f"its server did not start: {e}"
+            self.problem(f"DuckLake over PostgreSQL: {self.pg_skipped}")
+        return self.pg
+
+    def stop_postgres(self):
+        if self.pg:
+            self.pg.stop()
+            self.pg = None
+
     def commit_point(self, setup, n, shared, delay):
         prefix, root = self.fresh(f"{setup}-{n}{'s' if shared else 'o'}")
         tables = [f"t{0 if shared else w}" for w in range(n)]
-        self.setup_sql(attach_sql(setup, prefix, root, "setup"),
-                       [f"CREATE TABLE lake.{t} (id BIGINT, v VARCHAR)" for t in sorted(set(tables))])
+        extra, catalog = {}, None
+        if setup.startswith("ducklake_pg"):  # a database of its own in the cluster, per point
+            extra["postgres"] = self.pg.extension
+            try:
+                catalog = self.pg.create_database(prefix.replace("-", "_"), self.pg.extension)
+            except duckdb.Error as e:
+                raise Failed(json.dumps({"error": f"{type(e).__name__}: {e}", "sql": "CREATE DATABASE"}))
+        self.setup_sql(attach_sql(setup, prefix, root, "setup", catalog=catalog),
+                       [f"CREATE TABLE lake.{t} (id BIGINT, v VARCHAR)" for t in sorted(set(tables))],
+                       postgres=extra.get("postgres"))
         procs = []
         try:
             for w, t in enumerate(tables):
-                procs.append(self.spawn("commit", attach_sql(setup, prefix, root, w), table=t,
-                                        seconds=self.args.seconds))
+                procs.append(self.spawn("commit", attach_sql(setup, prefix, root, w, catalog=catalog), table=t,
+                                        seconds=self.args.seconds, **extra))
             self.latency(delay)
             self.control("DELETE", "requests")
             self.go(procs)
@@ -448,17 +648,38 @@ class Bench:
         errors = {r["error"] for r in results if r["error"]}
         return rate, failed, errors, by_class(log, max(commits, 1))
 
-    def commits(self):
+    def hosts(self):
+        """The multi-host rows of `commits` alone (skade's and DuckLake's over PostgreSQL) and the goal."""
+        self.commits(multi_only=True)
+
+    def commits(self, multi_only=False):
         a = self.args
         setups = [("bucket", False, HOSTS, "skade bucket lake, own tables"),
                   ("bucket", True, HOSTS, "skade bucket lake, one shared table"),
+                  ("ducklake_pg", False, HOSTS, "DuckLake, PostgreSQL catalog, own tables"),
+                  ("ducklake_pg", True, HOSTS, "DuckLake, PostgreSQL catalog, one shared table"),
+                  ("ducklake_pg_inlined", True, HOSTS, "  the same, data inlined in PostgreSQL (default)"),
                   ("data_path", False, [1], "skade, local catalog, DATA_PATH in the bucket"),
                   ("ducklake", False, [1], "DuckLake, DuckDB-file catalog, data on server"),
                   ("ducklake_inlined", False, [1], "  the same, DuckLake's default data inlining")]
+        if multi_only:
+            setups = [s for s in setups if s[2] == HOSTS]
+        if not self.start_postgres():
+            setups = [s for s in setups if not s[0].startswith("ducklake_pg")]
+        try:
+            requests = self.commit_tables(setups)
+        finally:
+            self.stop_postgres()
+        self.requests_table(requests, in_use=not multi_only)
+
+    def commit_tables(self, setups):
+        """The commits/s tables (one per added latency) and the goal; the requests of each point."""
+        a = self.args
         requests = {}
         for delay in self.delays():
             print(f"\n== one-row commits/s, {a.seconds:.1f} s per point, {self.delay_label(delay)} ==", flush=True)
             print(f"  {'':<52}" + "".join(f"{n:>7} host" for n in HOSTS), flush=True)
+            rates = {}
             for setup, shared, hosts, label in setups:
                 row, notes = [], []
                 for n in hosts:
@@ -474,34 +695,67 @@ class Bench:
                         notes.append(f"{n} hosts: {failed} failed commits ({'; '.join(sorted(errors))[:160]})")
                 self.figures[f"commits/s|{label.strip()}|{self.delay_label(delay)}"] = \
                     [None if r is None else round(r, 1) for r in row]
+                rates[(setup, shared)] = dict(zip(hosts, row))
                 print(f"  {label:<52}" + "".join(f"{'error' if r is None else f'{r:.1f}':>12}" for r in row), flush=True)
                 for note in notes:
                     print(f"      ({note})", flush=True)
-            print("  DuckLake with its DuckDB-file catalog allows one process only: no 2- and 4-host points "
-                  "(a PostgreSQL catalog would allow them; none is set up here)")
-        self.requests_table(requests)
+            if any(s[0] == "ducklake" for s in setups):
+                print("  DuckLake with its DuckDB-file catalog allows one process only: no 2- and 4-host points")
+            if not self.pg_skipped:  # (skipped: said once, above, and in the goal's line)
+                print("  DuckLake over PostgreSQL: its catalog in a local PostgreSQL (default settings, fsync on; "
+                      "no added latency there), its data on the server;\n  a failed commit (a conflict) is "
+                      "counted apart, not in commits/s")
+            self.goal(rates, delay)
+        return requests
 
-    def requests_table(self, requests):
+    def goal(self, rates, delay):
+        """Issue 44's goal: commits/s from 4 hosts into one shared table, skade >= DuckLake over PostgreSQL."""
+        n = HOSTS[-1]
+        sk = rates.get(("bucket", True), {}).get(n)
+        dl = rates.get(("ducklake_pg", True), {}).get(n)
+        inl = rates.get(("ducklake_pg_inlined", True), {}).get(n)
+        head = f"goal, {n} hosts into one shared table, skade >= DuckLake over PostgreSQL ({self.delay_label(delay)}): "
+        if self.pg_skipped:
+            text = head + f"not measured (DuckLake over PostgreSQL skipped: {self.pg_skipped})"
+        elif sk is None or dl is None:
+            text = head + "not measured (a point failed)"
+        else:
+            text = (head + f"skade {sk:.1f} vs DuckLake {dl:.1f} commits/s (x{sk / dl:.2f}): "
+                    + ("met" if sk >= dl else "NOT met")
+                    + (f"; DuckLake with its data inlined in PostgreSQL {inl:.1f} (x{sk / inl:.2f})" if inl else ""))
+        self.goals.append(text)
+        self.figures[f"goal 4 hosts shared|{self.delay_label(delay)}"] = {
+            "skade": None if sk is None else round(sk, 1), "ducklake_pg": None if dl is None else round(dl, 1),
+            "ducklake_pg_inlined": None if inl is None else round(inl, 1),
+            "met": None if sk is None or dl is None else sk >= dl}
+        print(f"  {text}", flush=True)
+
+    def requests_table(self, requests, in_use=True):
         print("\n== requests per one-row commit, from the server's log (the commit points above; "
               "background log polls included) ==", flush=True)
         print("  design (docs/design/object-storage.md): a one-row INSERT with no race is 5 PUT "
               "(data file, manifest, manifest list, metadata.json, log position)")
         cols = ["PUT", "PUT log", "PUT lost", "GET", "GET 404", "HEAD", "LIST", "POST", "DelObjs", "DELETE"]
-        print(f"  {'':<50}" + "".join(f"{c:>9}" for c in cols) + f"{'total':>9}")
+        print(f"  {'':<58}" + "".join(f"{c:>9}" for c in cols) + f"{'total':>9}")
         for delay in self.delays():
             for (setup, n, shared, d), req in requests.items():
-                if d != delay or (setup == "bucket" and n == 1 and shared):
+                if d != delay or (setup in ("bucket", "ducklake_pg") and n == 1 and shared):
                     continue
-                label = {"bucket": f"bucket lake, {n} host{'s' if n > 1 else ''}"
-                                   + (", one table" if shared else (", own tables" if n > 1 else "")),
+                hosts = f"{n} host{'s' if n > 1 else ''}" + ((", one table" if shared else ", own tables") if n > 1 else "")
+                label = {"bucket": f"bucket lake, {hosts}",
+                         "ducklake_pg": f"DuckLake PG (files), {hosts}",
+                         "ducklake_pg_inlined": f"DuckLake PG (inlined), {hosts}",
                          "data_path": "skade DATA_PATH in the bucket",
                          "ducklake": "DuckLake (files)", "ducklake_inlined": "DuckLake (inlined)"}[setup]
                 label += f", {self.delay_label(delay)}"
                 total = sum(v for c, v in req.items() if c in CLASSES)
-                print(f"  {label:<50}" + "".join(f"{req.get(c, 0):>9.2f}" for c in cols) + f"{total:>9.2f}", flush=True)
+                print(f"  {label:<58}" + "".join(f"{req.get(c, 0):>9.2f}" for c in cols) + f"{total:>9.2f}", flush=True)
                 self.figures[f"requests/commit|{label}"] = {c: round(v, 3) for c, v in req.items()}
         print("  (PUT log: PUTs of log positions; PUT lost: 412/409 answers, a position another host won; "
-              "GET 404: a position not written yet; DelObjs: bulk DeleteObjects)")
+              "GET 404: a position not written yet; DelObjs: bulk DeleteObjects; DuckLake PG: the bucket's "
+              "requests only, its catalog's queries go to PostgreSQL)")
+        if not in_use:
+            return
         print(f"  a bucket-lake host in use that commits nothing (a query every 0.5 s, {self.args.seconds:.0f} s), "
               "requests per second, by class; design: +1 GET (404) per poll", flush=True)
         for delay in self.delays():
@@ -754,22 +1008,27 @@ def main():
     p.add_argument("--scan-delay", type=float, default=0.0, help="latency per request during TPC-H's queries")
     p.add_argument("--no-file-cache", action="store_true",
                    help="TPC-H with DuckDB's external file cache off (DuckLake's and read_parquet's repeats read the server)")
-    p.add_argument("--only", default=",".join(SECTIONS), help="sections, comma-separated: " + ",".join(SECTIONS))
+    p.add_argument("--only", default=",".join(SECTIONS), help="sections, comma-separated: " + ",".join(SECTIONS)
+                   + " (the default), or hosts: the multi-host commit rows of `commits` alone")
     args = p.parse_args()
     only = [s for s in args.only.split(",") if s]
-    if any(s not in SECTIONS for s in only):
-        p.error(f"sections: {','.join(SECTIONS)}")
+    if any(s not in SECTIONS + EXTRA_SECTIONS for s in only):
+        p.error(f"sections: {','.join(SECTIONS + EXTRA_SECTIONS)}")
+    if "commits" in only and "hosts" in only:
+        only.remove("hosts")  # (`commits` has them)
     print(f"DuckDB {duckdb.__version__}, skade {EXTENSION}, {os.cpu_count()} cores; "
           f"S3: tools/s3_server.py (moto on loopback)", flush=True)
     started = time.perf_counter()
     bench = Bench(args)
     try:
-        for s in SECTIONS:
+        for s in SECTIONS + EXTRA_SECTIONS:
             if s in only:
                 getattr(bench, s)()
     finally:
         bench.close()
     print(f"\ntotal run time {time.perf_counter() - started:.0f} s")
+    for text in bench.goals:
+        print(text)
     print(json.dumps(bench.figures))
     if bench.problems:
         print(f"\n{len(bench.problems)} problem(s):")

@@ -86,15 +86,24 @@ fn two_hosts_folds_dump_identically() {
         commit_append(&b, &uuid, i * 10..i * 10 + 10); // (b folds a's commits, a b's)
         commit_append(&a, &uuid, 100 + i * 10..110 + i * 10);
     }
+    let txn = b.begin();
+    txn.create_schema("other", false).unwrap();
+    txn.commit().unwrap();
+    let txn = a.begin();
+    txn.create_consumer("billing", &[("main".into(), "t".into())], skade::catalog::consumers::Start::Beginning)
+        .unwrap();
+    txn.commit().unwrap();
+    // both follow to the same position (nothing lands meanwhile): the same rows
     let at = a.write_checkpoint().unwrap();
-    let name = format!("{url}/log/checkpoints/{at:020}.checkpoint");
-    let by_a = object::wait(object::get(&name)).unwrap().unwrap();
-    object::wait(object::delete(std::slice::from_ref(&name))).unwrap();
-    // b follows to the same position (nothing landed since) and writes the same bytes
     assert_eq!(b.write_checkpoint().unwrap(), at);
-    let by_b = object::wait(object::get(&name)).unwrap().unwrap();
-    assert_eq!(by_a, by_b, "two hosts' folds of position {at} dump differently");
+    let (digest_a, digest_b) = (a.fold_digest().unwrap(), b.fold_digest().unwrap());
+    assert_eq!(digest_a.0, at);
+    assert_eq!(digest_a, digest_b, "two hosts' folds of position {at} dump differently");
     assert_eq!(all_ids(&a, "t"), all_ids(&b, "t"));
+    // and a host that starts from the checkpoint holds the same fold
+    let c = host(&url, &dir, "c");
+    assert_eq!(c.fold_digest().unwrap(), digest_a);
+    assert!(c.state().consumers.values().any(|k| k.name == "billing"));
 }
 
 #[test]
@@ -163,6 +172,9 @@ fn a_host_behind_the_truncation_restores_a_checkpoint_and_misses_no_commit() {
     let expected: Vec<u64> = a.commits_since(seen_by_b, usize::MAX).unwrap().iter().map(|r| r.seq).collect();
     assert_eq!(feed, expected);
     assert_eq!(feed, (seen_by_b + 1..=a.head_seq()).collect::<Vec<_>>());
+    a.write_checkpoint().unwrap();
+    b.write_checkpoint().unwrap();
+    assert_eq!(a.fold_digest().unwrap(), b.fold_digest().unwrap());
 }
 
 #[test]
@@ -194,7 +206,14 @@ fn a_damaged_checkpoint_falls_back_to_the_one_before() {
     let cache = dir.path().join("c");
     let options = AttachOptions { cache_path: Some(cache.to_str().unwrap().to_string()), ..AttachOptions::default() };
     let e = Catalog::open_lake(&url, options).err().expect("no usable checkpoint, yet the host opened");
-    assert!(e.message.contains("is damaged") && e.message.contains("checkpoints/"), "{}", e.message);
+    assert!(
+        e.message.contains("can start this catalog") && e.message.contains("not a skade checkpoint"),
+        "{}",
+        e.message
+    );
+    for c in &found {
+        assert!(e.message.contains(&format!("{c:020}.checkpoint")), "{} does not name {c}", e.message);
+    }
 }
 
 #[test]
@@ -219,18 +238,31 @@ fn a_lake_adopted_with_commits_is_joined_from_its_adopters_checkpoint() {
     let zero = format!("{log}/checkpoints/{:020}.checkpoint", 0);
     assert_eq!(checkpoint::list(&log).unwrap().iter().map(|c| c.location.clone()).collect::<Vec<_>>(), [zero.clone()]);
     commit_append(&adopter, &uuid, 5..10);
-    // without one, a joiner is told whom to attach (and its cache waits for it)
-    object::wait(object::delete(std::slice::from_ref(&zero))).unwrap();
+    // a joiner starts from it, folds what followed, and each sees the other's commits
+    let joiner = Catalog::open(&dir.path().join("joiner.skade"), through(AttachOptions::default())).unwrap();
+    assert_eq!(all_ids(&joiner, "t"), (0..10).collect::<Vec<_>>());
+    commit_append(&joiner, &uuid, 10..12);
+    adopter.write_checkpoint().unwrap(); // (follows the log)
+    assert_eq!(all_ids(&adopter, "t"), (0..12).collect::<Vec<_>>());
+    commit_append(&adopter, &uuid, 12..13);
+    joiner.write_checkpoint().unwrap();
+    assert_eq!(all_ids(&joiner, "t"), (0..13).collect::<Vec<_>>());
+    assert_eq!(adopter.fold_digest().unwrap(), joiner.fold_digest().unwrap());
+    // a READ_ONLY attach cannot make a new catalog file of it
+    let ro = AttachOptions { read_only: true, ..through(AttachOptions::default()) };
+    let e = Catalog::open(&dir.path().join("ro.skade"), ro).err().expect("a read-only join");
+    assert!(e.message.contains("READ_ONLY") && e.message.contains("read-write once"), "{}", e.message);
+    // without any checkpoint, a joiner is told whom to attach (and its cache waits for one)
+    for c in checkpoint::list(&log).unwrap() {
+        object::wait(object::delete(std::slice::from_ref(&c.location))).unwrap();
+    }
     let second = dir.path().join("second.skade");
     let e = Catalog::open(&second, through(AttachOptions::default())).err().expect("joined with no checkpoint");
-    assert!(e.message.contains("no checkpoint yet") && e.message.contains("first.skade"), "{}", e.message);
+    assert!(e.message.contains("no checkpoint") && e.message.contains("first.skade"), "{}", e.message);
     adopter.write_checkpoint().unwrap();
     let second = Catalog::open(&second, through(AttachOptions::default())).unwrap();
-    assert_eq!(all_ids(&second, "t"), (0..10).collect::<Vec<_>>());
+    assert_eq!(all_ids(&second, "t"), (0..13).collect::<Vec<_>>());
     assert_eq!(second.head_seq(), adopter.head_seq());
-    commit_append(&second, &uuid, 10..11);
-    adopter.write_checkpoint().unwrap();
-    assert_eq!(all_ids(&adopter, "t"), (0..11).collect::<Vec<_>>());
 }
 
 #[test]

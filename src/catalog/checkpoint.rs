@@ -28,7 +28,8 @@ use redb::{ReadTransaction, ReadableTable, TableError, WriteTransaction};
 
 use super::store::{Store, CATALOG_UUID};
 use super::tables::{
-    COMMITS, COMMIT_LOG, CONSUMERS, COUNTERS, LINEAGE_SINKS, LOG_POSITION, MACROS, META, SCHEMAS, TABLES,
+    COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, LOG_POSITION, MACROS, META, NEXT_SNAPSHOT_ID,
+    SCHEMAS, TABLES,
 };
 use crate::error::{Error, Result};
 use crate::io::object;
@@ -114,6 +115,15 @@ pub fn truncation_point(found: &[Listed]) -> Option<u64> {
     found.len().checked_sub(KEPT).map(|i| found[i].position)
 }
 
+/// The fold in `store` as a checkpoint would hold it: its log position and the xxh3-64 of its
+/// rows (two hosts at one position must agree).
+pub(crate) fn digest(store: &Store) -> Result<(u64, u64)> {
+    store.read(|tx| {
+        let position = tx.open_table(COUNTERS)?.get(LOG_POSITION)?.map(|v| v.value()).unwrap_or(0);
+        Ok((position, twox_hash::XxHash3_64::oneshot(&dump(tx)?)))
+    })
+}
+
 /// Removes the checkpoints `found` (oldest first) older than the newest [`KEPT`] and than `keep`
 /// (by the store's clock: the newest checkpoint's time is its now). How many it removed.
 pub fn prune(found: &[Listed], keep: Duration) -> Result<usize> {
@@ -135,32 +145,44 @@ pub fn prune(found: &[Listed], keep: Duration) -> Result<usize> {
 /// position restored, or None when the store holds as much already.
 pub(crate) fn restore_newest(store: &Store, log: &str, cover: u64) -> Result<Option<u64>> {
     let uuid = store.catalog_uuid()?;
-    let mut damaged: Option<Error> = None;
-    for listed in list(log)?.into_iter().rev().filter(|c| c.position >= cover) {
-        let Some(stored) = object::wait(object::get(&listed.location))? else {
-            continue; // (removed since the LIST: an older one, or the next attempt's list)
-        };
-        match open(&stored, listed.position, &uuid) {
-            Ok(rows) => return apply(store, listed.position, &rows).map_err(|e| named(e, &listed.location)),
-            Err(problem) => {
-                let e = Error::corrupt(format!("checkpoint {} is damaged: {problem}", listed.location));
-                eprintln!("skade: {}; trying an older one", e.message);
-                damaged.get_or_insert(e);
-            }
+    let mut unusable: Vec<String> = vec![];
+    // (a checkpoint removed between the LIST and its GET: a newer one landed; list again, once)
+    for _ in 0..2 {
+        let mut removed = false;
+        for listed in list(log)?.into_iter().rev().filter(|c| c.position >= cover) {
+            let Some(stored) = object::wait(object::get(&listed.location))? else {
+                removed = true;
+                continue;
+            };
+            let problem = match open(&stored, listed.position, &uuid) {
+                Ok(rows) => match apply(store, listed.position, &rows) {
+                    Ok(restored) => return Ok(restored),
+                    Err(e) if e.kind == crate::error::ErrorKind::Corrupt => e.message,
+                    Err(e) => return Err(Error::new(e.kind, format!("restoring {}: {}", listed.location, e.message))),
+                },
+                Err(problem) => problem,
+            };
+            eprintln!("skade: checkpoint {} cannot be used: {problem}; trying an older one", listed.location);
+            unusable.push(format!("{} ({problem})", listed.location));
+        }
+        if !removed {
+            break;
         }
     }
-    Err(damaged.unwrap_or_else(|| {
-        Error::catalog(format!(
+    if !unusable.is_empty() {
+        return Err(Error::corrupt(format!(
+            "no checkpoint of the commit log {log} can start this catalog: {}",
+            unusable.join("; ")
+        )));
+    }
+    Err(Error::catalog(match cover {
+        0 => format!("the commit log {log} has no checkpoint in {} to start this catalog from", folder(log)),
+        _ => format!(
             "the commit log {log} starts after position {cover}, and no checkpoint in {} covers it: the lake cannot \
-             be rebuilt from the bucket (was {} emptied?)",
-            folder(log),
+             be rebuilt from the bucket (were its checkpoints removed?)",
             folder(log)
-        ))
+        ),
     }))
-}
-
-fn named(e: Error, location: &str) -> Error {
-    Error::new(e.kind, format!("restoring checkpoint {location}: {}", e.message))
 }
 
 /// The stored form of `rows`, the fold at `position` of catalog `uuid`.
@@ -174,7 +196,9 @@ fn seal(position: u64, uuid: &str, rows: &[u8]) -> Result<Vec<u8>> {
     out.extend_from_slice(uuid.as_bytes());
     out.extend_from_slice(&(rows.len() as u64).to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&twox_hash::XxHash3_64::oneshot(&payload).to_le_bytes());
+    // (the checksum covers the header too: a flipped bit in a length is damage, never a size)
+    let checksum = twox_hash::XxHash3_64::oneshot(&[&out[..], &payload[..]].concat());
+    out.extend_from_slice(&checksum.to_le_bytes());
     out.extend_from_slice(&payload);
     Ok(out)
 }
@@ -198,17 +222,23 @@ fn open(stored: &[u8], position: u64, uuid: &str) -> std::result::Result<Vec<u8>
     if catalog != uuid {
         return Err(format!("it is a checkpoint of catalog {catalog}, not of this lake's {uuid}"));
     }
-    let (size, len, checksum) = (r.u64()?, r.u64()?, r.u64()?);
+    let (size, len) = (r.u64()?, r.u64()?);
+    let header = r.at;
+    let checksum = r.u64()?;
     let payload = r.rest();
     if payload.len() as u64 != len {
         return Err(format!("{} bytes of {len} (torn)", payload.len()));
     }
-    if twox_hash::XxHash3_64::oneshot(payload) != checksum {
+    if twox_hash::XxHash3_64::oneshot(&[&stored[..header], payload].concat()) != checksum {
         return Err("its checksum does not match".into());
     }
-    let rows = zstd::bulk::decompress(payload, size as usize).map_err(|e| format!("cannot decompress it: {e}"))?;
+    // (streamed: the buffer grows with what the payload holds, never sized from the header)
+    let mut rows = vec![];
+    let decoder = zstd::stream::read::Decoder::new(payload).map_err(|e| format!("cannot decompress it: {e}"))?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(decoder, size.saturating_add(1)), &mut rows)
+        .map_err(|e| format!("cannot decompress it: {e}"))?;
     if rows.len() as u64 != size {
-        return Err(format!("it decompresses to {} bytes, not {size}", rows.len()));
+        return Err(format!("it decompresses to {} bytes or more, not {size}", rows.len()));
     }
     Ok(rows)
 }
@@ -371,17 +401,60 @@ impl<'a> Reader<'a> {
 /// `position` already. The position restored, or None.
 fn apply(store: &Store, position: u64, rows: &[u8]) -> Result<Option<u64>> {
     store.write(true, |tx| {
-        let at = tx.open_table(COUNTERS)?.get(LOG_POSITION)?.map(|v| v.value()).unwrap_or(0);
-        if at >= position {
+        let (at, seq) = {
+            let counters = tx.open_table(COUNTERS)?;
+            let at = counters.get(LOG_POSITION)?.map(|v| v.value()).unwrap_or(0);
+            let seq = counters.get(COMMIT_SEQ)?.map(|v| v.value()).unwrap_or(0);
+            (at, seq)
+        };
+        // (the file holds this fold already, or a later one; at position 0, a file with commits is
+        // the adopter's own, and an empty one a joiner's, which the checkpoint fills)
+        if at > position || (at == position && (position > 0 || seq > 0)) {
             return Ok(None);
         }
         load(tx, rows).map_err(|problem| Error::corrupt(format!("its rows cannot be read: {problem}")))??;
-        let restored = tx.open_table(COUNTERS)?.get(LOG_POSITION)?.map(|v| v.value());
-        if restored != Some(position) {
-            return Err(Error::corrupt(format!("its rows hold log position {restored:?}, not {position}")));
-        }
+        check_restored(tx, position).map_err(Error::corrupt)??;
         Ok(Some(position))
     })
+}
+
+/// What a restored fold must hold, checked before it is committed: its counters, the log
+/// position its name says, a commit-log row for its last commit, and records that parse.
+fn check_restored(tx: &WriteTransaction, position: u64) -> std::result::Result<Result<()>, String> {
+    let inner = || -> Result<std::result::Result<(), String>> {
+        let counters = tx.open_table(COUNTERS)?;
+        let counter = |name: &str| counters.get(name).map(|v| v.map(|v| v.value()));
+        let (Some(held), Some(seq), Some(_)) =
+            (counter(LOG_POSITION)?, counter(COMMIT_SEQ)?, counter(NEXT_SNAPSHOT_ID)?)
+        else {
+            return Ok(Err("its counters are missing".into()));
+        };
+        if held != position {
+            return Ok(Err(format!("its rows hold log position {held}, not {position}")));
+        }
+        let last = tx.open_table(COMMIT_LOG)?.last()?.map(|(k, _)| k.value()).unwrap_or(0);
+        if last != seq {
+            return Ok(Err(format!("its last commit is {last}, its commit_seq {seq}")));
+        }
+        for row in tx.open_table(TABLES)?.iter()? {
+            let (k, v) = row?;
+            if serde_json::from_slice::<super::state::TableRecord>(v.value()).is_err() {
+                let (schema, table) = k.value();
+                return Ok(Err(format!("its record of table {schema}.{table} does not parse")));
+            }
+        }
+        for row in tx.open_table(SCHEMAS)?.iter()? {
+            let (k, v) = row?;
+            if serde_json::from_slice::<super::state::SchemaRecord>(v.value()).is_err() {
+                return Ok(Err(format!("its record of schema {} does not parse", k.value())));
+            }
+        }
+        Ok(Ok(()))
+    };
+    match inner() {
+        Ok(checked) => checked.map(Ok),
+        Err(e) => Ok(Err(e)),
+    }
 }
 
 /// Loads dumped rows into the (cleared) tables: the outer error is damage in the rows, the inner
@@ -440,5 +513,26 @@ mod tests {
         assert!(open(&flipped, 2048, "uuid-a").unwrap_err().contains("checksum"));
         assert!(open(b"SKLG....", 2048, "uuid-a").unwrap_err().contains("not a skade checkpoint"));
         assert!(open(&stored[..10], 2048, "uuid-a").unwrap_err().contains("torn"));
+    }
+
+    /// The header's lengths are under the checksum, and the rows' length is never trusted for an
+    /// allocation: a hostile one (checksummed anew) is an error, not an abort.
+    #[test]
+    fn a_hostile_length_is_an_error() {
+        let rows = b"rows".repeat(10);
+        let stored = seal(7, "u", &rows).unwrap();
+        let size_at = 4 + 1 + 8 + 1 + 1; // magic, format, position, uuid length, uuid
+        let mut flipped = stored.clone();
+        flipped[size_at + 7] ^= 0x40;
+        assert!(open(&flipped, 7, "u").unwrap_err().contains("checksum"));
+        let header = size_at + 16;
+        let mut hostile = stored[..header].to_vec();
+        hostile[size_at..size_at + 8].copy_from_slice(&(u64::MAX - 1).to_le_bytes());
+        let payload = &stored[header + 8..];
+        let checksum = twox_hash::XxHash3_64::oneshot(&[&hostile[..], payload].concat());
+        hostile.extend_from_slice(&checksum.to_le_bytes());
+        hostile.extend_from_slice(payload);
+        let e = open(&hostile, 7, "u").unwrap_err();
+        assert!(e.contains("decompresses to 40 bytes"), "{e}");
     }
 }

@@ -15,6 +15,7 @@ use crate::io::object;
 /// The cache's record of which lake it folds, so that a CACHE_PATH reused for another lake is
 /// refused rather than mixed.
 const LAKE_FILE: &str = "lake.json";
+const CATALOG_FILE: &str = "catalog.skade";
 
 /// Where a lake in a bucket is, as an open of a catalog file sees it: the cache's catalog file,
 /// and the options that send its warehouse and log to the bucket.
@@ -35,6 +36,9 @@ pub fn resolve(url: &str, mut options: AttachOptions) -> Result<(PathBuf, Attach
     };
     crate::io::create_dirs(&cache)?;
     claim(&cache, &url)?;
+    if std::mem::take(&mut options.cache_reset) {
+        set_aside(&cache)?;
+    }
     refuse_foreign_prefix(&url)?;
     let log = format!("{url}/log");
     if options.read_only {
@@ -48,7 +52,7 @@ pub fn resolve(url: &str, mut options: AttachOptions) -> Result<(PathBuf, Attach
     }
     options.data_path = Some(format!("{url}/warehouse"));
     options.commit_log_location = Some(log);
-    Ok((cache.join("catalog.skade"), options))
+    Ok((cache.join(CATALOG_FILE), options))
 }
 
 /// `$XDG_CACHE_HOME/skade/lakes/<bucket>-<hash>` (`~/.cache` when unset): one folder per lake
@@ -83,6 +87,21 @@ fn claim(cache: &std::path::Path, url: &str) -> Result<()> {
             cache.display()
         )));
     }
+    Ok(())
+}
+
+/// CACHE_RESET: moves the cache's catalog file into `stale/<ms since the epoch>/` (kept for
+/// inspection; the bucket holds everything it held), so that the open rebuilds it.
+fn set_aside(cache: &std::path::Path) -> Result<()> {
+    let file = cache.join(CATALOG_FILE);
+    if !file.exists() {
+        return Ok(());
+    }
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis();
+    let stale = cache.join("stale").join(ms.to_string());
+    crate::io::create_dirs(&stale)?;
+    crate::io::rename(&file, &stale.join(CATALOG_FILE))?;
+    eprintln!("skade: CACHE_RESET: the cache {} was moved to {}; rebuilding it", file.display(), stale.display());
     Ok(())
 }
 

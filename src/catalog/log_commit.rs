@@ -57,6 +57,9 @@ pub(crate) struct LogLink {
     /// This process won a position that calls for a checkpoint (a bucket log's): the poll
     /// writes one (`take_checkpoint_due`), off the commit's path.
     checkpoint_due: AtomicBool,
+    /// This process won the position half-way past a multiple: the poll writes a checkpoint if
+    /// none covers that multiple (`take_checkpoint_due`).
+    checkpoint_missing: AtomicU64,
 }
 
 /// A log-resident catalog's commit log as one process sees it (`skade_commit_log`).
@@ -109,6 +112,7 @@ impl LogLink {
             won: AtomicU64::new(0),
             lost: AtomicU64::new(0),
             checkpoint_due: AtomicBool::new(false),
+            checkpoint_missing: AtomicU64::new(0),
         }
     }
 
@@ -179,13 +183,31 @@ impl LogLink {
             Ok(Offered::Lost(held)) if ours(&held) => Ok(None),
             Ok(Offered::Lost(winners)) => Ok(Some(winners)),
             // (only an I/O error can come after the batch was published: others are refusals)
-            Err(e) if e.kind == crate::error::ErrorKind::Io => {
-                self.settle(seq, e).map(|held| (!ours(&held)).then_some(held))
-            }
+            Err(e) if e.kind == crate::error::ErrorKind::Io => match self.settle(seq, e) {
+                // ours, read back: a win unless truncation removed the position before it landed
+                // (a PUT that stalled long), which the provider's own look could not tell
+                Ok(held) if ours(&held) => self.reader.start().and_then(|start| match start <= seq {
+                    true => Ok(None),
+                    false => Err(Error::conflict(format!(
+                        "position {seq} of the commit log {} was truncated before this commit's batch landed there \
+                         (the log starts at {start}): nothing was committed, retry the transaction",
+                        self.location
+                    ))),
+                }),
+                Ok(held) => Ok(Some(held)),
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
-        if outcome.as_ref().is_ok_and(|o| o.is_none()) && self.in_bucket() && seq % super::checkpoint::every() == 0 {
-            self.checkpoint_due.store(true, Ordering::Release);
+        if outcome.as_ref().is_ok_and(|o| o.is_none()) && self.in_bucket() {
+            let every = super::checkpoint::every();
+            // the winner of a multiple writes one; the winner half-way to the next looks whether
+            // that happened (its writer may have exited first), and writes one if not
+            if seq % every == 0 {
+                self.checkpoint_due.store(true, Ordering::Release);
+            } else if seq % every == every / 2 && seq > every {
+                self.checkpoint_missing.store(seq - every / 2, Ordering::Release);
+            }
         }
         match &outcome {
             Ok(None) => self.won.fetch_add(1, Ordering::Relaxed),
@@ -297,9 +319,28 @@ impl LogLink {
         crate::io::object::is_object(&self.location)
     }
 
-    /// Whether a checkpoint is due (and no longer, once asked).
+    /// Whether the log holds position `seq` (an error when it was truncated past it).
+    pub fn read_position(&self, seq: u64) -> Result<bool> {
+        Ok(!self.reader.tail(seq, 1)?.is_empty())
+    }
+
+    /// The first position the log holds.
+    pub fn start(&self) -> Result<u64> {
+        self.reader.start()
+    }
+
+    /// Whether a checkpoint is due (and no longer, once asked): this process won a multiple of
+    /// `checkpoint::every()`, or the position half-way past one that no checkpoint covers (1 LIST).
     pub fn take_checkpoint_due(&self) -> bool {
-        self.checkpoint_due.swap(false, Ordering::AcqRel)
+        if self.checkpoint_due.swap(false, Ordering::AcqRel) {
+            return true;
+        }
+        match self.checkpoint_missing.swap(0, Ordering::AcqRel) {
+            0 => false,
+            multiple => super::checkpoint::list(&self.location)
+                .map(|found| found.last().is_none_or(|c| c.position < multiple))
+                .unwrap_or(true),
+        }
     }
 
     /// Writes a checkpoint of the fold in `store` into a bucket log, then truncates the log below

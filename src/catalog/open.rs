@@ -325,6 +325,13 @@ impl Catalog {
         link.checkpoint(&self.inner.store)
     }
 
+    /// The catalog file's fold as a checkpoint would hold it: its log position and a hash of
+    /// every row but the file's own (`meta`): hosts of a lake at one position agree on it.
+    pub fn fold_digest(&self) -> Result<(u64, u64)> {
+        self.inner.usable_store()?;
+        super::checkpoint::digest(&self.inner.store)
+    }
+
     /// Brings the in-memory state up to the catalog file, which other processes fold their
     /// commits into (a log-resident catalog; a plain one has no other writer).
     pub(crate) fn catch_up(&self) -> Result<()> {
@@ -831,6 +838,12 @@ impl Drop for Catalog {
         // (Handles are counted apart from the Arc: the flush thread holds it now and then.)
         if self.inner.handles.fetch_sub(1, Ordering::SeqCst) != 1 || self.inner.store.read_only() {
             return;
+        }
+        if let Some(link) = self.inner.log.as_ref().filter(|l| l.take_checkpoint_due()) {
+            // (a process that commits once and exits wins the 1,024th position as often as any)
+            if let Err(e) = self.inner.usable_store().and_then(|_| link.checkpoint(&self.inner.store)) {
+                eprintln!("skade: writing a checkpoint of the commit log {} at close: {e}", link.location);
+            }
         }
         let waiting = self.inner.pending.lock().unwrap_or_else(|p| p.into_inner()).commits.len();
         if waiting == 0 {

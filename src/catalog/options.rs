@@ -71,6 +71,9 @@ pub struct AttachOptions {
     pub timestamp_ns: crate::format::duckdb_types::Nanoseconds,
     /// CACHE_PATH: the folder of this host's fold of a lake in a bucket (`catalog::lake`).
     pub cache_path: Option<String>,
+    /// CACHE_RESET: move this host's cache of a lake aside and rebuild it from the bucket (after
+    /// the lake was made again in its prefix, or the bucket was rolled back).
+    pub cache_reset: bool,
 }
 
 /// The default of COMMIT_LOG_POLL_MS.
@@ -163,6 +166,7 @@ impl Default for AttachOptions {
             commit_log_poll: DEFAULT_COMMIT_LOG_POLL,
             timestamp_ns: Default::default(),
             cache_path: None,
+            cache_reset: false,
         }
     }
 }
@@ -208,6 +212,7 @@ impl AttachOptions {
                     }
                     o.cache_path = Some(value.to_string());
                 }
+                "cache_reset" => o.cache_reset = parse_bool("CACHE_RESET", value)?,
                 "commit_log" => {
                     if value.is_empty() {
                         return Err(Error::invalid("COMMIT_LOG must name the commit log's folder"));
@@ -243,7 +248,7 @@ impl AttachOptions {
                     return Err(Error::invalid(format!(
                         "unknown ATTACH option '{}' for a skade catalog (known: DATA_PATH, \
                          READ_ONLY, DURABILITY, ACTOR, TARGET_FILE_SIZE, TIMESTAMP_NS, COMMIT_LOG, COMMIT_LOG_POLL_MS, \
-                         LINEAGE, OPENLINEAGE_URL, OPENLINEAGE_ENDPOINT, OPENLINEAGE_NAMESPACE, \
+                         CACHE_PATH, CACHE_RESET, LINEAGE, OPENLINEAGE_URL, OPENLINEAGE_ENDPOINT, OPENLINEAGE_NAMESPACE, \
                          OPENLINEAGE_API_KEY)",
                         other.to_uppercase()
                     )))

@@ -55,6 +55,13 @@ pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&str>
                 if !crate::io::object::is_object(location) {
                     return Err(another_catalogs(location, &held, path));
                 }
+                if options.read_only {
+                    return Err(Error::permission(format!(
+                        "a READ_ONLY attach cannot make {} a new catalog file of the lake whose commit log is \
+                         {location} (it would show none of its tables): attach it read-write once",
+                        path.display()
+                    )));
+                }
                 let joined = join(path, p.as_ref(), location, &held, data_path)?;
                 return open(path, options, Some(&joined));
             }
@@ -98,6 +105,7 @@ pub(crate) fn open(path: &Path, options: &AttachOptions, data_path: Option<&str>
         if let Some((link, held)) = &link {
             if !options.read_only {
                 if link.in_bucket() {
+                    check_not_rewound(&store, link)?;
                     start_from_checkpoint(&store, link, held)?;
                 }
                 link.catch_up(&store)?; // what a process that died left unfolded, or other hosts wrote
@@ -162,11 +170,16 @@ fn join(
     held: &AdoptionStamp,
     data_path: Option<&str>,
 ) -> Result<String> {
-    let Some(theirs) = held.data_path.clone() else {
+    // (a warehouse on the adopter's disk is no other host's: its files cannot be read from here,
+    // and new ones written here no other host would see)
+    let Some(theirs) = held.data_path.clone().filter(|d| crate::io::object::is_object(d)) else {
         return Err(Error::catalog(format!(
-            "the commit log {location} belongs to skade catalog {} (uuid {}), adopted by a skade that did not \
-             record its warehouse: another catalog file cannot join it; attach {} itself",
-            held.path, held.catalog, held.path
+            "the commit log {location} belongs to skade catalog {} (uuid {}), whose warehouse is not in a bucket \
+             ({}): another catalog file cannot join it; attach {} itself",
+            held.path,
+            held.catalog,
+            held.data_path.as_deref().unwrap_or("not recorded"),
+            held.path
         )));
     };
     if let Some(given) = data_path.filter(|given| *given != theirs) {
@@ -221,6 +234,16 @@ fn connect(
         Some(held) => {
             let held = AdoptionStamp::decode(&held, &stamp.location)?;
             let uuid = store.catalog_uuid()?;
+            if held.catalog != uuid && crate::io::object::is_object(&stamp.location) {
+                return Err(Error::catalog(format!(
+                    "the commit log {} now belongs to catalog {} (made again in its prefix?), not to catalog {uuid} \
+                     whose fold {} holds: for a lake in a bucket, ATTACH it with CACHE_RESET true to rebuild this \
+                     host's cache from the bucket",
+                    stamp.location,
+                    held.catalog,
+                    path.display()
+                )));
+            }
             if held.catalog != uuid {
                 return Err(another_catalogs(&stamp.location, &held, path));
             }
@@ -240,6 +263,29 @@ fn connect(
     Ok((link, held))
 }
 
+/// A cache that folded position h of a bucket log while the log holds no h (and was not
+/// truncated past it) lost acknowledged commits with the bucket (restored from a backup, rolled
+/// back, another endpoint): refused, never folded on from a history that diverged. 1 GET.
+fn check_not_rewound(store: &Store, link: &LogLink) -> Result<()> {
+    let h = store.log_position()?;
+    if h == 0 {
+        return Ok(());
+    }
+    match link.read_position(h) {
+        Ok(true) => Ok(()),
+        // (truncated past it: the fold restores a checkpoint)
+        Err(_) if link.start().is_ok_and(|start| h < start) => Ok(()),
+        Err(e) => Err(e),
+        Ok(false) => Err(Error::catalog(format!(
+            "this host's cache {} folded position {h} of the commit log {}, which the log no longer holds: the \
+             bucket lost commits that were acknowledged (rolled back, restored from a copy, or another endpoint). \
+             Nothing was changed; to accept the bucket as it is, ATTACH with CACHE_RESET true",
+            store.path.display(),
+            link.location
+        ))),
+    }
+}
+
 /// A bucket log's cache that has folded nothing starts from the log's newest checkpoint: a lake
 /// with a history would cost a GET per position to replay, and one whose log was truncated, or
 /// that was adopted by a catalog holding commits already, cannot be replayed from position 1 at
@@ -256,8 +302,8 @@ fn start_from_checkpoint(store: &Store, link: &LogLink, held: &AdoptionStamp) ->
             super::checkpoint::restore_newest(store, &link.location, 0)?;
         } else if !held.fresh {
             return Err(Error::catalog(format!(
-                "the lake of commit log {} held commits before it adopted the log, and it has no checkpoint yet to \
-                 start this catalog from: attach {} (which adopted it) once, and it writes one",
+                "the lake of commit log {} held commits before it adopted the log, and it has no checkpoint to \
+                 start this catalog from: attach {} (which adopted it) read-write, and it writes one",
                 link.location, held.path
             )));
         }

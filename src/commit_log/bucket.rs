@@ -19,7 +19,7 @@
 //! positions is k + 1 GETs, a long replay a LIST and 32 GETs in flight, and waits look every 20 ms.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -70,6 +70,21 @@ pub fn set_keep_age(age: Duration) {
 
 static KEEP_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
 
+/// Time since boot, suspend and SIGSTOP included (CLOCK_BOOTTIME; `Instant` leaves out a
+/// suspended machine's sleep, in which truncation may remove the head a committer trusts).
+fn boot_clock() -> Duration {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    #[cfg(target_os = "linux")]
+    let clock = libc::CLOCK_BOOTTIME;
+    #[cfg(not(target_os = "linux"))]
+    let clock = libc::CLOCK_MONOTONIC;
+    if unsafe { libc::clock_gettime(clock, &mut t) } != 0 {
+        return Duration::ZERO; // (never: then nothing is trusted for long)
+    }
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
 /// The provider of bucket logs; a location is an `s3://bucket/prefix` URL.
 #[derive(Debug, Default)]
 pub struct BucketLogProvider;
@@ -94,7 +109,7 @@ pub struct BucketLog {
     location: String,
     seen: Seen,
     /// The head this log won or read last (the position after it missing then), and when.
-    head: Mutex<Option<(u64, Instant)>>,
+    head: Mutex<Option<(u64, Duration)>>,
     /// [`keep_age`] when it was opened.
     keep: Duration,
 }
@@ -145,14 +160,14 @@ impl BucketLog {
     fn saw(&self, seq: u64) {
         let mut head = self.head.lock().unwrap_or_else(|p| p.into_inner());
         if head.is_none_or(|(s, _)| s <= seq) {
-            *head = Some((seq, Instant::now()));
+            *head = Some((seq, boot_clock()));
         }
     }
 
     /// Whether `seq` is the position this log won or read last, moments ago.
     fn just_saw(&self, seq: u64) -> bool {
         let head = self.head.lock().unwrap_or_else(|p| p.into_inner());
-        head.is_some_and(|(s, at)| s == seq && at.elapsed() < HEAD_TRUST)
+        head.is_some_and(|(s, at)| s == seq && boot_clock().saturating_sub(at) < HEAD_TRUST)
     }
 
     /// PUTs `stored` at `seq` unless the position is taken, and settles any answer short of a
@@ -244,6 +259,12 @@ impl BucketLog {
     /// The batches from `from` on up to the first missing position, at most `max` (fewer: the
     /// position after the last was missing).
     fn run(&self, from: u64, max: usize) -> Result<Vec<Batch>> {
+        Ok(self.run_listed(from, max)?.0)
+    }
+
+    /// [`Self::run`], and whether it LISTed (a long replay, which may run into a hole that a
+    /// truncation going on left: its end is not taken for the head).
+    fn run_listed(&self, from: u64, max: usize) -> Result<(Vec<Batch>, bool)> {
         let mut batches: Vec<Batch> = vec![];
         let mut listed = false;
         while batches.len() < max {
@@ -259,7 +280,7 @@ impl BucketLog {
                 None => break,
             }
         }
-        Ok(batches)
+        Ok((batches, listed))
     }
 
     /// The run of consecutive positions from `from` that a LIST shows, read `IN_FLIGHT` at a
@@ -317,11 +338,11 @@ impl Positions for BucketLog {
 impl Committer for BucketLog {
     fn offer(&self, seq: u64, batch: &[u8]) -> Result<Offered> {
         // (when the head was last known to be there: HEAD_TRUST ago at most)
-        let checked = Instant::now().checked_sub(HEAD_TRUST).unwrap_or_else(Instant::now);
+        let checked = boot_clock().saturating_sub(HEAD_TRUST);
         gapless::check_offer(self, seq, seq > 0 && self.just_saw(seq - 1))?;
         match self.claim(seq, Bytes::from(envelope(seq, batch)))? {
             Claim::Ours => {
-                if checked.elapsed() >= self.keep / 2 {
+                if boot_clock().saturating_sub(checked) >= self.keep / 2 {
                     self.void_if_truncated(seq)?;
                 }
                 self.saw(seq);
@@ -359,9 +380,9 @@ impl Committer for BucketLog {
 impl LogReader for BucketLog {
     fn tail(&self, from: u64, max: usize) -> Result<Vec<Batch>> {
         let from = gapless::tail_start(self, from)?;
-        let batches = self.run(from, max)?;
+        let (batches, listed) = self.run_listed(from, max)?;
         match batches.last() {
-            Some(last) if batches.len() < max => self.saw(last.seq),
+            Some(last) if batches.len() < max && !listed => self.saw(last.seq),
             // A poll at the head finds nothing: whether the log is still there and not truncated
             // past `from` (a HEAD and a LIST) is asked once per HEAD_TRUST, not at every poll
             // (10 polls a second would be 10 LISTs, billed as PUTs).

@@ -64,6 +64,9 @@ pub(super) fn require_adopted(log: &impl Positions) -> Result<()> {
             log.holder()
         )));
     }
+    // (where the log starts, from its marks, before this log serves anything: a batch a stalled
+    // committer left below the start is never read or built on)
+    refresh_low(log)?;
     log.seen().set_adopted();
     Ok(())
 }

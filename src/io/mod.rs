@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 
 pub mod input;
 pub mod object;
+pub mod range_cache;
 pub mod ranges;
 pub mod storage;
 
@@ -30,6 +31,13 @@ pub fn write_new(location: &str, bytes: &[u8]) -> Result<()> {
     let path = Path::new(local_path(location));
     let mut f = create_new(path).map_err(|e| io_err("create", path, e))?;
     f.write_all(bytes).map_err(|e| io_err("write", path, e))
+}
+
+/// Moves the file `from` to `to` (one file system).
+pub fn rename(from: &Path, to: &Path) -> Result<()> {
+    std::fs::rename(from, to).map_err(|e| {
+        Error::io(format!("cannot move {} to {}: {}", from.display(), to.display(), crate::error::io_message(&e)))
+    })
 }
 
 /// Publishes `bytes` at `path` unless a file is there already: whether this call published it.

@@ -11,6 +11,7 @@ use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::reader::{ChunkReader, Length};
 
 use super::input::InputFile;
+use super::range_cache;
 use crate::error::{Error, Result};
 
 /// The gap across which an object's ranges are merged into one GET: at S3's tens of
@@ -43,34 +44,61 @@ impl FileRanges {
             )));
         }
         ranges.sort_unstable();
-        let max_gap = if file.is_object() { max_gap.max(OBJECT_MAX_GAP) } else { max_gap };
+        ranges.dedup();
+        let object = file.is_object();
+        let mut parts = Vec::with_capacity(ranges.len());
+        if object {
+            // (what an earlier read of this object kept: range_cache.rs)
+            ranges.retain(|&(start, len)| match range_cache::get(file.location(), start, len) {
+                Some(kept) => {
+                    parts.push((start, kept));
+                    false
+                }
+                None => true,
+            });
+        }
+        let max_gap = if object { max_gap.max(OBJECT_MAX_GAP) } else { max_gap };
         let mut merged: Vec<(u64, u64)> = vec![];
-        for (start, len) in ranges.into_iter().filter(|r| r.1 > 0) {
+        for &(start, len) in ranges.iter().filter(|r| r.1 > 0) {
             match merged.last_mut() {
                 Some((s, l)) if start <= *s + *l + max_gap => *l = (*l).max(start + len - *s),
                 _ => merged.push((start, len)),
             }
         }
         let read = file.read_ranges(&merged)?;
-        let mut parts = Vec::with_capacity(merged.len());
         for ((start, len), bytes) in merged.into_iter().zip(read) {
             parts.push((start, bytes));
             on_read(len);
         }
-        Ok(FileRanges { len: file_len, parts })
+        let read = FileRanges { len: file_len, parts }.sorted();
+        if object {
+            for &(start, len) in ranges.iter().filter(|r| r.1 > 0) {
+                if let Ok(bytes) = read.slice(start, len as usize) {
+                    range_cache::put(file.location(), start, &bytes);
+                }
+            }
+        }
+        Ok(read)
+    }
+
+    /// The parts by start (kept ranges and fetched ones may overlap: `slice` looks at each).
+    fn sorted(mut self) -> FileRanges {
+        self.parts.sort_by_key(|(s, _)| *s);
+        self
     }
 
     /// The part holding `start..start + len`.
     fn slice(&self, start: u64, len: usize) -> std::result::Result<Bytes, ParquetError> {
+        let holds = |(s, data): &(u64, Bytes)| {
+            let offset = start.checked_sub(*s)? as usize;
+            offset.checked_add(len).filter(|&end| end <= data.len()).map(|end| data.slice(offset..end))
+        };
         let i = self.parts.partition_point(|(s, _)| *s <= start);
-        if i > 0 {
-            let (s, data) = &self.parts[i - 1];
-            let offset = (start - s) as usize;
-            if offset.checked_add(len).is_some_and(|end| end <= data.len()) {
-                return Ok(data.slice(offset..offset + len));
-            }
-        }
-        Err(ParquetError::General(format!("bytes {start}..{} were not read ahead", start + len as u64)))
+        // (the part starting last before it, else any: a kept range may lie inside a fetched one)
+        let found = i.checked_sub(1).and_then(|i| holds(&self.parts[i])).or_else(|| self.parts.iter().find_map(holds));
+        found.ok_or_else(|| {
+            ParquetError::General(format!("bytes {start}..{} were not read ahead", start.saturating_add(len as u64)))
+        })
     }
 }
 
@@ -101,16 +129,15 @@ impl ChunkReader for FileRanges {
     type T = bytes::buf::Reader<Bytes>;
 
     fn get_read(&self, start: u64) -> std::result::Result<Self::T, ParquetError> {
-        let i = self.parts.partition_point(|(s, _)| *s <= start);
-        let (s, data) = i
-            .checked_sub(1)
-            .map(|i| &self.parts[i])
+        // (of the parts holding `start`, the one reaching furthest: kept and fetched ranges may
+        // overlap)
+        let (s, data) = self
+            .parts
+            .iter()
+            .filter(|(s, data)| *s <= start && start - s <= data.len() as u64)
+            .max_by_key(|(s, data)| s + data.len() as u64)
             .ok_or_else(|| ParquetError::General(format!("offset {start} was not read ahead")))?;
-        let offset = (start - s) as usize;
-        if offset > data.len() {
-            return Err(ParquetError::General(format!("offset {start} was not read ahead")));
-        }
-        Ok(bytes::Buf::reader(data.slice(offset..)))
+        Ok(bytes::Buf::reader(data.slice((start - s) as usize..)))
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> std::result::Result<Bytes, ParquetError> {

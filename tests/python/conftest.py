@@ -113,6 +113,36 @@ def s3_env(s3_endpoint, monkeypatch):
     return s3_endpoint
 
 
+def _s3_request(endpoint, method, path):
+    import urllib.request
+    req = urllib.request.Request(
+        f"http://{endpoint}/{path}", method=method,
+        headers={"Authorization": "AWS4-HMAC-SHA256 Credential=skadetest/20261206/us-east-1/s3/aws4_request, "
+                                  "SignedHeaders=host, Signature=0"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return resp.read()
+
+
+def s3_keys(endpoint, bucket, prefix=""):
+    """The keys under `prefix` in `bucket`, in order (as any S3 client lists them)."""
+    import re
+    import urllib.parse
+    keys, token = [], None
+    while True:
+        query = f"list-type=2&prefix={urllib.parse.quote(prefix)}"
+        if token:
+            query += f"&continuation-token={urllib.parse.quote(token)}"
+        body = _s3_request(endpoint, "GET", f"{bucket}?{query}").decode()
+        keys += [urllib.parse.unquote(k) for k in re.findall(r"<Key>([^<]*)</Key>", body)]
+        token = (re.findall(r"<NextContinuationToken>([^<]*)</NextContinuationToken>", body) or [None])[0]
+        if not token:
+            return keys
+
+
+def s3_delete(endpoint, bucket, key):
+    _s3_request(endpoint, "DELETE", f"{bucket}/{key}")
+
+
 def s3_put(endpoint, bucket, key, data):
     """Puts an object as any S3 client would (the server checks no signature, only that there is one)."""
     import urllib.request

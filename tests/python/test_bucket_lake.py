@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest import PEERS_ON_PYPI, connect, s3_bucket, s3_put, site_extension
+from conftest import PEERS_ON_PYPI, connect, s3_bucket, s3_delete, s3_keys, s3_put, site_extension
 from test_commit_log import Process, until
 
 # DuckDB attaches an s3:// path only with httpfs loaded, which PyPI has for 1.5.5 only.
@@ -220,3 +220,107 @@ def test_a_host_killed_while_committing_loses_no_acknowledged_commit(bucket_lake
     assert all(status == "ok" for _, status in b.sql("SELECT part, status FROM skade_check('lake')"))
     b.sql("INSERT INTO lake.t VALUES (-1, 'after')")
     assert b.sql("SELECT count(*) FROM lake.t WHERE id = -1") == [[1]]
+
+
+def positions(s3_env, url):
+    """The log positions the lake's bucket holds."""
+    bucket, prefix = url[len("s3://"):].split("/", 1)
+    keys = s3_keys(s3_env, bucket, f"{prefix}/log/")
+    return [int(k.rsplit("/", 1)[1][:-len(".batch")]) for k in keys
+            if k.endswith(".batch") and "/checkpoints/" not in k]
+
+
+def test_hosts_start_from_checkpoints_and_the_log_is_truncated_below_them(bucket_lake, s3_env, monkeypatch):
+    """Checkpoints every 4 positions and no age spared (in production: 1,024 and an hour), for the
+    hosts this test starts: a new host starts from the newest checkpoint, a host whose cache fell
+    behind the log's truncation restores one, and neither misses a commit."""
+    monkeypatch.setenv("SKADE_CHECKPOINT_EVERY", "4")
+    monkeypatch.setenv("SKADE_LOG_KEEP_MS", "0")
+    url, host = bucket_lake
+    a = host("a")
+    a.sql("CREATE TABLE lake.t (id BIGINT, v VARCHAR)")
+    a.sql("SELECT * FROM skade_create_consumer('lake', 'billing', 't', start := 'beginning')")
+    lagging = host("lagging")
+    assert lagging.sql("SELECT count(*) FROM lake.t") == [[0]]
+    lagging.p.kill()
+    lagging.p.wait()
+    for i in range(30):
+        a.sql(f"INSERT INTO lake.t VALUES ({i}, 'v{i}')")
+    a.sql("DELETE FROM lake.t WHERE id < 5")
+    assert until(lambda: positions(s3_env, url)[:2] != [0, 1], timeout=20), "the log was never truncated"
+    want = a.sql("SELECT * FROM lake.t ORDER BY id")
+    checkpoints = [k for k in s3_keys(s3_env, url[len("s3://"):].split("/", 1)[0]) if "/log/checkpoints/" in k]
+    assert checkpoints, "no checkpoint was written"
+    hosts = {name: host(name) for name in ("fresh", "lagging")}
+    for p in hosts.values():
+        assert p.sql("SELECT * FROM lake.t ORDER BY id") == want
+        assert feed(p) == feed(a)
+    # the consumer, restored with the rest, delivers every change once: 30 inserts, 5 deletes
+    got = hosts["lagging"].sql("SELECT _change_type, count(*) FROM skade_consume('lake', 'billing') "
+                               "GROUP BY 1 ORDER BY 1")
+    assert got == [["DELETE", 5], ["INSERT", 30]]
+    assert until(lambda: feed(a) == feed(hosts["lagging"]))
+    assert a.sql("SELECT count(*) FROM skade_consume('lake', 'billing')") == [[0]]
+
+
+def test_a_rolled_back_bucket_and_a_recreated_lake_are_refused_until_cache_reset(bucket_lake, s3_env, tmp_path):
+    url, host = bucket_lake
+    bucket, prefix = url[len("s3://"):].split("/", 1)
+    a = host("a")
+    a.sql("CREATE TABLE lake.t (id BIGINT)")
+    for i in range(3):
+        a.sql(f"INSERT INTO lake.t VALUES ({i})")
+    a.close()
+    # the bucket loses the newest commit (restored from an older copy)
+    newest = max(positions(s3_env, url))
+    s3_delete(s3_env, bucket, f"{prefix}/log/{newest:020}.batch")
+    attach = f"ATTACH '{url}' AS lake (TYPE skade, READ_WRITE, CACHE_PATH '{tmp_path / 'a'}'"
+    p = Process()
+    p.sql(HTTPFS.format(site_extension('duckdb_extension_httpfs', 'httpfs')))
+    e = p.fails(attach + ")")["error"]
+    assert f"folded position {newest}" in e and "no longer holds" in e and "CACHE_RESET true" in e, e
+    p.sql(attach + ", CACHE_RESET true)")
+    assert p.sql("SELECT count(*) FROM lake.t") == [[2]]
+    p.sql("DETACH lake")
+    # the prefix emptied and a new lake made there by another host
+    for key in s3_keys(s3_env, bucket, prefix + "/"):
+        s3_delete(s3_env, bucket, key)
+    b = host("b")
+    b.sql("CREATE TABLE lake.other (x INTEGER)")
+    e = p.fails(attach + ")")["error"]
+    assert "made again" in e and "CACHE_RESET true" in e, e
+    p.sql(attach + ", CACHE_RESET true)")
+    assert p.sql("SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake'") == [["other"]]
+    assert len(list((tmp_path / "a" / "stale").iterdir())) == 2, "each reset keeps the cache it replaced"
+    p.close()
+
+
+@pytest.mark.parametrize("point", ["before_checkpoint_put", "after_checkpoint_put", "after_truncation_mark"])
+def test_a_host_killed_while_checkpointing_or_truncating_loses_no_commit(bucket_lake, monkeypatch, point):
+    """The failpoint aborts the host where it is reached (in its poll thread, after the commit that
+    called for the checkpoint was acknowledged): every acknowledged commit is in the lake, which a
+    new host and the restarted one open and commit to."""
+    monkeypatch.setenv("SKADE_CHECKPOINT_EVERY", "4")
+    monkeypatch.setenv("SKADE_LOG_KEEP_MS", "0")
+    url, host = bucket_lake
+    a = host("a")
+    a.sql("CREATE TABLE lake.t (id BIGINT)")
+    monkeypatch.setenv("SKADE_FAILPOINT", point)
+    victim = host("victim")
+    acked = []
+    for i in range(60):
+        try:
+            victim.sql(f"INSERT INTO lake.t VALUES ({i})")
+        except AssertionError:  # (the worker died)
+            break
+        acked.append(i)
+    assert victim.p.wait(timeout=30) != 0, f"{point} was never reached"
+    monkeypatch.delenv("SKADE_FAILPOINT")
+    fresh = host("fresh")
+    got = [r[0] for r in fresh.sql("SELECT id FROM lake.t ORDER BY id")]
+    # every acknowledged commit, and at most the one in flight when the host died
+    assert got[:len(acked)] == acked and len(got) - len(acked) <= 1, (acked, got)
+    back = host("victim")
+    assert [r[0] for r in back.sql("SELECT id FROM lake.t ORDER BY id")] == got
+    back.sql("INSERT INTO lake.t VALUES (1000)")
+    assert until(lambda: fresh.sql("SELECT count(*) FROM lake.t WHERE id = 1000") == [[1]])

@@ -1,0 +1,141 @@
+//! Byte ranges of objects kept in memory (issue 44: "TPC-H at least 1.2x DuckLake" on a bucket).
+//! A query run twice should not fetch its column chunks over the network twice: DuckDB's own
+//! reads of remote files keep what they fetched in its external file cache, and skade's reads,
+//! which go through the core, keep theirs here. Objects skade reads are never rewritten under
+//! their name (uuid names, metadata created if absent), so a range once read stays true: the cache
+//! is never invalidated, only evicted (least recently used first) to stay within its budget.
+//!
+//! Entries are the ranges the Parquet reader asked for (column chunks, pages), not the merged
+//! GETs that fetched them: a query over other columns of the same row groups hits the chunks it
+//! shares. Local files are not kept: the operating system's page cache does that.
+//!
+//! The budget: `SKADE_OBJECT_CACHE_MB` (0 turns it off), else a quarter of the machine's memory,
+//! at most 4 GiB.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+
+type Key = (Arc<str>, u64, u64);
+
+struct Entry {
+    bytes: Bytes,
+    used: u64,
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<Key, Entry>,
+    /// Entries by last use (a tick), oldest first.
+    order: BTreeMap<u64, Key>,
+    tick: u64,
+    bytes: u64,
+    /// The location strings of entries, shared by their keys.
+    names: HashMap<Arc<str>, usize>,
+}
+
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+static HITS: AtomicU64 = AtomicU64::new(0);
+static MISSES: AtomicU64 = AtomicU64::new(0);
+
+/// The cache's budget in bytes (0: off).
+pub fn budget() -> u64 {
+    static BUDGET: OnceLock<u64> = OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        if let Some(mb) = std::env::var("SKADE_OBJECT_CACHE_MB").ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+            return mb << 20;
+        }
+        // SAFETY: sysconf reads a system constant.
+        let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+        let memory = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
+        (memory / 4).min(4 << 30)
+    })
+}
+
+/// The bytes `start..start + len` of the object at `location`, when kept.
+pub fn get(location: &str, start: u64, len: u64) -> Option<Bytes> {
+    if budget() == 0 {
+        return None;
+    }
+    let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
+    let key: Key = (Arc::from(location), start, len);
+    let Some(entry) = guard.as_mut().and_then(|state| state.entries.get_mut(&key)) else {
+        MISSES.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
+    HITS.fetch_add(1, Ordering::Relaxed);
+    let used = entry.used;
+    let bytes = entry.bytes.clone();
+    let Some(state) = guard.as_mut() else { return Some(bytes) };
+    state.tick += 1;
+    let key = state.order.remove(&used).unwrap_or(key);
+    if let Some(entry) = state.entries.get_mut(&key) {
+        entry.used = state.tick;
+    }
+    state.order.insert(state.tick, key);
+    Some(bytes)
+}
+
+/// Keeps `bytes`, the object's bytes from `start` (copied: a slice would hold the whole GET it
+/// came from, gaps included), evicting the least recently used beyond the budget.
+pub fn put(location: &str, start: u64, bytes: &[u8]) {
+    let budget = budget();
+    let len = bytes.len() as u64;
+    if budget == 0 || len == 0 || len > budget / 8 {
+        return; // (one range never takes more than an eighth of the cache)
+    }
+    let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
+    let state = guard.get_or_insert_with(State::default);
+    let name = match state.names.get_key_value(location) {
+        Some((name, _)) => name.clone(),
+        None => Arc::from(location),
+    };
+    let key: Key = (name.clone(), start, len);
+    if state.entries.contains_key(&key) {
+        return;
+    }
+    state.tick += 1;
+    let tick = state.tick;
+    state.entries.insert(key.clone(), Entry { bytes: Bytes::copy_from_slice(bytes), used: tick });
+    state.order.insert(tick, key);
+    *state.names.entry(name).or_insert(0) += 1;
+    state.bytes += len;
+    while state.bytes > budget {
+        let Some((_, oldest)) = state.order.pop_first() else { break };
+        if let Some(gone) = state.entries.remove(&oldest) {
+            state.bytes -= gone.bytes.len() as u64;
+            if let Some(n) = state.names.get_mut(&oldest.0) {
+                *n -= 1;
+                if *n == 0 {
+                    state.names.remove(&oldest.0);
+                }
+            }
+        }
+    }
+}
+
+/// (hits, misses, bytes kept) since the process started.
+pub fn stats() -> (u64, u64, u64) {
+    let bytes = STATE.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.bytes);
+    (HITS.load(Ordering::Relaxed), MISSES.load(Ordering::Relaxed), bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_served_as_kept_and_evicted_oldest_first() {
+        let location = format!("s3://cache-test-{}/f.parquet", uuid::Uuid::new_v4());
+        assert!(get(&location, 0, 4).is_none());
+        put(&location, 0, b"abcd");
+        put(&location, 10, b"xyz");
+        assert_eq!(&get(&location, 0, 4).unwrap()[..], b"abcd");
+        assert_eq!(&get(&location, 10, 3).unwrap()[..], b"xyz");
+        assert!(get(&location, 0, 3).is_none(), "a range is kept as asked, not as a prefix");
+        let (hits, misses, bytes) = stats();
+        assert!(hits >= 2 && misses >= 2 && bytes >= 7);
+    }
+}
