@@ -42,6 +42,9 @@ use crate::read::row_groups::row_group_stats;
 use crate::read::skippable::{can_skip, group_can_skip};
 use iceberg::spec::Schema;
 
+/// A column chunk of an object this small is read whole by a lookup (see `read_rows`).
+const SMALL_OBJECT_CHUNK: i64 = 256 << 10;
+
 /// Footers are read with one read of the file's tail of this size (a larger footer takes two).
 const FOOTER_READ: u64 = 16 << 10;
 
@@ -268,6 +271,10 @@ impl DataFileIndex {
         for leaf in leaves {
             let chunk = group.column(leaf);
             let locations = parquet.offset_index().and_then(|o| o.get(g)?.get(leaf)).map(|o| o.page_locations());
+            // An object's small chunk is read whole, page by page, in the one GET this read makes
+            // anyway: its pages stay in memory (`io::range_cache`), so the next probes of the row
+            // group find theirs there (sorted keys delta-pack into a few KB per row group).
+            let every_page = file.is_object() && chunk.compressed_size() <= SMALL_OBJECT_CHUNK;
             match locations {
                 Some(pages) if !whole && can_skip(chunk) => {
                     if indexed.get(leaf).is_none_or(|d| d.is_none()) {
@@ -276,7 +283,7 @@ impl DataFileIndex {
                     for (i, page) in pages.iter().enumerate() {
                         let page_first = page.first_row_index.max(0) as usize;
                         let page_end = pages.get(i + 1).map_or(usize::MAX, |p| p.first_row_index.max(0) as usize);
-                        if holds_a_row(page_first, page_end) {
+                        if every_page || holds_a_row(page_first, page_end) {
                             regions.push(footer_range(page.offset, page.compressed_page_size.into(), path)?);
                         }
                     }

@@ -106,3 +106,32 @@ def test_duckdb_iceberg_and_pyiceberg_read_the_bucket_tables(tmp_path, s3_env):
         "s3.secret-access-key": "skadetestsecret", "s3.region": "us-east-1"})
     theirs = table.scan().to_arrow().sort_by("id").to_pylist()
     assert [(r["id"], r["name"], r["amount"]) for r in theirs] == sorted(ours)
+
+
+def data_gets(endpoint, bucket):
+    return [p for m, p, s in s3_requests(endpoint, f"/{bucket}/") if m == "GET" and "/data/" in p]
+
+
+def test_reads_of_a_bucket_are_kept_in_memory_and_a_warm_lookup_costs_at_most_two_requests(tmp_path, s3_env):
+    """Column chunks read once stay in memory (objects never change under their name): a query
+    run again reads no data file, and a point lookup in a row group read before costs at most 2
+    GETs (the issue's bound), a key looked up again none."""
+    con, bucket = bucket_lake(tmp_path, s3_env)
+    con.execute("CREATE TABLE lake.k (id BIGINT PRIMARY KEY, name VARCHAR, amount DOUBLE)")
+    con.execute("INSERT INTO lake.k SELECT i, 'name-' || i, i * 0.5 FROM range(300000) r(i)")
+    query = "SELECT sum(amount), count(DISTINCT name) FROM lake.k WHERE id % 3 = 0"
+    want = con.execute(query).fetchall()
+    s3_control(s3_env, "DELETE", "requests")
+    assert con.execute(query).fetchall() == want
+    assert data_gets(s3_env, bucket) == [], "a repeated scan fetched data again"
+    con.execute("SELECT * FROM lake.k WHERE id = 5")  # (the file's footer and index, read once)
+    keys = [1 + i * 7919 % 299_000 for i in range(40)]
+    s3_control(s3_env, "DELETE", "requests")
+    for k in keys:
+        assert con.execute(f"SELECT name FROM lake.k WHERE id = {k}").fetchall() == [(f"name-{k}",)]
+    per_lookup = len(data_gets(s3_env, bucket)) / len(keys)
+    assert per_lookup <= 2, f"{per_lookup} GETs per warm lookup"
+    s3_control(s3_env, "DELETE", "requests")
+    for k in keys[:10]:
+        assert con.execute(f"SELECT name FROM lake.k WHERE id = {k}").fetchall() == [(f"name-{k}",)]
+    assert data_gets(s3_env, bucket) == [], "a key looked up again was fetched again"
