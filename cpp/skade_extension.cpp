@@ -23,6 +23,7 @@ static void LoadInternal(ExtensionLoader &loader) {
 	}
 	loader.RegisterFunction(SkadeCheckFunction());
 	loader.RegisterFunction(SkadeExpireSnapshotsFunction());
+	loader.RegisterFunction(SkadeRemoveOrphanFilesFunction());
 	loader.RegisterFunction(SkadeCompactFunction());
 	loader.RegisterFunction(SkadeAddFilesFunctions());
 	loader.RegisterFunction(SkadeChangelogFunctions());

@@ -240,6 +240,10 @@ skade_status *skade_fn_lookup_stats(struct ArrowArrayStream *result);
 skade_status *skade_fn_expire_snapshots(const skade_txn *txn, const char *uuid, int64_t older_than_us,
                                         bool has_older_than, int64_t retain_last, bool has_retain_last,
                                         struct ArrowArrayStream *result);
+// Removes (or, dry_run, lists) the files in table `uuid`'s folders that no commit references and
+// that are older than older_than_us (when has_older_than; else 3 days): one row per file.
+skade_status *skade_fn_remove_orphan_files(const skade_txn *txn, const char *uuid, int64_t older_than_us,
+                                           bool has_older_than, bool dry_run, struct ArrowArrayStream *result);
 // Rewrites table `uuid`'s live rows into new files, deletes applied, as its own `replace` commit;
 // one row: removed_data_files, removed_delete_files, added_data_files, rows.
 skade_status *skade_fn_compact(const skade_txn *txn, const char *uuid, struct ArrowArrayStream *result);

@@ -1,5 +1,5 @@
 //! Table maintenance that commits on its own, outside any user transaction: snapshot expiry and
-//! compaction.
+//! compaction; and the removal of files no commit references (orphans).
 
 use arrow::array::StructArray;
 use iceberg::spec::{Operation, TableMetadata, TableMetadataBuilder};
@@ -10,10 +10,11 @@ use super::open::Catalog;
 use super::state::{CatalogState, StateChange, TableRecord};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::expire::{
-    expired_snapshots, trim_metadata_log, unlisted_metadata_files, unreferenced_files, Retention,
+    expired_snapshots, referenced_files, trim_metadata_log, unlisted_metadata_files, unreferenced_files, Retention,
 };
 use crate::format::metadata;
-use crate::io::{remove_files, sync_files};
+use crate::io::input::list_all;
+use crate::io::{local_path, remove_files, remove_files_checked, sync_files};
 
 /// What an expiry did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +125,60 @@ impl Catalog {
             }
         }
         Err(Error::conflict(format!("table {} kept changing during snapshot expiry; retry", shown())))
+    }
+
+    /// Removes the files in the folders of `schema.name` (`data/` and `metadata/`, sub-folders
+    /// too) that no snapshot or metadata file of it references and that were last written before
+    /// `older_than_ms` (ms since the epoch): what killed writers and hosts left (an upload never
+    /// committed, a commit that lost its host before its log position), as Iceberg's
+    /// `remove_orphan_files`. The files of every table of this catalog that lives in the same
+    /// folder stay; files of another catalog given the same warehouse cannot be told apart (never
+    /// share one). Returns the files removed, or only found with `dry_run`.
+    pub fn remove_orphan_files_as(
+        &self,
+        database: Option<&str>,
+        schema: &str,
+        name: &str,
+        older_than_ms: i64,
+        dry_run: bool,
+    ) -> Result<Vec<String>> {
+        let shown = || table_shown(database, schema, name);
+        if self.read_only() && !dry_run {
+            return Err(Error::permission(format!("skade catalog {} is attached read-only", self.path().display())));
+        }
+        self.catch_up()?;
+        let head = self.state();
+        let record = head
+            .table(schema, name)
+            .ok_or_else(|| Error::catalog(format!("Table with name {} does not exist!", shown())))?
+            .clone();
+        let metadata = self.inner.metadata.get(&record.metadata_location)?;
+        let location = metadata.location().trim_end_matches('/').to_string();
+        let caches = &self.inner.read_caches.manifests;
+        let mut referenced = std::collections::HashSet::new();
+        for t in head.tables.values() {
+            let folder = |m: &str| m.rsplit_once("/metadata/").map(|(f, _)| f.trim_end_matches('/').to_string());
+            if folder(&t.metadata_location).as_deref() == Some(location.as_str()) || t.uuid == record.uuid {
+                let m = self.inner.metadata.get(&t.metadata_location)?;
+                referenced.extend(referenced_files(caches, &m, &t.metadata_location)?);
+            }
+        }
+        let older_than = std::time::UNIX_EPOCH + std::time::Duration::from_millis(older_than_ms.max(0) as u64);
+        let mut orphans = vec![];
+        for folder in ["data", "metadata"] {
+            for f in list_all(&format!("{location}/{folder}"))? {
+                let old = f.modified.is_some_and(|t| t < older_than);
+                if old && !referenced.contains(local_path(&f.location)) {
+                    orphans.push(f.location);
+                }
+            }
+        }
+        orphans.sort();
+        if !dry_run {
+            self.inner.lookup_cache.forget(orphans.iter().map(String::as_str));
+            remove_files_checked(orphans.iter().map(String::as_str))?;
+        }
+        Ok(orphans)
     }
 
     /// Takes out of `expired` the snapshots of table `uuid` a consumer still needs: every one

@@ -15,7 +15,7 @@ use crate::changelog::filters::Filters;
 use crate::error::Error;
 use crate::functions::{
     add_files, changelog, check, commit_log, commits_since, compact, consumers, expire_snapshots, lineage,
-    lineage_delivery, lookup_stats, snapshots, tables,
+    lineage_delivery, lookup_stats, remove_orphan_files, snapshots, tables,
 };
 
 #[no_mangle]
@@ -30,6 +30,7 @@ pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut
             "skade_check" => check::schema(),
             "skade_commit_log" => commit_log::schema(),
             "skade_expire_snapshots" => expire_snapshots::schema(),
+            "skade_remove_orphan_files" => remove_orphan_files::schema(),
             "skade_compact" => compact::schema(),
             "skade_add_files" => add_files::schema(),
             "skade_lookup_stats" => lookup_stats::schema(),
@@ -163,6 +164,26 @@ pub unsafe extern "C" fn skade_fn_expire_snapshots(
             has_retain_last.then_some(retain_last),
         )?;
         let reader = RecordBatchIterator::new([Ok(batch)], expire_snapshots::schema());
+        out(result, super::export_stream(reader))
+    })
+}
+
+/// Removes the orphan files of the table `uuid` older than `older_than_us` (when
+/// `has_older_than`; else 3 days old), or only lists them with `dry_run`.
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_remove_orphan_files(
+    txn: *const SkadeTxn,
+    uuid: *const c_char,
+    older_than_us: i64,
+    has_older_than: bool,
+    dry_run: bool,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let txn = &handle(txn, "transaction")?.0;
+        let batch =
+            remove_orphan_files::run(txn, arg(uuid, "table id")?, has_older_than.then_some(older_than_us), dry_run)?;
+        let reader = RecordBatchIterator::new([Ok(batch)], remove_orphan_files::schema());
         out(result, super::export_stream(reader))
     })
 }

@@ -94,6 +94,29 @@ pub fn unreferenced_files(
     Ok(out)
 }
 
+/// Every file the table's metadata `metadata` (stored at `current`) references, as local paths
+/// or object URLs: itself and the metadata files of its log, and for every snapshot its manifest
+/// list, manifests, and the data and delete files they name in any status (an entry of a removed
+/// file may still be read by an older snapshot). What remove-orphan-files must keep.
+pub fn referenced_files(caches: &ManifestCache, metadata: &TableMetadata, current: &str) -> Result<HashSet<String>> {
+    let mut out: HashSet<String> = HashSet::new();
+    out.insert(local_path(current).to_string());
+    out.extend(metadata.metadata_log().iter().map(|e| local_path(&e.metadata_file).to_string()));
+    let mut manifests = HashSet::new();
+    for s in metadata.snapshots() {
+        out.insert(local_path(s.manifest_list()).to_string());
+        for m in caches.manifest_list(metadata, s)?.iter() {
+            if manifests.insert(m.manifest_path.clone()) {
+                out.insert(local_path(&m.manifest_path).to_string());
+                out.extend(caches.manifest(m)?.iter().map(|e| local_path(e.file().file_path()).to_string()));
+            }
+        }
+    }
+    out.extend(metadata.statistics_iter().map(|s| local_path(&s.statistics_path).to_string()));
+    out.extend(metadata.partition_statistics_iter().map(|s| local_path(&s.statistics_path).to_string()));
+    Ok(out)
+}
+
 /// Whether the data or delete file at `path` is one the table at `location` wrote: skade writes
 /// every such file into the table's `data/` folder (`write::writer`, `write::delete_writer`).
 /// Anything elsewhere was adopted by `skade_add_files` and is never removed by maintenance.

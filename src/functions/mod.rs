@@ -12,6 +12,7 @@ pub(crate) mod expire_snapshots;
 pub(crate) mod lineage;
 pub(crate) mod lineage_delivery;
 pub(crate) mod lookup_stats;
+pub(crate) mod remove_orphan_files;
 pub(crate) mod snapshots;
 pub(crate) mod tables;
 

@@ -230,6 +230,26 @@ pub fn list(location: &str) -> Result<Vec<Listed>> {
     Ok(out)
 }
 
+/// Every file under the folder at `location`, in sub-folders too (none when it does not exist).
+pub fn list_all(location: &str) -> Result<Vec<Listed>> {
+    if object::is_object(location) {
+        let found = object::wait(object::list(location, None))?;
+        return Ok(found.into_iter().map(|o| Listed { location: o.location, modified: Some(o.modified) }).collect());
+    }
+    let mut out = vec![];
+    let mut folders = vec![location.trim_end_matches('/').to_string()];
+    while let Some(folder) = folders.pop() {
+        for entry in list(&folder)? {
+            match std::fs::symlink_metadata(local_path(&entry.location)) {
+                Ok(m) if m.is_dir() => folders.push(entry.location),
+                Ok(m) if m.is_file() => out.push(entry),
+                _ => {} // (gone meanwhile, or neither: a link is left alone)
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -260,6 +260,23 @@ pub fn remove_files<'a>(paths: impl IntoIterator<Item = &'a str>) {
     }
 }
 
+/// Removes the files (objects in bulk), reporting the first failure; a file already gone is
+/// no failure.
+pub fn remove_files_checked<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    let mut objects = vec![];
+    for p in paths {
+        if object::is_object(p) {
+            objects.push(p.to_string());
+            continue;
+        }
+        match std::fs::remove_file(local_path(p)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err("remove", Path::new(p), e)),
+            _ => {}
+        }
+    }
+    object::wait(object::delete(&objects))
+}
+
 /// Iceberg locations written by skade are plain absolute paths; accept `file:` URIs from others.
 pub fn local_path(location: &str) -> &str {
     location.strip_prefix("file://").or_else(|| location.strip_prefix("file:")).unwrap_or(location)

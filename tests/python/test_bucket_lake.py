@@ -324,3 +324,34 @@ def test_a_host_killed_while_checkpointing_or_truncating_loses_no_commit(bucket_
     assert [r[0] for r in back.sql("SELECT id FROM lake.t ORDER BY id")] == got
     back.sql("INSERT INTO lake.t VALUES (1000)")
     assert until(lambda: fresh.sql("SELECT count(*) FROM lake.t WHERE id = 1000") == [[1]])
+
+
+def test_what_a_host_killed_before_its_log_position_uploaded_is_removed_as_orphans(bucket_lake, s3_env,
+                                                                                  monkeypatch):
+    """A host killed after uploading a commit's data file and metadata but before winning its log
+    position leaves objects no commit references: the lake never points at them, and
+    skade_remove_orphan_files removes exactly those (once old enough), every snapshot intact."""
+    url, host = bucket_lake
+    bucket, prefix = url[len("s3://"):].split("/", 1)
+    a = host("a")
+    a.sql("CREATE TABLE lake.t (id BIGINT PRIMARY KEY, v VARCHAR)")
+    a.sql("INSERT INTO lake.t SELECT i, 'v' || i FROM range(100) r(i)")
+    a.sql("UPDATE lake.t SET v = 'u' WHERE id < 5")
+    before = set(s3_keys(s3_env, bucket, f"{prefix}/warehouse/"))
+    monkeypatch.setenv("SKADE_FAILPOINT", "before_log_offer")
+    victim = host("victim")
+    with pytest.raises(AssertionError):  # (the worker dies)
+        victim.sql("INSERT INTO lake.t SELECT i, 'lost' FROM range(1000, 1100) r(i)")
+    monkeypatch.delenv("SKADE_FAILPOINT")
+    left = set(s3_keys(s3_env, bucket, f"{prefix}/warehouse/")) - before
+    assert any("/data/" in k for k in left) and any(k.endswith(".metadata.json") for k in left), left
+    want = a.sql("SELECT * FROM lake.t ORDER BY id")
+    assert a.sql("SELECT count(*) FROM skade_remove_orphan_files('lake.t')") == [[0]], "younger than 3 days"
+    found = a.sql("SELECT orphan_file_location FROM skade_remove_orphan_files('lake.t', older_than := now()) "
+                  "ORDER BY 1")
+    assert sorted(r[0] for r in found) == sorted(f"s3://{bucket}/{k}" for k in left)
+    assert set(s3_keys(s3_env, bucket, f"{prefix}/warehouse/")) == before
+    assert a.sql("SELECT * FROM lake.t ORDER BY id") == want
+    fresh = host("fresh")
+    assert fresh.sql("SELECT * FROM lake.t ORDER BY id") == want
+    assert all(status == "ok" for _, status in fresh.sql("SELECT part, status FROM skade_check('lake')"))

@@ -113,6 +113,7 @@ TableFunctionSet SkadeLineageFunctions();
 vector<TableFunctionSet> SkadeLineageDeliveryFunctions();
 TableFunction SkadeCheckFunction();
 TableFunction SkadeExpireSnapshotsFunction();
+TableFunction SkadeRemoveOrphanFilesFunction();
 TableFunction SkadeCompactFunction();
 //! skade_add_files(table, path | glob | [paths and globs]).
 TableFunctionSet SkadeAddFilesFunctions();
