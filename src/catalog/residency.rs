@@ -228,7 +228,7 @@ fn connect(
             )));
         }
     }
-    let reader = provider.reader(&stamp.location)?;
+    let (reader, committer) = provider.link(&stamp.location, !options.read_only)?;
     let checkpoint = store.log_position()?;
     let held = match reader.adoption()? {
         Some(held) => {
@@ -258,7 +258,6 @@ fn connect(
             )))
         }
     };
-    let committer = if options.read_only { None } else { Some(provider.committer(&stamp.location)?) };
     let link = LogLink::new(&stamp.provider, &stamp.location, committer, reader, options.commit_log_poll, checkpoint);
     Ok((link, held))
 }

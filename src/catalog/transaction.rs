@@ -1232,7 +1232,11 @@ impl Transaction {
                 });
             }
             let mut attempt_files = vec![];
-            if let Err(e) = self.produce_snapshots(&staged, &created, &head, &mut changes, &mut attempt_files) {
+            // (a commit's manifests, manifest lists and metadata.json files go to a bucket at once)
+            let produced = crate::io::deferred::deferring(|| {
+                self.produce_snapshots(&staged, &created, &head, &mut changes, &mut attempt_files)
+            });
+            if let Err(e) = produced {
                 written.extend(attempt_files);
                 return Err(e);
             }

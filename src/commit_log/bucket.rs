@@ -101,6 +101,35 @@ impl CommitLogProvider for BucketLogProvider {
     fn reader(&self, location: &str) -> Result<Arc<dyn LogReader>> {
         Ok(Arc::new(BucketLog::open(location)?))
     }
+
+    /// One log as both: a position the committer won or read is the reader's head too, so a
+    /// poll right after this host's commit is 1 GET (not a HEAD and a LIST besides).
+    fn link(&self, location: &str, writable: bool) -> Result<(Arc<dyn LogReader>, Option<Box<dyn Committer>>)> {
+        let log = Arc::new(BucketLog::open(location)?);
+        let committer = writable.then(|| Box::new(SharedLog(log.clone())) as Box<dyn Committer>);
+        Ok((log, committer))
+    }
+}
+
+/// A bucket log shared by a link's reader and committer.
+struct SharedLog(Arc<BucketLog>);
+
+impl Committer for SharedLog {
+    fn offer(&self, seq: u64, batch: &[u8]) -> Result<Offered> {
+        self.0.offer(seq, batch)
+    }
+
+    fn adoption(&self) -> Result<Option<Vec<u8>>> {
+        Committer::adoption(&*self.0)
+    }
+
+    fn adopt(&self, stamp: &[u8]) -> Result<Vec<u8>> {
+        self.0.adopt(stamp)
+    }
+
+    fn wait_served(&self, seq: u64, timeout: Duration) -> Result<bool> {
+        self.0.wait_served(seq, timeout)
+    }
 }
 
 /// One bucket log, opened (no request yet). Everything but `adopt` needs its stamp at position 0:

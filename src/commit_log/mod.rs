@@ -67,6 +67,13 @@ pub trait CommitLogProvider: fmt::Debug + Send + Sync + 'static {
     fn name(&self) -> &str;
     fn committer(&self, location: &str) -> Result<Box<dyn Committer>>;
     fn reader(&self, location: &str) -> Result<Arc<dyn LogReader>>;
+    /// The reader and (`writable`) the committer of one open catalog's link to the log. A
+    /// provider whose committer and reader learn from each other (what position was won, where
+    /// the log starts) hands out one object as both.
+    fn link(&self, location: &str, writable: bool) -> Result<(Arc<dyn LogReader>, Option<Box<dyn Committer>>)> {
+        let committer = if writable { Some(self.committer(location)?) } else { None };
+        Ok((self.reader(location)?, committer))
+    }
 }
 
 static REGISTERED: OnceLock<Arc<dyn CommitLogProvider>> = OnceLock::new();

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+pub mod deferred;
 pub mod input;
 pub mod object;
 pub mod range_cache;

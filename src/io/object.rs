@@ -542,6 +542,23 @@ fn clean(text: &str) -> String {
 /// that answers a repeated put with 409 reports it as taken, like 412: callers that must tell
 /// "ours, retried" from "someone else's" read the object back.
 pub async fn put_new(location: &str, bytes: Bytes) -> Result<bool> {
+    if super::deferred::active() {
+        // (a commit's metadata, sent at once with the rest: `deferred`; its names are new, so
+        // finding one taken is an error when the commit waits for them)
+        store_for(location)?; // (a bad location fails now)
+        let owned = location.to_string();
+        super::deferred::defer(location, async move {
+            match put_new_now(&owned, bytes).await? {
+                true => Ok(()),
+                false => Err(Error::io(format!("cannot create {owned}: an object of that name exists already"))),
+            }
+        });
+        return Ok(true);
+    }
+    put_new_now(location, bytes).await
+}
+
+async fn put_new_now(location: &str, bytes: Bytes) -> Result<bool> {
     let (store, path) = store_for(location)?;
     let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
     match store.client.put_opts(&path, PutPayload::from_bytes(bytes), opts).await {
@@ -559,6 +576,7 @@ pub async fn put(location: &str, bytes: Bytes) -> Result<()> {
 
 /// The whole object, or None when there is none.
 pub async fn get(location: &str) -> Result<Option<Bytes>> {
+    super::deferred::settled(location).await?;
     let (store, path) = store_for(location)?;
     let got = match store.client.get(&path).await {
         Ok(got) => got,
@@ -571,6 +589,7 @@ pub async fn get(location: &str) -> Result<Option<Bytes>> {
 /// `range` of the object's bytes, all of them: a range past the object's end is an error (S3
 /// answers one that starts inside with the bytes there are).
 pub async fn get_range(location: &str, range: Range<u64>) -> Result<Bytes> {
+    super::deferred::settled(location).await?;
     let (store, path) = store_for(location)?;
     let len = range.end.saturating_sub(range.start);
     if len == 0 {
@@ -587,6 +606,7 @@ pub async fn get_range(location: &str, range: Range<u64>) -> Result<Bytes> {
 
 /// Several ranges of one object, fetched concurrently (adjacent ones merged by the store).
 pub async fn get_ranges(location: &str, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+    super::deferred::settled(location).await?;
     let (store, path) = store_for(location)?;
     let got = store.client.get_ranges(&path, ranges).await.map_err(|e| error("read ranges of", location, e))?;
     ranges.iter().zip(got).map(|(range, bytes)| whole(location, range, bytes)).collect()
@@ -604,6 +624,7 @@ fn whole(location: &str, range: &Range<u64>, bytes: Bytes) -> Result<Bytes> {
 
 /// An object's size and last write, or None when there is none.
 pub async fn head(location: &str) -> Result<Option<(u64, SystemTime)>> {
+    super::deferred::settled(location).await?;
     let (store, path) = store_for(location)?;
     match store.client.head(&path).await {
         Ok(meta) => Ok(Some((meta.size, meta.last_modified.into()))),
@@ -717,23 +738,32 @@ impl Upload {
         w.put(bytes).await.map_err(|e| error("upload", &location, e))
     }
 
-    /// Completes the upload: the object appears whole, or not at all.
+    /// Completes the upload: the object appears whole, or not at all. Inside
+    /// `deferred::deferring`, the completion is started and waited for at the scope's end.
     pub async fn finish(&mut self) -> Result<()> {
-        use tokio::io::AsyncWriteExt;
         let location = self.location.clone();
-        let mut w = self.writer.take().ok_or_else(|| Error::internal(format!("upload of {location} is finished")))?;
-        // A failed completion leaves at most an incomplete multipart upload, which no listing or
-        // read shows (a bucket lifecycle rule removes its parts).
-        w.shutdown().await.map_err(|e| {
-            // (the writer wraps the store's error in an io::Error: unwrapped, it is named as
-            // every other request's, with where it went and S3's code)
-            match e.into_inner().map(|inner| inner.downcast::<object_store::Error>()) {
-                Some(Ok(store_error)) => error("upload", &location, *store_error),
-                Some(Err(other)) => {
-                    Error::io(redact(format!("cannot upload {location}: {}", clean(&other.to_string()))))
-                }
-                None => Error::io(format!("cannot upload {location}")),
-            }
-        })
+        let w = self.writer.take().ok_or_else(|| Error::internal(format!("upload of {location} is finished")))?;
+        if super::deferred::active() {
+            let owned = location.clone();
+            super::deferred::defer(&location, async move { complete(&owned, w).await });
+            return Ok(());
+        }
+        complete(&location, w).await
     }
+}
+
+/// Completes the upload `w` of `location`.
+async fn complete(location: &str, mut w: object_store::buffered::BufWriter) -> Result<()> {
+    use tokio::io::AsyncWriteExt;
+    // A failed completion leaves at most an incomplete multipart upload, which no listing or
+    // read shows (a bucket lifecycle rule removes its parts).
+    w.shutdown().await.map_err(|e| {
+        // (the writer wraps the store's error in an io::Error: unwrapped, it is named as every
+        // other request's, with where it went and S3's code)
+        match e.into_inner().map(|inner| inner.downcast::<object_store::Error>()) {
+            Some(Ok(store_error)) => error("upload", location, *store_error),
+            Some(Err(other)) => Error::io(redact(format!("cannot upload {location}: {}", clean(&other.to_string())))),
+            None => Error::io(format!("cannot upload {location}")),
+        }
+    })
 }
