@@ -295,11 +295,13 @@ def test_a_rolled_back_bucket_and_a_recreated_lake_are_refused_until_cache_reset
     p.close()
 
 
-@pytest.mark.parametrize("point", ["before_checkpoint_put", "after_checkpoint_put", "after_truncation_mark"])
-def test_a_host_killed_while_checkpointing_or_truncating_loses_no_commit(bucket_lake, monkeypatch, point):
-    """The failpoint aborts the host where it is reached (in its poll thread, after the commit that
-    called for the checkpoint was acknowledged): every acknowledged commit is in the lake, which a
-    new host and the restarted one open and commit to."""
+@pytest.mark.parametrize("point", ["before_log_offer", "after_log_offer", "after_log_fold", "before_checkpoint_put",
+                                   "after_checkpoint_put", "after_truncation_mark"])
+def test_a_host_killed_at_each_point_of_a_commit_or_checkpoint_loses_no_commit(bucket_lake, monkeypatch, point):
+    """The failpoint aborts the host where it is reached (a commit's: before its log offer, after
+    it, after its fold; a checkpoint's, in the poll thread after the commit that called for it was
+    acknowledged): every acknowledged commit is in the lake, which a new host and the restarted one
+    open and commit to."""
     monkeypatch.setenv("SKADE_CHECKPOINT_EVERY", "4")
     monkeypatch.setenv("SKADE_LOG_KEEP_MS", "0")
     url, host = bucket_lake
