@@ -28,8 +28,8 @@ use redb::{ReadTransaction, ReadableTable, TableError, WriteTransaction};
 
 use super::store::{Store, CATALOG_UUID};
 use super::tables::{
-    COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, LOG_POSITION, MACROS, META, NEXT_SNAPSHOT_ID,
-    SCHEMAS, TABLES,
+    COMMITS, COMMIT_LOG, COMMIT_SEQ, CONSUMERS, COUNTERS, LINEAGE_SINKS, LOG_HEAD_ID, LOG_POSITION, MACROS, META,
+    NEXT_SNAPSHOT_ID, SCHEMAS, TABLES,
 };
 use crate::error::{Error, Result};
 use crate::io::object;
@@ -414,6 +414,8 @@ fn apply(store: &Store, position: u64, rows: &[u8]) -> Result<Option<u64>> {
         }
         load(tx, rows).map_err(|problem| Error::corrupt(format!("its rows cannot be read: {problem}")))??;
         check_restored(tx, position).map_err(Error::corrupt)??;
+        // (the batch at `position` is not in the checkpoint: the next fold records its own)
+        tx.open_table(META)?.remove(LOG_HEAD_ID)?;
         Ok(Some(position))
     })
 }

@@ -19,7 +19,12 @@ const CATALOG_FILE: &str = "catalog.skade";
 
 /// Where a lake in a bucket is, as an open of a catalog file sees it: the cache's catalog file,
 /// and the options that send its warehouse and log to the bucket.
-pub fn resolve(url: &str, mut options: AttachOptions) -> Result<(PathBuf, AttachOptions)> {
+/// `is_open(file)`: whether this process has the catalog file open (CACHE_RESET refuses then).
+pub fn resolve(
+    url: &str,
+    mut options: AttachOptions,
+    is_open: impl Fn(&std::path::Path) -> bool,
+) -> Result<(PathBuf, AttachOptions)> {
     let url = object::normalize(url)?;
     let (bucket, _) = object::split(&url)?;
     for (given, name) in [(&options.data_path, "DATA_PATH"), (&options.commit_log_location, "COMMIT_LOG")] {
@@ -36,10 +41,17 @@ pub fn resolve(url: &str, mut options: AttachOptions) -> Result<(PathBuf, Attach
     };
     crate::io::create_dirs(&cache)?;
     claim(&cache, &url)?;
+    refuse_foreign_prefix(&url)?;
     if std::mem::take(&mut options.cache_reset) {
+        let file = cache.join(CATALOG_FILE);
+        if is_open(&file) {
+            return Err(Error::invalid(format!(
+                "CACHE_RESET: the cache {} of the lake {url} is attached in this process: DETACH it first",
+                file.display()
+            )));
+        }
         set_aside(&cache)?;
     }
-    refuse_foreign_prefix(&url)?;
     let log = format!("{url}/log");
     if options.read_only {
         let provider = crate::commit_log::provider_for_open(None, Some(&log))

@@ -19,7 +19,7 @@ use redb::{ReadableTable, WriteTransaction};
 use super::commit::{apply_requests, CommitRequest};
 use super::log_batch::{BatchKind, LogBatch};
 use super::store::{CommitRecord, Store};
-use super::tables::{COMMIT_LOG, COUNTERS, LOG_POSITION, NEXT_SNAPSHOT_ID};
+use super::tables::{COMMIT_LOG, COUNTERS, LOG_HEAD_ID, LOG_POSITION, META, NEXT_SNAPSHOT_ID};
 use crate::commit_log::{Batch, Committer, LogReader, Offered};
 use crate::error::{Error, Result};
 
@@ -126,7 +126,8 @@ impl LogLink {
             let (h, committed_at_us, results) = store.write_aborted(|tx| {
                 let h = position(tx)?;
                 // (commit times never go back along commit_seq, whichever process's clock)
-                let committed_at_us = chrono::Utc::now().timestamp_micros().max(last_committed_at(tx)?);
+                let now = chrono::Utc::now().timestamp_micros() + crate::failpoint::clock_offset_us();
+                let committed_at_us = now.max(last_committed_at(tx)?);
                 Ok((h, committed_at_us, apply_requests(tx, group, committed_at_us)?.1))
             })?;
             let passing: Vec<CommitRequest> =
@@ -319,9 +320,13 @@ impl LogLink {
         crate::io::object::is_object(&self.location)
     }
 
-    /// Whether the log holds position `seq` (an error when it was truncated past it).
-    pub fn read_position(&self, seq: u64) -> Result<bool> {
-        Ok(!self.reader.tail(seq, 1)?.is_empty())
+    /// The id of the batch at position `seq`, if the log holds it (an error when it was truncated
+    /// past it).
+    pub fn batch_id(&self, seq: u64) -> Result<Option<String>> {
+        match self.reader.tail(seq, 1)?.first() {
+            Some(b) => Ok(Some(LogBatch::decode(&b.bytes, seq, &self.location)?.id)),
+            None => Ok(None),
+        }
     }
 
     /// The first position the log holds.
@@ -456,6 +461,8 @@ fn fold<'a>(
             }
         }
         tx.open_table(COUNTERS)?.insert(LOG_POSITION, seq)?;
+        // (host-local: which batch this file folded last, to tell a bucket whose history changed)
+        tx.open_table(META)?.insert(LOG_HEAD_ID, batch.id.as_str())?;
         at = seq;
         folded += 1;
     }

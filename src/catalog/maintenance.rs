@@ -27,6 +27,19 @@ pub struct ExpireReport {
 
 const MAX_ATTEMPTS: usize = 32;
 
+/// Whether a folder is the one at `location`: the same path, or on disk the same directory
+/// (a case-insensitive file system gives two names one folder).
+fn same_folder(location: &str) -> impl Fn(&str) -> bool + '_ {
+    // (an object's key is its own name: only folders on disk are resolved, no request made)
+    let canonical = |f: &str| (!crate::io::object::is_object(f)).then(|| crate::io::canonical(f).ok()).flatten();
+    let mine = canonical(location);
+    move |other: &str| {
+        other == location
+            || local_path(other) == local_path(location)
+            || mine.as_ref().is_some_and(|m| canonical(other).as_ref() == Some(m))
+    }
+}
+
 /// What a compaction did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct CompactReport {
@@ -154,13 +167,42 @@ impl Catalog {
             .clone();
         let metadata = self.inner.metadata.get(&record.metadata_location)?;
         let location = metadata.location().trim_end_matches('/').to_string();
+        let here = same_folder(&location);
+        let folder_of = |m: &str| m.rsplit_once("/metadata/").map(|(f, _)| f.trim_end_matches('/').to_string());
         let caches = &self.inner.read_caches.manifests;
         let mut referenced = std::collections::HashSet::new();
+        // every table living in this folder now (one made again under a dropped one's name, a
+        // name on a case-insensitive file system): what its metadata references
         for t in head.tables.values() {
-            let folder = |m: &str| m.rsplit_once("/metadata/").map(|(f, _)| f.trim_end_matches('/').to_string());
-            if folder(&t.metadata_location).as_deref() == Some(location.as_str()) || t.uuid == record.uuid {
+            let shares = folder_of(&t.metadata_location).is_some_and(|f| here(&f));
+            if t.kind.is_table() && (shares || t.uuid == record.uuid) {
                 let m = self.inner.metadata.get(&t.metadata_location)?;
                 referenced.extend(referenced_files(caches, &m, &t.metadata_location)?);
+            } else if shares {
+                referenced.insert(local_path(&t.metadata_location).to_string());
+                // (a view's file)
+            }
+        }
+        // and what the commit history still reads: every metadata file a commit names (consumers
+        // and lineage read those past the metadata log's last 100), and the files of the last
+        // metadata of every table that lived in this folder and was dropped or renamed away
+        // (a consumer behind the drop still reads it)
+        let mut last_of_others: std::collections::HashMap<String, String> = Default::default();
+        for r in self.commits_since(0, usize::MAX)? {
+            let Some(m) = r.metadata_location.filter(|m| folder_of(m).is_some_and(|f| here(&f))) else { continue };
+            referenced.insert(local_path(&m).to_string());
+            if let Some(uuid) = r.table_uuid.filter(|u| *u != record.uuid) {
+                last_of_others.insert(uuid, m);
+            }
+        }
+        for (uuid, m) in last_of_others {
+            if head.tables.values().any(|t| t.uuid == uuid) {
+                continue; // (counted above, at its current metadata)
+            }
+            match self.inner.metadata.get(&m) {
+                Ok(old) => referenced.extend(referenced_files(caches, &old, &m)?),
+                // a view's, or gone (expired with its table's history): nothing more to keep
+                Err(_) => {}
             }
         }
         let older_than = std::time::UNIX_EPOCH + std::time::Duration::from_millis(older_than_ms.max(0) as u64);

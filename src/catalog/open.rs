@@ -105,7 +105,12 @@ impl Catalog {
     /// Opens (or creates) the lake in a bucket at `url` (`s3://bucket/prefix`): this host's
     /// cache of it, through the bucket's commit log (see `catalog::lake`).
     pub fn open_lake(url: &str, options: AttachOptions) -> Result<Catalog> {
-        let (cache_file, mut options) = super::lake::resolve(url, options)?;
+        let is_open = |file: &Path| {
+            let key = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
+            let registry = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+            registry.as_ref().and_then(|r| r.get(&key)).is_some_and(|w| w.strong_count() > 0)
+        };
+        let (cache_file, mut options) = super::lake::resolve(url, options, is_open)?;
         // A read-only host still folds the bucket's log into its cache (the cache is this
         // host's, not the lake): the file opens writable, the attach commits nothing.
         let read_only = std::mem::replace(&mut options.read_only, false);

@@ -19,6 +19,7 @@ use super::log_batch::AdoptionStamp;
 use super::log_commit::LogLink;
 use super::options::{AttachOptions, Durability};
 use super::store::{peek_stamp, Loaded, LogStamp, Store};
+use super::tables::{LOG_HEAD_ID, META};
 use crate::commit_log::{provider_for_open, CommitLogProvider};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -264,18 +265,28 @@ fn connect(
 
 /// A cache that folded position h of a bucket log while the log holds no h (and was not
 /// truncated past it) lost acknowledged commits with the bucket (restored from a backup, rolled
-/// back, another endpoint): refused, never folded on from a history that diverged. 1 GET.
+/// back, another endpoint), or holds another batch there than the one it folded (rolled back and
+/// written again): refused, never folded on from a history that diverged. 1 GET.
 fn check_not_rewound(store: &Store, link: &LogLink) -> Result<()> {
     let h = store.log_position()?;
     if h == 0 {
         return Ok(());
     }
-    match link.read_position(h) {
-        Ok(true) => Ok(()),
+    let folded = store.read(|tx| Ok(tx.open_table(META)?.get(LOG_HEAD_ID)?.map(|v| v.value().to_string())))?;
+    match link.batch_id(h) {
+        Ok(Some(id)) if folded.as_ref().is_none_or(|f| *f == id) => Ok(()),
+        Ok(Some(id)) => Err(Error::catalog(format!(
+            "this host's cache {} folded batch {} at position {h} of the commit log {}, which now holds another \
+             ({id}): the bucket's history changed (rolled back, then written again). Nothing was changed; to \
+             accept the bucket as it is, ATTACH with CACHE_RESET true",
+            store.path.display(),
+            folded.unwrap_or_default(),
+            link.location
+        ))),
         // (truncated past it: the fold restores a checkpoint)
         Err(_) if link.start().is_ok_and(|start| h < start) => Ok(()),
         Err(e) => Err(e),
-        Ok(false) => Err(Error::catalog(format!(
+        Ok(None) => Err(Error::catalog(format!(
             "this host's cache {} folded position {h} of the commit log {}, which the log no longer holds: the \
              bucket lost commits that were acknowledged (rolled back, restored from a copy, or another endpoint). \
              Nothing was changed; to accept the bucket as it is, ATTACH with CACHE_RESET true",

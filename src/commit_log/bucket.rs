@@ -141,6 +141,8 @@ pub struct BucketLog {
     head: Mutex<Option<(u64, Duration)>>,
     /// [`keep_age`] when it was opened.
     keep: Duration,
+    /// The last position looked up with a HEAD, and its time by the store's clock.
+    looked: Mutex<Option<(u64, std::time::SystemTime)>>,
 }
 
 /// What a conditional PUT came to, once settled.
@@ -154,7 +156,13 @@ impl BucketLog {
     pub fn open(location: &str) -> Result<BucketLog> {
         let location = location.trim_end_matches('/').to_string();
         object::split(&location)?;
-        Ok(BucketLog { location, seen: Seen::default(), head: Mutex::new(None), keep: keep_age() })
+        Ok(BucketLog {
+            location,
+            seen: Seen::default(),
+            head: Mutex::new(None),
+            keep: keep_age(),
+            looked: Mutex::new(None),
+        })
     }
 
     /// This log with another [`keep_age`] (tests).
@@ -287,12 +295,9 @@ impl BucketLog {
 
     /// The batches from `from` on up to the first missing position, at most `max` (fewer: the
     /// position after the last was missing).
-    fn run(&self, from: u64, max: usize) -> Result<Vec<Batch>> {
-        Ok(self.run_listed(from, max)?.0)
-    }
-
-    /// [`Self::run`], and whether it LISTed (a long replay, which may run into a hole that a
-    /// truncation going on left: its end is not taken for the head).
+    /// The batches from `from` on up to the first missing position, at most `max` (fewer: the
+    /// position after the last was missing), and whether it LISTed (a long replay, which may run
+    /// into a hole that a truncation going on left: its end is not taken for the head).
     fn run_listed(&self, from: u64, max: usize) -> Result<(Vec<Batch>, bool)> {
         let mut batches: Vec<Batch> = vec![];
         let mut listed = false;
@@ -351,7 +356,11 @@ impl Positions for BucketLog {
     }
 
     fn exists(&self, seq: u64) -> Result<bool> {
-        Ok(object::wait(object::head(&self.object(seq)))?.is_some())
+        let found = object::wait(object::head(&self.object(seq)))?;
+        if let Some((_, modified)) = found {
+            *self.looked.lock().unwrap_or_else(|p| p.into_inner()) = Some((seq, modified));
+        }
+        Ok(found.is_some())
     }
 
     fn highest_mark(&self) -> Result<Option<u64>> {
@@ -368,10 +377,18 @@ impl Committer for BucketLog {
     fn offer(&self, seq: u64, batch: &[u8]) -> Result<Offered> {
         // (when the head was last known to be there: HEAD_TRUST ago at most)
         let checked = boot_clock().saturating_sub(HEAD_TRUST);
-        gapless::check_offer(self, seq, seq > 0 && self.just_saw(seq - 1))?;
+        let after_known = seq > 0 && self.just_saw(seq - 1);
+        gapless::check_offer(self, seq, after_known)?;
+        // a head looked up now but written long ago: this committer's fold may be as old, and
+        // truncation may remove `seq` between that look and the PUT
+        let old_head = !after_known
+            && self.looked.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|(s, modified)| {
+                s + 1 == seq
+                    && std::time::SystemTime::now().duration_since(modified).unwrap_or_default() >= self.keep / 2
+            });
         match self.claim(seq, Bytes::from(envelope(seq, batch)))? {
             Claim::Ours => {
-                if boot_clock().saturating_sub(checked) >= self.keep / 2 {
+                if old_head || boot_clock().saturating_sub(checked) >= self.keep / 2 {
                     self.void_if_truncated(seq)?;
                 }
                 self.saw(seq);
@@ -380,8 +397,11 @@ impl Committer for BucketLog {
             Claim::Theirs(stored) => {
                 // (the batch that won is read already: the rest follows it)
                 let mut since = vec![self.decode(seq, &stored)?];
-                since.extend(self.run(seq + 1, usize::MAX)?);
-                self.saw(seq + since.len() as u64 - 1);
+                let (rest, listed) = self.run_listed(seq + 1, usize::MAX)?;
+                since.extend(rest);
+                if !listed {
+                    self.saw(seq + since.len() as u64 - 1); // (a long run's end may be a hole)
+                }
                 Ok(Offered::Lost(since))
             }
         }

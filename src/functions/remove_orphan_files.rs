@@ -1,7 +1,9 @@
 //! `skade_remove_orphan_files(table, older_than := ts, dry_run := bool)`: removes the files in the
 //! table's folders that no commit references and that are older than `older_than` (by default 3
 //! days, Iceberg's default: a writer still uploading is never that old); one row per file, its
-//! location (with `dry_run`, the files it would remove).
+//! location (with `dry_run`, the files it would remove). As with Iceberg's, an `older_than`
+//! shorter than the longest transaction can remove the files of one still open (in another
+//! connection, process or host), which then commits pointers to missing files: keep it to days.
 
 use std::sync::Arc;
 

@@ -2,8 +2,9 @@
 //! manifest, a manifest list and a metadata.json, each naming the one before: sent one after
 //! another they cost three round trips to the store before the log position can be offered, and
 //! a round trip to S3 is tens of milliseconds. Their bytes are all known before any is sent, so
-//! inside [`deferring`] a create-if-absent PUT or an upload's completion made on this thread is
-//! started and not awaited; `deferring` waits for every one before it returns. Nothing after it
+//! inside [`deferring`] the creation of a file skade names (`object::create`: `io::write_new`, the
+//! iceberg crate's whole-file writes) or an upload's completion made on this thread is started
+//! and not awaited (never a log position's PUT, whose answer decides a race); `deferring` waits for every one before it returns. Nothing after it
 //! (the commit's log offer, which makes them reachable) runs before all of them are there, and a
 //! failure of any fails the whole, as a failure of the first would have. A read of an object still
 //! in flight (from any thread) waits for it.

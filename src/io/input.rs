@@ -16,9 +16,9 @@ use parquet::file::reader::{ChunkReader, Length};
 use super::{local_path, object};
 use crate::error::{io_message, Error, Result};
 
-/// The lengths of objects read so far: a HEAD per object, not per scan. Objects skade reads
+/// The lengths of objects read so far: a HEAD per object, not per scan. Objects skade names
 /// are never rewritten under their name (uuid names, metadata created if absent), so a length
-/// once known stays true.
+/// once known stays true (`range_cache::kept_by_name`; others are asked each time).
 static OBJECT_SIZES: Mutex<Option<HashMap<String, u64>>> = Mutex::new(None);
 const MAX_OBJECT_SIZES: usize = 200_000;
 
@@ -27,6 +27,9 @@ fn known_size(location: &str) -> Option<u64> {
 }
 
 fn note_size(location: &str, len: u64) {
+    if !super::range_cache::kept_by_name(location) {
+        return; // (a file the user named may be written again)
+    }
     let mut sizes = OBJECT_SIZES.lock().unwrap_or_else(|p| p.into_inner());
     let sizes = sizes.get_or_insert_with(HashMap::new);
     if sizes.len() >= MAX_OBJECT_SIZES {

@@ -23,11 +23,7 @@ pub mod storage;
 /// Writes `bytes` to a new file at `location`, failing if it exists (never replacing a file).
 pub fn write_new(location: &str, bytes: &[u8]) -> Result<()> {
     if object::is_object(location) {
-        let created = object::wait(object::put_new(location, bytes::Bytes::copy_from_slice(bytes)))?;
-        return match created {
-            true => Ok(()),
-            false => Err(Error::io(format!("cannot create {location}: an object of that name exists already"))),
-        };
+        return object::wait(object::create(location, bytes::Bytes::copy_from_slice(bytes)));
     }
     let path = Path::new(local_path(location));
     let mut f = create_new(path).map_err(|e| io_err("create", path, e))?;

@@ -542,20 +542,28 @@ fn clean(text: &str) -> String {
 /// that answers a repeated put with 409 reports it as taken, like 412: callers that must tell
 /// "ours, retried" from "someone else's" read the object back.
 pub async fn put_new(location: &str, bytes: Bytes) -> Result<bool> {
+    put_new_now(location, bytes).await
+}
+
+/// [`put_new`] of a file skade names anew (metadata): inside `deferred::deferring`, started and
+/// awaited at the scope's end, where finding the name taken is an error.
+pub async fn create(location: &str, bytes: Bytes) -> Result<()> {
+    let taken = |location: &str| Error::io(format!("cannot create {location}: an object of that name exists already"));
     if super::deferred::active() {
-        // (a commit's metadata, sent at once with the rest: `deferred`; its names are new, so
-        // finding one taken is an error when the commit waits for them)
         store_for(location)?; // (a bad location fails now)
         let owned = location.to_string();
         super::deferred::defer(location, async move {
             match put_new_now(&owned, bytes).await? {
                 true => Ok(()),
-                false => Err(Error::io(format!("cannot create {owned}: an object of that name exists already"))),
+                false => Err(taken(&owned)),
             }
         });
-        return Ok(true);
+        return Ok(());
     }
-    put_new_now(location, bytes).await
+    match put_new_now(location, bytes).await? {
+        true => Ok(()),
+        false => Err(taken(location)),
+    }
 }
 
 async fn put_new_now(location: &str, bytes: Bytes) -> Result<bool> {

@@ -50,7 +50,11 @@ pub fn budget() -> u64 {
         // SAFETY: sysconf reads a system constant.
         let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
         let memory = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
-        (memory / 4).min(4 << 30)
+        // (in a container, its limit: cgroup v2, else v1; "max" or absent is no limit)
+        let limit = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+            .iter()
+            .find_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok());
+        (memory.min(limit.unwrap_or(u64::MAX)) / 4).min(4 << 30)
     })
 }
 
@@ -83,9 +87,10 @@ pub fn get(location: &str, start: u64, len: u64) -> Option<Bytes> {
 pub fn put(location: &str, start: u64, bytes: &[u8]) {
     let budget = budget();
     let len = bytes.len() as u64;
-    if budget == 0 || len == 0 || len > budget / 8 {
+    if budget == 0 || len == 0 || len > budget / 8 || !kept_by_name(location) {
         return; // (one range never takes more than an eighth of the cache)
     }
+    let copy = Bytes::copy_from_slice(bytes); // (before the lock: other threads go on)
     let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
     let state = guard.get_or_insert_with(State::default);
     let name = match state.names.get_key_value(location) {
@@ -98,7 +103,7 @@ pub fn put(location: &str, start: u64, bytes: &[u8]) {
     }
     state.tick += 1;
     let tick = state.tick;
-    state.entries.insert(key.clone(), Entry { bytes: Bytes::copy_from_slice(bytes), used: tick });
+    state.entries.insert(key.clone(), Entry { bytes: copy, used: tick });
     state.order.insert(tick, key);
     *state.names.entry(name).or_insert(0) += 1;
     state.bytes += len;
@@ -116,6 +121,20 @@ pub fn put(location: &str, start: u64, bytes: &[u8]) {
     }
 }
 
+/// Whether the object at `location` is one skade named, which is never rewritten: its file name
+/// starts with a uuid (data and delete files, manifests `<uuid>-m0.avro`, manifest lists
+/// `snap-<id>-<uuid>.avro`, metadata `<version>-<uuid>.metadata.json`). A file adopted by
+/// `skade_add_files` keeps the user's name, and the user may write it again: it is not kept.
+pub fn kept_by_name(location: &str) -> bool {
+    let name = location.rsplit('/').next().unwrap_or("");
+    let name = name.strip_prefix("snap-").and_then(|n| n.split_once('-').map(|(_, rest)| rest)).unwrap_or(name);
+    let name = match name.split_once('-') {
+        Some((version, rest)) if version.len() == 5 && version.bytes().all(|b| b.is_ascii_digit()) => rest,
+        _ => name,
+    };
+    name.len() >= 36 && uuid::Uuid::try_parse(&name[..36]).is_ok()
+}
+
 /// (hits, misses, bytes kept) since the process started.
 pub fn stats() -> (u64, u64, u64) {
     let bytes = STATE.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.bytes);
@@ -127,8 +146,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_objects_skade_named_are_kept() {
+        for kept in [
+            "s3://b/wh/main/t/data/01a24b35-51b4-7572-895e-b57c7fee6426-00000.parquet",
+            "s3://b/wh/main/t/metadata/7d2aaf0b-ab39-4569-b42c-a91f3967683c-m0.avro",
+            "s3://b/wh/main/t/metadata/snap-6-adfe710d-269b-4e28-9d6b-d92516bfda13.avro",
+            "s3://b/wh/main/t/metadata/00006-a2afc3ec-bdd7-4b33-8ed3-3e7445cbc7d1.metadata.json",
+        ] {
+            assert!(kept_by_name(kept), "{kept}");
+        }
+        for not in ["s3://b/exports/day.parquet", "s3://b/x/snap-1-notauuid.avro", "s3://b/x/00001-short.metadata.json"]
+        {
+            assert!(!kept_by_name(not), "{not}");
+        }
+    }
+
+    #[test]
     fn ranges_are_served_as_kept_and_evicted_oldest_first() {
-        let location = format!("s3://cache-test-{}/f.parquet", uuid::Uuid::new_v4());
+        let location = format!("s3://cache-test/{}.parquet", uuid::Uuid::new_v4());
         assert!(get(&location, 0, 4).is_none());
         put(&location, 0, b"abcd");
         put(&location, 10, b"xyz");

@@ -100,10 +100,7 @@ impl Storage for LocalStorage {
     async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
         if object::is_object(path) {
             // Whole files written at once are metadata: never replace one.
-            return match object::put_new(path, bs).await.map_err(object_err)? {
-                true => Ok(()),
-                false => Err(object_err(crate::error::Error::io(format!("cannot create {path}: it exists already")))),
-            };
+            return object::create(path, bs).await.map_err(object_err);
         }
         let mut w = LocalWrite { file: Some(self.create(path)?), path: path.to_string() };
         w.write(bs).await?;

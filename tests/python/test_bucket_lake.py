@@ -279,9 +279,17 @@ def test_a_rolled_back_bucket_and_a_recreated_lake_are_refused_until_cache_reset
     p.sql(HTTPFS.format(site_extension('duckdb_extension_httpfs', 'httpfs')))
     e = p.fails(attach + ")")["error"]
     assert f"folded position {newest}" in e and "no longer holds" in e and "CACHE_RESET true" in e, e
+    # another host commits meanwhile, at that very position: another batch there
+    c = host("c")
+    c.sql("INSERT INTO lake.t VALUES (100)")
+    e = p.fails(attach + ")")["error"]
+    assert f"at position {newest}" in e and "now holds another" in e and "CACHE_RESET true" in e, e
     p.sql(attach + ", CACHE_RESET true)")
-    assert p.sql("SELECT count(*) FROM lake.t") == [[2]]
+    assert p.sql("SELECT id FROM lake.t ORDER BY id") == [[0], [1], [100]]
+    e = p.fails(attach.replace("AS lake", "AS again") + ", CACHE_RESET true)")["error"]
+    assert "attached in this process" in e, e
     p.sql("DETACH lake")
+    c.close()
     # the prefix emptied and a new lake made there by another host
     for key in s3_keys(s3_env, bucket, prefix + "/"):
         s3_delete(s3_env, bucket, key)
@@ -357,3 +365,31 @@ def test_what_a_host_killed_before_its_log_position_uploaded_is_removed_as_orpha
     fresh = host("fresh")
     assert fresh.sql("SELECT * FROM lake.t ORDER BY id") == want
     assert all(status == "ok" for _, status in fresh.sql("SELECT part, status FROM skade_check('lake')"))
+
+
+def test_commit_times_never_go_back_along_commit_seq_whatever_a_hosts_clock(bucket_lake, monkeypatch):
+    """A host whose clock is an hour behind, and one an hour ahead, commit in turn with a host
+    whose clock is right: commit times never go back along commit_seq (a slow clock cannot move
+    them back, a fast one pushes the later ones forward), so time travel by timestamp and the
+    changelog's time bounds stay ordered."""
+    url, host = bucket_lake
+    right = host("right")
+    right.sql("CREATE TABLE lake.t (id BIGINT, who VARCHAR)")
+    monkeypatch.setenv("SKADE_CLOCK_OFFSET_MS", str(-3_600_000))
+    behind = host("behind")
+    monkeypatch.setenv("SKADE_CLOCK_OFFSET_MS", str(3_600_000))
+    ahead = host("ahead")
+    monkeypatch.delenv("SKADE_CLOCK_OFFSET_MS")
+    order = [right, behind, right, behind, ahead, right, behind, right]
+    for i, p in enumerate(order):
+        p.sql(f"INSERT INTO lake.t VALUES ({i}, 'x')")
+        until(lambda: all(q.sql("SELECT count(*) FROM lake.t") == [[i + 1]] for q in (right, behind, ahead)))
+    times = right.sql("SELECT commit_seq, epoch_us(committed_at) FROM skade_commits_since('lake', 0) "
+                      "ORDER BY commit_seq")
+    assert [t for _, t in times] == sorted(t for _, t in times), times
+    # the slow host's first commit took the time of the one before it, not its own clock's
+    seq_behind = times[2]
+    assert seq_behind[1] >= times[1][1]
+    # after the fast host's commit, every later one is an hour ahead of the right clock
+    import time
+    assert times[-1][1] > (time.time() + 3000) * 1_000_000
