@@ -102,9 +102,9 @@ fn claim(cache: &std::path::Path, url: &str) -> Result<()> {
     Ok(())
 }
 
-/// CACHE_RESET: moves the cache's catalog file into `stale/<ms since the epoch>/` (kept for
+/// CACHE_RESET (or a damaged cache): moves the cache's catalog file into `stale/<ms since the epoch>/` (kept for
 /// inspection; the bucket holds everything it held), so that the open rebuilds it.
-fn set_aside(cache: &std::path::Path) -> Result<()> {
+pub(crate) fn set_aside(cache: &std::path::Path) -> Result<()> {
     let file = cache.join(CATALOG_FILE);
     if !file.exists() {
         return Ok(());
@@ -113,7 +113,7 @@ fn set_aside(cache: &std::path::Path) -> Result<()> {
     let stale = cache.join("stale").join(ms.to_string());
     crate::io::create_dirs(&stale)?;
     crate::io::rename(&file, &stale.join(CATALOG_FILE))?;
-    eprintln!("skade: CACHE_RESET: the cache {} was moved to {}; rebuilding it", file.display(), stale.display());
+    eprintln!("skade: the cache {} was moved to {}; rebuilding it", file.display(), stale.display());
     Ok(())
 }
 

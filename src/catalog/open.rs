@@ -114,7 +114,19 @@ impl Catalog {
         // A read-only host still folds the bucket's log into its cache (the cache is this
         // host's, not the lake): the file opens writable, the attach commits nothing.
         let read_only = std::mem::replace(&mut options.read_only, false);
-        let mut catalog = Catalog::open(&cache_file, options)?;
+        let mut catalog = match Catalog::open(&cache_file, options.clone()) {
+            // The cache file itself is damaged (not redb, a page redb cannot read): it is never
+            // the only copy of anything, so it is set aside and rebuilt from the bucket.
+            Err(e) if e.kind == ErrorKind::Corrupt && e.message.contains(&cache_file.display().to_string()) => {
+                eprintln!(
+                    "skade: the cache of the lake {url} is damaged ({}); rebuilding it from the bucket",
+                    e.message
+                );
+                super::lake::set_aside(cache_file.parent().unwrap_or(Path::new(".")))?;
+                Catalog::open(&cache_file, options)?
+            }
+            other => other?,
+        };
         catalog.read_only = read_only;
         let _ = catalog.inner.lake_url.set(crate::io::object::normalize(url)?);
         Ok(catalog)

@@ -393,3 +393,21 @@ def test_commit_times_never_go_back_along_commit_seq_whatever_a_hosts_clock(buck
     # after the fast host's commit, every later one is an hour ahead of the right clock
     import time
     assert times[-1][1] > (time.time() + 3000) * 1_000_000
+
+
+@pytest.mark.parametrize("damage", ["garbage", "torn"])
+def test_a_damaged_cache_is_set_aside_and_rebuilt_from_the_bucket(bucket_lake, tmp_path, damage):
+    url, host = bucket_lake
+    a = host("a")
+    a.sql("CREATE TABLE lake.t (id BIGINT, v VARCHAR)")
+    a.sql("INSERT INTO lake.t SELECT i, 'v' || i FROM range(500) r(i)")
+    want = a.sql("SELECT * FROM lake.t ORDER BY id")
+    a.close()
+    cache = tmp_path / "a" / "catalog.skade"
+    data = cache.read_bytes()
+    cache.write_bytes(b"not a catalog" * 100 if damage == "garbage" else data[: len(data) // 3])
+    back = host("a")
+    assert back.sql("SELECT * FROM lake.t ORDER BY id") == want
+    back.sql("INSERT INTO lake.t VALUES (1000, 'after')")
+    assert back.sql("SELECT count(*) FROM lake.t") == [[501]]
+    assert len(list((tmp_path / "a" / "stale").iterdir())) == 1
