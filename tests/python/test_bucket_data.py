@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from conftest import connect, needs_iceberg, s3_bucket, s3_control, s3_requests, site_extension
+from conftest import connect, needs_iceberg, s3_bucket, s3_control, s3_delete, s3_keys, s3_requests, site_extension
 
 STATEMENTS = [
     "CREATE TABLE {t} (id BIGINT PRIMARY KEY, name VARCHAR, amount DOUBLE)",
@@ -135,3 +135,36 @@ def test_reads_of_a_bucket_are_kept_in_memory_and_a_warm_lookup_costs_at_most_tw
     for k in keys[:10]:
         assert con.execute(f"SELECT name FROM lake.k WHERE id = {k}").fetchall() == [(f"name-{k}",)]
     assert data_gets(s3_env, bucket) == [], "a key looked up again was fetched again"
+
+
+@pytest.mark.parametrize("where", ["bucket", "disk"])
+def test_skade_check_finds_a_missing_file_by_listing(tmp_path, s3_env, where):
+    """skade_check lists each table's folders (1 LIST per 1,000 objects in a bucket) and names a
+    file the current snapshot reads that is gone."""
+    if where == "bucket":
+        con, bucket = bucket_lake(tmp_path, s3_env)
+    else:
+        con = connect()
+        con.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
+    con.execute("CREATE TABLE lake.t (id BIGINT, v VARCHAR)")
+    for i in range(3):
+        con.execute(f"INSERT INTO lake.t SELECT i, 'v' FROM range({i * 10}, {i * 10 + 10}) r(i)")
+    con.execute("CREATE TABLE lake.u (id BIGINT)")
+    assert all(s == "ok" for _, s in con.execute("SELECT part, status FROM skade_check('lake')").fetchall())
+    if where == "bucket":
+        s3_control(s3_env, "DELETE", "requests")
+        con.execute("SELECT * FROM skade_check('lake')").fetchall()
+        gets = [p for m, p, _ in s3_requests(s3_env, f"/{bucket}/") if m in ("GET", "HEAD") and "/data/" in p]
+        assert gets == [], "skade_check fetched data files one by one"
+        victim = next(k for k in s3_keys(s3_env, bucket, "wh/main/t/data/"))
+        s3_delete(s3_env, bucket, victim)
+    else:
+        import glob
+        import os
+        victim = sorted(glob.glob(str(tmp_path / "lake.skade.data/main/t/data/*.parquet")))[0]
+        os.remove(victim)
+    rows = {part: (status, problem) for part, status, problem in
+            con.execute("SELECT part, status, problem FROM skade_check('lake')").fetchall()}
+    status, problem = rows["table main.t"]
+    assert status != "ok" and "missing" in problem and victim.rsplit("/", 1)[1] in problem, rows
+    assert rows["table main.u"][0] == "ok"
