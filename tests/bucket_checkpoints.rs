@@ -43,6 +43,20 @@ fn all_ids(catalog: &Catalog, table: &str) -> Vec<i64> {
     ids
 }
 
+/// Host `a` of the lake `url` with a table `t` and `commits` appends of 10 rows to it, and the
+/// log position it folded last.
+fn host_with_commits(url: &str, dir: &TestDir, commits: i64) -> (Catalog, String, u64) {
+    let a = host(url, dir, "a");
+    let txn = a.begin();
+    let uuid = create(&txn, "t");
+    txn.commit().unwrap();
+    for i in 0..commits {
+        commit_append(&a, &uuid, i * 10..i * 10 + 10);
+    }
+    let head = a.commit_log_status().unwrap().unwrap().checkpoint;
+    (a, uuid, head)
+}
+
 fn checkpoints(url: &str) -> Vec<u64> {
     checkpoint::list(&format!("{url}/log")).unwrap().iter().map(|c| c.position).collect()
 }
@@ -110,14 +124,7 @@ fn two_hosts_folds_dump_identically() {
 fn a_new_host_starts_from_the_newest_checkpoint_and_replays_only_what_follows() {
     let url = lake("ckpt-new-host");
     let dir = TestDir::new();
-    let a = host(&url, &dir, "a");
-    let txn = a.begin();
-    let uuid = create(&txn, "t");
-    txn.commit().unwrap();
-    for i in 0..20 {
-        commit_append(&a, &uuid, i * 10..i * 10 + 10);
-    }
-    let head = a.commit_log_status().unwrap().unwrap().checkpoint;
+    let (a, uuid, head) = host_with_commits(&url, &dir, 20);
     let found = wait_for_checkpoint(&url, head / EVERY * EVERY);
     let newest = *found.last().unwrap();
     assert!(newest >= head / EVERY * EVERY && newest <= head, "checkpoints {found:?}, head {head}");
@@ -181,14 +188,7 @@ fn a_host_behind_the_truncation_restores_a_checkpoint_and_misses_no_commit() {
 fn a_damaged_checkpoint_falls_back_to_the_one_before() {
     let url = lake("ckpt-damaged");
     let dir = TestDir::new();
-    let a = host(&url, &dir, "a");
-    let txn = a.begin();
-    let uuid = create(&txn, "t");
-    txn.commit().unwrap();
-    for i in 0..30 {
-        commit_append(&a, &uuid, i * 10..i * 10 + 10);
-    }
-    let head = a.commit_log_status().unwrap().unwrap().checkpoint;
+    let (_a, _, head) = host_with_commits(&url, &dir, 30); // (a lives on: it writes the checkpoints)
     let found = wait_for_checkpoint(&url, head / EVERY * EVERY);
     assert!(found.len() >= 2, "two checkpoints are kept: {found:?}");
     let newest = format!("{url}/log/checkpoints/{:020}.checkpoint", found.last().unwrap());

@@ -73,12 +73,7 @@ impl Catalog {
         for _ in 0..MAX_ATTEMPTS {
             // (through a commit log, what other processes committed up to now: a consumer made
             // there a moment ago keeps what it needs)
-            self.catch_up()?;
-            let head = self.state();
-            let record = head
-                .table(schema, name)
-                .ok_or_else(|| Error::catalog(format!("Table with name {} does not exist!", shown())))?
-                .clone();
+            let (head, record) = self.table_now(schema, name, &shown)?;
             // Take the table's commit turn, as committers do: expiry queues behind them.
             let lock = self.table_lock(&record.uuid);
             let _turn = lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -159,12 +154,7 @@ impl Catalog {
         if self.read_only() && !dry_run {
             return Err(Error::permission(format!("skade catalog {} is attached read-only", self.path().display())));
         }
-        self.catch_up()?;
-        let head = self.state();
-        let record = head
-            .table(schema, name)
-            .ok_or_else(|| Error::catalog(format!("Table with name {} does not exist!", shown())))?
-            .clone();
+        let (head, record) = self.table_now(schema, name, &shown)?;
         let metadata = self.inner.metadata.get(&record.metadata_location)?;
         let location = metadata.location().trim_end_matches('/').to_string();
         let here = same_folder(&location);
@@ -221,6 +211,23 @@ impl Catalog {
             remove_files_checked(orphans.iter().map(String::as_str))?;
         }
         Ok(orphans)
+    }
+
+    /// The catalog as of now (through a commit log, with what other processes committed up to
+    /// now) and the table `schema.name` in it.
+    fn table_now(
+        &self,
+        schema: &str,
+        name: &str,
+        shown: &dyn Fn() -> String,
+    ) -> Result<(std::sync::Arc<CatalogState>, std::sync::Arc<TableRecord>)> {
+        self.catch_up()?;
+        let head = self.state();
+        let record = head
+            .table(schema, name)
+            .ok_or_else(|| Error::catalog(format!("Table with name {} does not exist!", shown())))?
+            .clone();
+        Ok((head, record))
     }
 
     /// Takes out of `expired` the snapshots of table `uuid` a consumer still needs: every one
