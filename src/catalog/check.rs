@@ -96,9 +96,7 @@ impl Catalog {
         }
         for table in tables {
             let loaded = match table.kind {
-                EntryKind::Table => {
-                    self.inner.metadata.get(&table.metadata_location).and_then(|m| self.files_there(&m))
-                }
+                EntryKind::Table => self.table_there(&table),
                 EntryKind::View => crate::format::view::read(&table.metadata_location).map(drop),
             };
             findings.push(Finding {
@@ -111,6 +109,26 @@ impl Catalog {
 }
 
 impl Catalog {
+    /// Whether the table's current metadata and every file its current snapshot reads are there.
+    /// A file found missing while the table moved on (another connection or host compacted and
+    /// expired meanwhile) is no damage: the table is looked at again, at its new metadata.
+    fn table_there(&self, table: &TableRecord) -> Result<()> {
+        let mut location = table.metadata_location.clone();
+        for _ in 0..3 {
+            let found = self.inner.metadata.get(&location).and_then(|m| self.files_there(&m));
+            if found.is_ok() {
+                return found;
+            }
+            self.catch_up()?;
+            let now = self.state().table(&table.schema, &table.name).map(|t| t.metadata_location.clone());
+            match now {
+                Some(now) if now != location => location = now,
+                _ => return found,
+            }
+        }
+        Ok(()) // (it kept moving: no damage seen at rest)
+    }
+
     /// Whether every file the current snapshot of a table reads is there: its manifest list and
     /// manifests, and its data and delete files in the table's folder, found by listing the
     /// folders (1 LIST per 1,000 objects in a bucket, not a request per file). Files adopted from

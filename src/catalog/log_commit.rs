@@ -462,7 +462,9 @@ fn fold<'a>(
         }
         tx.open_table(COUNTERS)?.insert(LOG_POSITION, seq)?;
         // (host-local: which batch this file folded last, to tell a bucket whose history changed)
-        tx.open_table(META)?.insert(LOG_HEAD_ID, batch.id.as_str())?;
+        if crate::io::object::is_object(location) {
+            tx.open_table(META)?.insert(LOG_HEAD_ID, format!("{seq}:{}", batch.id).as_str())?;
+        }
         at = seq;
         folded += 1;
     }

@@ -27,6 +27,11 @@ pub struct ExpireReport {
 
 const MAX_ATTEMPTS: usize = 32;
 
+/// Whether a read failed because the file is not there (not because the store answered badly).
+fn gone(e: &Error) -> bool {
+    e.message.contains("does not exist") || e.message.contains("No such file or directory")
+}
+
 /// Whether a folder is the one at `location`: the same path, or on disk the same directory
 /// (a case-insensitive file system gives two names one folder).
 fn same_folder(location: &str) -> impl Fn(&str) -> bool + '_ {
@@ -175,24 +180,47 @@ impl Catalog {
         }
         // and what the commit history still reads: every metadata file a commit names (consumers
         // and lineage read those past the metadata log's last 100), and the files of the last
-        // metadata of every table that lived in this folder and was dropped or renamed away
-        // (a consumer behind the drop still reads it)
-        let mut last_of_others: std::collections::HashMap<String, String> = Default::default();
-        for r in self.commits_since(0, usize::MAX)? {
-            let Some(m) = r.metadata_location.filter(|m| folder_of(m).is_some_and(|f| here(&f))) else { continue };
-            referenced.insert(local_path(&m).to_string());
-            if let Some(uuid) = r.table_uuid.filter(|u| *u != record.uuid) {
-                last_of_others.insert(uuid, m);
+        // metadata of a table that lived in this folder and was dropped or renamed away, while a
+        // consumer behind that may still read it or it went after `older_than`
+        let mut here_memo: std::collections::HashMap<String, bool> = Default::default();
+        // (uuid -> its last metadata here, its last commit_seq and time)
+        let mut others: std::collections::HashMap<String, (String, u64, i64)> = Default::default();
+        let mut since = 0;
+        loop {
+            let chunk = self.inner.store.commits_since(since, 10_000)?;
+            let Some(last) = chunk.last() else { break };
+            since = last.seq;
+            for r in chunk {
+                let uuid = r.table_uuid.filter(|u| *u != record.uuid);
+                if let Some(m) = &r.metadata_location {
+                    let Some(f) = folder_of(m) else { continue };
+                    if !*here_memo.entry(f.clone()).or_insert_with(|| here(&f)) {
+                        continue;
+                    }
+                    referenced.insert(local_path(m).to_string());
+                    if let Some(uuid) = &uuid {
+                        others.insert(uuid.clone(), (m.clone(), r.seq, r.committed_at_us));
+                    }
+                } else if let Some(entry) = uuid.and_then(|u| others.get_mut(&u)) {
+                    (entry.1, entry.2) = (r.seq, r.committed_at_us); // (its drop)
+                }
             }
         }
-        for (uuid, m) in last_of_others {
-            if head.tables.values().any(|t| t.uuid == uuid) {
-                continue; // (counted above, at its current metadata)
+        for (uuid, (m, last_seq, last_us)) in others {
+            let live = head.tables.values().any(|t| t.uuid == uuid); // (counted above)
+            let behind =
+                head.consumers.values().any(|c| c.cursor < last_seq && c.tables.iter().any(|t| t.uuid == uuid));
+            if live || !(behind || last_us / 1000 >= older_than_ms) {
+                continue;
             }
-            match self.inner.metadata.get(&m) {
-                Ok(old) => referenced.extend(referenced_files(caches, &old, &m)?),
-                // a view's, or gone (expired with its table's history): nothing more to keep
-                Err(_) => {}
+            let files = self.inner.metadata.get(&m).and_then(|old| referenced_files(caches, &old, &m));
+            match files {
+                Ok(files) => referenced.extend(files),
+                // (a view's metadata; or gone with its table's expired history: nothing to keep)
+                Err(_) if crate::format::view::read(&m).is_ok() => {}
+                Err(e) if gone(&e) => eprintln!("skade: remove_orphan_files: {}; its files are not kept", e.message),
+                // (anything else, a 503 or a timeout, says nothing: nothing is removed)
+                Err(e) => return Err(e),
             }
         }
         let older_than = std::time::UNIX_EPOCH + std::time::Duration::from_millis(older_than_ms.max(0) as u64);

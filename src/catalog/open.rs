@@ -117,7 +117,7 @@ impl Catalog {
         let mut catalog = match Catalog::open(&cache_file, options.clone()) {
             // The cache file itself is damaged (not redb, a page redb cannot read): it is never
             // the only copy of anything, so it is set aside and rebuilt from the bucket.
-            Err(e) if e.kind == ErrorKind::Corrupt && e.message.contains(&cache_file.display().to_string()) => {
+            Err(e) if damaged_cache(&e, &cache_file) => {
                 eprintln!(
                     "skade: the cache of the lake {url} is damaged ({}); rebuilding it from the bucket",
                     e.message
@@ -747,6 +747,15 @@ impl Inner {
         let seq = self.store.commit_seq().ok()?;
         (committed > 0 && seq == staged.seq_before + committed).then_some(staged.results)
     }
+}
+
+/// Whether opening the cache `file` failed because the file itself is damaged (not redb, a page
+/// redb cannot read), not because of the bucket or a newer skade's format.
+fn damaged_cache(e: &Error, file: &Path) -> bool {
+    let shown = file.display();
+    e.kind == ErrorKind::Corrupt
+        && (e.message.starts_with(&format!("skade catalog {shown} is corrupt"))
+            || e.message.starts_with(&format!("{shown} is not a skade catalog")))
 }
 
 /// DATA_PATH as the catalog records it: a folder made absolute, or a bucket prefix without its

@@ -268,11 +268,19 @@ fn connect(
 /// back, another endpoint), or holds another batch there than the one it folded (rolled back and
 /// written again): refused, never folded on from a history that diverged. 1 GET.
 fn check_not_rewound(store: &Store, link: &LogLink) -> Result<()> {
-    let h = store.log_position()?;
+    // (one read: another process of this host may fold meanwhile)
+    let (h, folded) = store.read(|tx| {
+        let h = tx.open_table(super::tables::COUNTERS)?.get(super::tables::LOG_POSITION)?.map(|v| v.value());
+        let head = tx.open_table(META)?.get(LOG_HEAD_ID)?.map(|v| v.value().to_string());
+        Ok((h.unwrap_or(0), head))
+    })?;
     if h == 0 {
         return Ok(());
     }
-    let folded = store.read(|tx| Ok(tx.open_table(META)?.get(LOG_HEAD_ID)?.map(|v| v.value().to_string())))?;
+    // the id of the batch at h, when the file recorded it for h ("<seq>:<id>"; an older build's
+    // fold since leaves another position's)
+    let folded =
+        folded.and_then(|f| f.split_once(':').filter(|(s, _)| *s == h.to_string()).map(|(_, id)| id.to_string()));
     match link.batch_id(h) {
         Ok(Some(id)) if folded.as_ref().is_none_or(|f| *f == id) => Ok(()),
         Ok(Some(id)) => Err(Error::catalog(format!(

@@ -22,5 +22,6 @@ pub const COMMIT_SEQ: &str = "commit_seq";
 pub const NEXT_SNAPSHOT_ID: &str = "next_snapshot_id";
 /// A log-resident catalog's last log position folded into the file (its checkpoint).
 pub const LOG_POSITION: &str = "log_position";
-/// In `meta` (host-local, never in a checkpoint): the id of the last batch folded into the file.
+/// In `meta` (host-local, never in a checkpoint): `<position>:<batch id>` of the last batch of a
+/// bucket log folded into the file.
 pub const LOG_HEAD_ID: &str = "log_head_id";

@@ -243,10 +243,15 @@ pub fn list_all(location: &str) -> Result<Vec<Listed>> {
     let mut folders = vec![location.trim_end_matches('/').to_string()];
     while let Some(folder) = folders.pop() {
         for entry in list(&folder)? {
-            match std::fs::symlink_metadata(local_path(&entry.location)) {
+            let path = local_path(&entry.location);
+            match std::fs::symlink_metadata(path) {
                 Ok(m) if m.is_dir() => folders.push(entry.location),
                 Ok(m) if m.is_file() => out.push(entry),
-                _ => {} // (gone meanwhile, or neither: a link is left alone)
+                // (a link to a file is listed; links to folders are not followed: no loops)
+                Ok(m) if m.file_type().is_symlink() && std::fs::metadata(path).is_ok_and(|t| t.is_file()) => {
+                    out.push(entry)
+                }
+                _ => {} // (gone meanwhile, or neither)
             }
         }
     }

@@ -129,10 +129,10 @@ pub fn kept_by_name(location: &str) -> bool {
     let name = location.rsplit('/').next().unwrap_or("");
     let name = name.strip_prefix("snap-").and_then(|n| n.split_once('-').map(|(_, rest)| rest)).unwrap_or(name);
     let name = match name.split_once('-') {
-        Some((version, rest)) if version.len() == 5 && version.bytes().all(|b| b.is_ascii_digit()) => rest,
+        Some((version, rest)) if version.len() >= 5 && version.bytes().all(|b| b.is_ascii_digit()) => rest,
         _ => name,
     };
-    name.len() >= 36 && uuid::Uuid::try_parse(&name[..36]).is_ok()
+    name.get(..36).is_some_and(|prefix| uuid::Uuid::try_parse(prefix).is_ok())
 }
 
 /// (hits, misses, bytes kept) since the process started.
@@ -155,8 +155,13 @@ mod tests {
         ] {
             assert!(kept_by_name(kept), "{kept}");
         }
-        for not in ["s3://b/exports/day.parquet", "s3://b/x/snap-1-notauuid.avro", "s3://b/x/00001-short.metadata.json"]
-        {
+        assert!(kept_by_name("s3://b/t/metadata/100000-a2afc3ec-bdd7-4b33-8ed3-3e7445cbc7d1.metadata.json"));
+        for not in [
+            "s3://b/exports/day.parquet",
+            "s3://b/x/snap-1-notauuid.avro",
+            "s3://b/x/00001-short.metadata.json",
+            "s3://b/exports/orders_2024_q1_northern_region_caffé.parquet",
+        ] {
             assert!(!kept_by_name(not), "{not}");
         }
     }
