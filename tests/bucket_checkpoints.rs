@@ -91,10 +91,7 @@ fn bucket_of(url: &str) -> String {
 fn two_hosts_folds_dump_identically() {
     let url = lake("ckpt-identical");
     let dir = TestDir::new();
-    let a = host(&url, &dir, "a");
-    let txn = a.begin();
-    let uuid = create(&txn, "t");
-    txn.commit().unwrap();
+    let (a, uuid, _) = host_with_commits(&url, &dir, 0);
     let b = host(&url, &dir, "b");
     for i in 0..3 {
         commit_append(&b, &uuid, i * 10..i * 10 + 10); // (b folds a's commits, a b's)
@@ -150,10 +147,7 @@ fn a_new_host_starts_from_the_newest_checkpoint_and_replays_only_what_follows() 
 fn a_host_behind_the_truncation_restores_a_checkpoint_and_misses_no_commit() {
     let url = lake("ckpt-lagging");
     let dir = TestDir::new();
-    let a = host(&url, &dir, "a");
-    let txn = a.begin();
-    let uuid = create(&txn, "t");
-    txn.commit().unwrap();
+    let (a, uuid, _) = host_with_commits(&url, &dir, 0);
     let b = host(&url, &dir, "b");
     assert_eq!(all_ids(&b, "t"), Vec::<i64>::new());
     let seen_by_b = b.head_seq();
