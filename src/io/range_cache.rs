@@ -63,8 +63,8 @@ pub fn get(location: &str, start: u64, len: u64) -> Option<Bytes> {
     if budget() == 0 {
         return None;
     }
+    let key: Key = (Arc::from(location), start, len); // (allocated before the lock)
     let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
-    let key: Key = (Arc::from(location), start, len);
     let Some(entry) = guard.as_mut().and_then(|state| state.entries.get_mut(&key)) else {
         MISSES.fetch_add(1, Ordering::Relaxed);
         return None;
