@@ -40,8 +40,8 @@ import threading
 import time
 from http import HTTPStatus
 
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-from werkzeug.serving import make_server
+from moto.moto_server.werkzeug_app import create_backend_app
+from waitress.server import create_server
 
 CONTROL = "/_skade/"
 
@@ -62,6 +62,8 @@ class Server:
         if path.startswith(CONTROL):
             return self.control(environ, start_response, path[len(CONTROL):])
         method = environ["REQUEST_METHOD"]
+        # (moto reads a key as it was sent, before percent-decoding, from werkzeug's RAW_URI)
+        environ.setdefault("RAW_URI", environ.get("REQUEST_URI", path))
         fault = self.take_fault(method, path)
         if not fault and self.access_key and not self.signed_by(environ, self.access_key):
             fault = {"status": 403, "code": "InvalidAccessKeyId",
@@ -143,13 +145,6 @@ class Server:
         return [body]
 
 
-class QuietHandler(MotoRequestHandler):
-    """No access log on stderr: `/_skade/requests` is the log."""
-
-    def log_request(self, *args, **kwargs):
-        pass
-
-
 def create_bucket(name):
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.s3.models import s3_backends
@@ -169,22 +164,30 @@ def main():
     args = parser.parse_args()
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
-    app = Server(DomainDispatcherApplication(create_backend_app), args.access_key)
+    # S3's own app, not moto's dispatcher: it serves every service and, to find the one a request
+    # is for, lists and stats moto's module folders twice per request (most of the server's time)
+    app = Server(create_backend_app("s3"), args.access_key)
     for bucket in args.bucket:
         create_bucket(bucket)
-    server = make_server("127.0.0.1", args.port, app, threaded=True, request_handler=QuietHandler)
+    # waitress, not werkzeug's development server: that one closes the connection after every
+    # answer (a new connection and thread per request, which S3 does not make clients pay).
+    # Requests still run one at a time (the lock above); its threads only read and write sockets.
+    server = create_server(app, host="127.0.0.1", port=args.port, threads=16, connection_limit=1000,
+                           channel_timeout=600, ident="skade-s3-test")
     # (moto builds some URLs, such as presigned ones, from this)
-    os.environ["MOTO_PORT"] = str(server.server_port)
+    os.environ["MOTO_PORT"] = str(server.effective_port)
 
     def stop(*_):
-        threading.Thread(target=server.shutdown, daemon=True).start()
+        # (objects live in memory only: nothing to save; open keep-alive connections would
+        # hold waitress's loop until they time out)
+        os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     if args.exit_with_stdin:
         threading.Thread(target=lambda: (sys.stdin.read(), stop()), daemon=True).start()
-    print(f"port {server.server_port}", flush=True)
-    server.serve_forever()
+    print(f"port {server.effective_port}", flush=True)
+    server.run()
 
 
 if __name__ == "__main__":

@@ -60,6 +60,9 @@ pub(crate) struct LogLink {
     /// This process won the position half-way past a multiple: the poll writes a checkpoint if
     /// none covers that multiple (`take_checkpoint_due`).
     checkpoint_missing: AtomicU64,
+    /// When this process last read the log's head (a catch-up or an offer): a poll soon after
+    /// has nothing to learn (`looked_within`).
+    looked: Mutex<Option<std::time::Instant>>,
 }
 
 /// A log-resident catalog's commit log as one process sees it (`skade_commit_log`).
@@ -113,7 +116,18 @@ impl LogLink {
             lost: AtomicU64::new(0),
             checkpoint_due: AtomicBool::new(false),
             checkpoint_missing: AtomicU64::new(0),
+            looked: Mutex::new(None),
         }
+    }
+
+    fn looked_now(&self) {
+        *self.looked.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+    }
+
+    /// Whether this process read the log's head less than `age` ago: a committing host's own
+    /// catch-ups and offers keep it as fresh as its poll would.
+    pub fn looked_within(&self, age: Duration) -> bool {
+        self.looked.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|at| at.elapsed() < age)
     }
 
     fn committer(&self) -> Result<&dyn Committer> {
@@ -136,7 +150,9 @@ impl LogLink {
                 return Ok(Landed { results, prepared_on: h, won: None, folded_alone: false });
             }
             let batch = LogBatch::new(BatchKind::Commit { committed_at_us, requests: passing });
-            match self.offer(h + 1, &batch)? {
+            let offered = self.offer(h + 1, &batch)?;
+            self.looked_now(); // (a win is the head; a loss read the positions up to it)
+            match offered {
                 None => {
                     // Landed: the batch is the durable record. A fold that fails here (a full disk)
                     // is done by the next commit or poll, of this process or another.
@@ -270,6 +286,7 @@ impl LogLink {
                 Err(e) => return Err(e),
             };
             if batches.is_empty() {
+                self.looked_now();
                 return Ok(folded);
             }
             folded += self.fold_batches(store, &batches)?;

@@ -365,7 +365,8 @@ impl Catalog {
     fn follow_if_stale(&self, link: &LogLink) -> Result<bool> {
         self.inner.last_used_ms.store(clock_ms(), Ordering::Relaxed);
         let age = clock_ms().saturating_sub(self.inner.last_followed_ms.load(Ordering::Relaxed));
-        if link.in_bucket() && age > link.poll.as_millis() as u64 {
+        // (a head this host's own commit read within the poll is as fresh as a poll's)
+        if link.in_bucket() && age > link.poll.as_millis() as u64 && !link.looked_within(link.poll) {
             self.inner.follow(link)?;
             return Ok(true);
         }
@@ -926,7 +927,10 @@ fn spawn_follower(inner: Weak<Inner>, poll: Duration) {
             if link.in_bucket() && idle > BUCKET_IDLE.as_millis() as u64 {
                 continue; // (every request costs: the next transaction looks itself)
             }
-            match inner.follow(link) {
+            // (a bucket host committing now learns each head from its own commits: its poll
+            // would be one more GET, and a bucket log is truncated by checkpoints, below)
+            let fresh = link.in_bucket() && link.looked_within(poll);
+            match if fresh { Ok(()) } else { inner.follow(link) } {
                 Ok(()) => failing = false,
                 Err(e) if !failing => {
                     failing = true;

@@ -1048,9 +1048,12 @@ impl Transaction {
             return Err(Error::internal("a statement of this transaction did not finish; nothing was committed"));
         }
         let mut written = std::mem::take(&mut st.written);
-        let result = self.commit_staged(&mut st, &mut written);
+        // (the files of attempts a rebase replaced, removed once the race is over: in a bucket,
+        // one request for all of them, and none between losing a race and running again)
+        let mut superseded = vec![];
+        let result = self.commit_staged(&mut st, &mut written, &mut superseded);
         if result.is_err() {
-            self.discard(&written);
+            superseded.append(&mut written);
         }
         // Files written for tables this transaction dropped belong to no snapshot, whatever the
         // outcome.
@@ -1065,12 +1068,18 @@ impl Transaction {
                     .map(|f| f.file_path().to_string())
                     .filter(move |p| !adopted.contains(p))
             })
+            .chain(superseded)
             .collect();
         self.discard(&dropped);
         result
     }
 
-    fn commit_staged(&self, st: &mut TxnState, written: &mut Vec<String>) -> Result<Vec<CommitRecord>> {
+    fn commit_staged(
+        &self,
+        st: &mut TxnState,
+        written: &mut Vec<String>,
+        superseded: &mut Vec<String>,
+    ) -> Result<Vec<CommitRecord>> {
         self.check_writable()?;
         let inner = &self.catalog.inner;
         // Tables whose snapshots build on this transaction's own pointer: created, altered or
@@ -1265,7 +1274,7 @@ impl Transaction {
                     return Ok(records);
                 }
                 Err(e) if e.kind == ErrorKind::Conflict && !staged.is_empty() => {
-                    remove_files(attempt_files.iter().map(String::as_str));
+                    superseded.append(&mut attempt_files);
                     last_conflict = Some(e);
                 }
                 Err(e) if matches!(e.kind, ErrorKind::Conflict | ErrorKind::Permission) => {
