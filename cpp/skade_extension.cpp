@@ -35,6 +35,9 @@ static void LoadInternal(ExtensionLoader &loader) {
 	for (auto &set : SkadeConsumeFunctions()) {
 		loader.RegisterFunction(set);
 	}
+	for (auto &function : SkadeServeFunctions()) {
+		loader.RegisterFunction(function);
+	}
 	OptimizerExtension::Register(DBConfig::GetConfig(loader.GetDatabaseInstance()), SkadeLineageInputs());
 	OptimizerExtension::Register(DBConfig::GetConfig(loader.GetDatabaseInstance()), SkadeVacuumRule());
 	OptimizerExtension::Register(DBConfig::GetConfig(loader.GetDatabaseInstance()), SkadeReturningRule());

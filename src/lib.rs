@@ -14,6 +14,7 @@ pub mod io;
 pub mod lineage;
 pub mod lookup;
 pub mod read;
+pub mod rest;
 pub(crate) mod runtime;
 pub mod stream;
 pub(crate) mod write;

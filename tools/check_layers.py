@@ -3,7 +3,7 @@ may use each other, directly or around a cycle, and only io/ touches files (`mak
 this; unit tests are exempt).
 
 Layers, bottom up (README, "Layout"): the base (error, failpoint, runtime), io, commit_log, format, read,
-write, lookup, changelog, catalog, stream and lineage, functions, ffi, then the extension's entry. A file's uses are
+write, lookup, changelog, catalog, stream and lineage, rest, functions, ffi, then the extension's entry. A file's uses are
 its `crate::...` and `super::...`/`self::...` paths; a directory's mod.rs counts as a file of its
 directory (it may only declare and re-export, or use its files: then they must not use it).
 """
@@ -22,6 +22,7 @@ LAYERS = [
     {"changelog"},
     {"catalog"},
     {"stream", "lineage"},
+    {"rest"},
     {"functions"},
     {"ffi"},
     {"extension", "lib"},

@@ -275,6 +275,15 @@ void SkadeRequireArguments(TableFunctionBindInput &input, const string &function
 	}
 }
 
+Value SkadeNamedParameter(TableFunctionBindInput &input, const string &name) {
+	for (auto &param : input.named_parameters) {
+		if (StringUtil::CIEquals(SkadeNameString(param.first), name)) {
+			return param.second;
+		}
+	}
+	return Value();
+}
+
 SkadeCatalog &SkadeCatalogByName(ClientContext &context, const string &name) {
 	auto db = DatabaseManager::Get(context).GetDatabase(context, SkadeToName(name));
 	if (!db) {

@@ -12,18 +12,9 @@ namespace duckdb {
 
 namespace {
 
-Value Named(TableFunctionBindInput &input, const string &name) {
-	for (auto &param : input.named_parameters) {
-		if (StringUtil::CIEquals(SkadeNameString(param.first), name)) {
-			return param.second;
-		}
-	}
-	return Value();
-}
-
 //! An INTERVAL parameter in milliseconds (-1: absent); negative intervals are refused.
 int64_t Milliseconds(TableFunctionBindInput &input, const string &function_name, const string &name) {
-	auto value = Named(input, name);
+	auto value = SkadeNamedParameter(input, name);
 	if (value.IsNull()) {
 		return -1;
 	}
@@ -47,7 +38,7 @@ unique_ptr<FunctionData> BindRead(ClientContext &context, TableFunctionBindInput
 	auto &catalog = SkadeCatalogByName(context, StringValue::Get(input.inputs[0]));
 	auto catalog_name = SkadeNameString(catalog.GetName());
 	auto name = StringValue::Get(input.inputs[1]);
-	auto max_value = Named(input, "max_commits");
+	auto max_value = SkadeNamedParameter(input, "max_commits");
 	int64_t max_commits = max_value.IsNull() ? -1 : max_value.GetValue<int64_t>();
 	if (!max_value.IsNull() && max_commits < 1) {
 		throw BinderException("%s: max_commits must be at least 1, got %d", function_name, max_commits);
@@ -88,7 +79,7 @@ unique_ptr<FunctionData> BindWait(ClientContext &context, TableFunctionBindInput
 	string consumer;
 	bool has_consumer = input.inputs.size() < 2;
 	if (has_consumer) {
-		auto c = Named(input, "consumer");
+		auto c = SkadeNamedParameter(input, "consumer");
 		if (c.IsNull()) {
 			throw BinderException("skade_wait needs since_seq or consumer := <name>");
 		}

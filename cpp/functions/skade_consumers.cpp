@@ -10,16 +10,6 @@ namespace duckdb {
 
 namespace {
 
-//! The named parameter `name`, or NULL.
-Value Named(TableFunctionBindInput &input, const string &name) {
-	for (auto &param : input.named_parameters) {
-		if (StringUtil::CIEquals(SkadeNameString(param.first), name)) {
-			return param.second;
-		}
-	}
-	return Value();
-}
-
 //! Where a consumer starts: start := 'now' | 'beginning', at_snapshot := id or at_commit := seq.
 struct StartArguments {
 	bool has_word = false;
@@ -30,9 +20,9 @@ struct StartArguments {
 	int64_t commit = 0;
 
 	explicit StartArguments(TableFunctionBindInput &input) {
-		auto w = Named(input, "start");
-		auto s = Named(input, "at_snapshot");
-		auto c = Named(input, "at_commit");
+		auto w = SkadeNamedParameter(input, "start");
+		auto s = SkadeNamedParameter(input, "at_snapshot");
+		auto c = SkadeNamedParameter(input, "at_commit");
 		has_word = !w.IsNull();
 		word = has_word ? StringValue::Get(w) : "";
 		has_snapshot = !s.IsNull();
@@ -110,7 +100,7 @@ unique_ptr<FunctionData> BindDrop(ClientContext &context, TableFunctionBindInput
 	string catalog_name;
 	auto data = WritingFunction(input, "skade_drop_consumer", catalog_name, context);
 	auto name = StringValue::Get(input.inputs[1]);
-	auto if_exists_value = Named(input, "if_exists");
+	auto if_exists_value = SkadeNamedParameter(input, "if_exists");
 	bool if_exists = !if_exists_value.IsNull() && BooleanValue::Get(if_exists_value);
 	data->open = [=](ClientContext &context, ArrowArrayStream &out) {
 		auto &catalog = SkadeCatalogByName(context, catalog_name);

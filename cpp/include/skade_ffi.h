@@ -244,6 +244,17 @@ skade_status *skade_fn_expire_snapshots(const skade_txn *txn, const char *uuid, 
 // that are older than older_than_us (when has_older_than; else 3 days): one row per file.
 skade_status *skade_fn_remove_orphan_files(const skade_txn *txn, const char *uuid, int64_t older_than_us,
                                            bool has_older_than, bool dry_run, struct ArrowArrayStream *result);
+// Starts an Iceberg REST catalog server for the lake of `txn`, attached as `lake`, on host:port
+// (host null: 127.0.0.1; port 0: any free one); token, client_id and client_secret may be null.
+// One row: address, lake, token_required (src/rest/).
+skade_status *skade_fn_serve(const skade_txn *txn, const char *lake, const char *host, int64_t port,
+                             const char *token, const char *client_id, const char *client_secret,
+                             struct ArrowArrayStream *result);
+// The running servers: address, lake, token_required, requests, commits, errors.
+skade_status *skade_fn_servers(struct ArrowArrayStream *result);
+// Stops the servers of a lake (its name) or at an address (as skade_servers shows it): one row,
+// how many.
+skade_status *skade_fn_serve_stop(const char *lake_or_address, struct ArrowArrayStream *result);
 // Rewrites table `uuid`'s live rows into new files, deletes applied, as its own `replace` commit;
 // one row: removed_data_files, removed_delete_files, added_data_files, rows.
 skade_status *skade_fn_compact(const skade_txn *txn, const char *uuid, struct ArrowArrayStream *result);

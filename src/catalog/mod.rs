@@ -12,7 +12,7 @@ pub(crate) mod log_commit;
 pub mod macros;
 pub(crate) mod maintenance;
 pub(crate) mod migrate;
-pub(crate) mod names;
+pub mod names;
 pub(crate) mod open;
 pub mod options;
 pub(crate) mod pinned;

@@ -9,7 +9,7 @@ use arrow::ffi::FFI_ArrowSchema;
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 
 use super::transaction::SkadeTxn;
-use super::{arg, arg_list, column_list, export_stream, guard, guard_value, handle, out, SkadeStatus};
+use super::{arg, arg_list, column_list, export_stream, guard, guard_value, handle, optional_arg, out, SkadeStatus};
 use crate::error::{Error, Result};
 use crate::functions::{commits_since, consumers};
 use crate::stream::consume::{self, ReadOptions};
@@ -22,14 +22,6 @@ fn interruption(f: InterruptedFn, context: *mut c_void) -> impl Fn() -> bool {
     move || match f {
         Some(f) => guard_value(false, || unsafe { f(context) }),
         None => false,
-    }
-}
-
-fn optional_str<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>> {
-    if p.is_null() {
-        Ok(None)
-    } else {
-        arg(p, what).map(Some)
     }
 }
 
@@ -67,7 +59,7 @@ pub unsafe extern "C" fn skade_fn_start_consumer(
         let txn = &handle(txn, "transaction")?.0;
         let name = arg(name, "consumer name")?;
         let start = consumers::start(
-            optional_str(start, "start")?,
+            optional_arg(start, "start")?,
             has_snapshot.then_some(at_snapshot),
             has_commit.then_some(at_commit),
         )?;
@@ -167,7 +159,7 @@ pub unsafe extern "C" fn skade_fn_wait(
     guard(|| {
         let txn = &handle(txn, "transaction")?.0;
         let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
-        let found = match optional_str(consumer, "consumer name")? {
+        let found = match optional_arg(consumer, "consumer name")? {
             Some(name) => {
                 let c = txn.consumer(name)?;
                 let tables = c.tables.iter().map(|t| t.uuid.clone()).collect();

@@ -15,7 +15,7 @@ use crate::changelog::filters::Filters;
 use crate::error::Error;
 use crate::functions::{
     add_files, changelog, check, commit_log, commits_since, compact, consumers, expire_snapshots, lineage,
-    lineage_delivery, lookup_stats, remove_orphan_files, snapshots, tables,
+    lineage_delivery, lookup_stats, remove_orphan_files, serve, snapshots, tables,
 };
 
 #[no_mangle]
@@ -31,6 +31,9 @@ pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut
             "skade_commit_log" => commit_log::schema(),
             "skade_expire_snapshots" => expire_snapshots::schema(),
             "skade_remove_orphan_files" => remove_orphan_files::schema(),
+            "skade_serve" => serve::serve_schema(),
+            "skade_servers" => serve::servers_schema(),
+            "skade_serve_stop" => serve::stop_schema(),
             "skade_compact" => compact::schema(),
             "skade_add_files" => add_files::schema(),
             "skade_lookup_stats" => lookup_stats::schema(),

@@ -17,6 +17,7 @@ mod catalog;
 mod consumers;
 mod functions;
 mod macros;
+mod rest;
 mod scan;
 mod storage;
 mod table;
@@ -189,6 +190,14 @@ pub(crate) fn arg<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
         return Err(Error::internal(format!("{what} is null")));
     }
     unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| Error::invalid(format!("{what} is not valid UTF-8")))
+}
+
+/// Borrows a NUL-terminated UTF-8 argument that may be absent (null: a parameter not given).
+pub(crate) fn optional_arg<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>> {
+    match p.is_null() {
+        true => Ok(None),
+        false => arg(p, what).map(Some),
+    }
 }
 
 /// Borrows an array of `n` NUL-terminated strings.

@@ -6,15 +6,8 @@ use arrow::datatypes::Schema as ArrowSchema;
 use arrow::ffi::FFI_ArrowSchema;
 
 use super::transaction::SkadeTxn;
-use super::{arg, arg_list, guard, handle, out, SkadeStatus, SkadeStrings};
+use super::{arg, arg_list, guard, handle, optional_arg, out, SkadeStatus, SkadeStrings};
 use crate::format::view::{ViewColumns, ViewDefinition};
-
-fn optional<'a>(p: *const c_char, what: &str) -> crate::error::Result<Option<&'a str>> {
-    match p.is_null() {
-        true => Ok(None),
-        false => arg(p, what).map(Some),
-    }
-}
 
 #[no_mangle]
 pub unsafe extern "C" fn skade_txn_views(
@@ -87,7 +80,7 @@ pub unsafe extern "C" fn skade_txn_create_view(
             sql: arg(sql, "view query")?.to_string(),
             aliases: arg_list(aliases, n_aliases, "column alias")?,
             namespace: String::new(),
-            comment: optional(comment, "comment")?.map(str::to_string),
+            comment: optional_arg(comment, "comment")?.map(str::to_string),
             column_comments: vec![],
         };
         let columns = ViewColumns { arrow: &arrow, duckdb_types: &types };
@@ -136,8 +129,8 @@ pub unsafe extern "C" fn skade_txn_comment_view(
         handle(txn, "transaction")?.0.comment_view(
             arg(schema, "schema name")?,
             arg(name, "view name")?,
-            optional(column, "column name")?,
-            optional(comment, "comment")?,
+            optional_arg(column, "column name")?,
+            optional_arg(comment, "comment")?,
         )
     })
 }

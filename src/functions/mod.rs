@@ -13,6 +13,7 @@ pub(crate) mod lineage;
 pub(crate) mod lineage_delivery;
 pub(crate) mod lookup_stats;
 pub(crate) mod remove_orphan_files;
+pub(crate) mod serve;
 pub(crate) mod snapshots;
 pub(crate) mod tables;
 

@@ -91,6 +91,8 @@ OptimizerExtension SkadeVacuumRule();
 
 //! Refuses NULL arguments with a message naming the function.
 void SkadeRequireArguments(TableFunctionBindInput &input, const string &function_name);
+//! The named parameter `name` (matched case-insensitively), or NULL.
+Value SkadeNamedParameter(TableFunctionBindInput &input, const string &name);
 
 //! A function that changes `catalog` (a consumer): DuckDB's transaction then writes to it, and to
 //! no other attached database (its rule for one transaction).
@@ -124,5 +126,7 @@ TableFunction SkadeLookupStatsFunction();
 vector<TableFunctionSet> SkadeConsumerFunctions();
 //! skade_consume, skade_peek, skade_wait.
 vector<TableFunctionSet> SkadeConsumeFunctions();
+//! skade_serve, skade_servers, skade_serve_stop: the Iceberg REST catalog servers.
+vector<TableFunction> SkadeServeFunctions();
 
 } // namespace duckdb

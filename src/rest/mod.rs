@@ -1,0 +1,13 @@
+//! The Iceberg REST catalog protocol, served from a lake (issue 45, docs/design/rest-catalog.md):
+//! other engines (PyIceberg, DuckDB's iceberg extension, Spark, Trino) find and read skade's
+//! tables through it.
+
+mod auth;
+mod errors;
+mod names;
+mod routes;
+pub mod server;
+mod state;
+mod types;
+
+pub use server::{serve, servers, stop, ServeOptions, ServerInfo};

@@ -1,0 +1,106 @@
+//! The Iceberg REST catalog server of the core (docs/design/rest-catalog.md), with no DuckDB:
+//! what it serves while commits land, many clients at once, its lifecycle. PyIceberg's and
+//! DuckDB's iceberg extension's reads are tested in tests/python/test_rest_catalog.py.
+
+mod common;
+
+use common::*;
+use skade::rest::{self, ServeOptions};
+
+fn get(url: &str) -> (u16, serde_json::Value) {
+    match ureq::get(url).config().http_status_as_error(false).build().call() {
+        Ok(mut r) => {
+            let status = r.status().as_u16();
+            let body = r.body_mut().read_to_string().unwrap_or_default();
+            (status, serde_json::from_str(&body).unwrap_or(serde_json::Value::Null))
+        }
+        Err(e) => panic!("GET {url}: {e}"),
+    }
+}
+
+fn serve(catalog: &Catalog, lake: &str) -> String {
+    rest::serve(catalog, lake, &ServeOptions::default()).unwrap()
+}
+
+#[test]
+fn load_shows_each_commit_as_it_lands() {
+    let dir = TestDir::new();
+    let (catalog, uuid) = catalog_with_table(&dir);
+    let address = serve(&catalog, "rest_each_commit");
+    let url = format!("{address}/v1/namespaces/main/tables/t");
+    let mut seen = vec![];
+    for i in 0..5 {
+        commit_append(&catalog, &uuid, i * 10..i * 10 + 10);
+        let (status, body) = get(&url);
+        assert_eq!(status, 200);
+        let location = body["metadata-location"].as_str().unwrap().to_string();
+        let txn = catalog.begin();
+        assert_eq!(location, txn.table_by_uuid(&uuid).unwrap().record.metadata_location, "commit {i}");
+        assert_eq!(body["metadata"]["current-snapshot-id"].as_i64(), Some(current_snapshot(&catalog, &uuid)));
+        assert_eq!(body["metadata"]["table-uuid"].as_str(), Some(uuid.as_str()));
+        seen.push(location);
+    }
+    seen.dedup();
+    assert_eq!(seen.len(), 5);
+    assert_eq!(rest::stop(&address), 1);
+}
+
+#[test]
+fn many_clients_at_once_get_every_answer() {
+    let dir = TestDir::new();
+    let (catalog, uuid) = catalog_with_table(&dir);
+    commit_append(&catalog, &uuid, 0..100);
+    let address = serve(&catalog, "rest_many_clients");
+    let threads: Vec<_> = (0..16)
+        .map(|i| {
+            let address = address.clone();
+            std::thread::spawn(move || {
+                for _ in 0..25 {
+                    let path = if i % 2 == 0 { "/v1/namespaces/main/tables/t" } else { "/v1/namespaces/main/tables" };
+                    let (status, _) = get(&format!("{address}{path}"));
+                    assert_eq!(status, 200);
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    let info = rest::servers().into_iter().find(|s| s.address == address).unwrap();
+    assert_eq!((info.requests, info.errors), (400, 0));
+    rest::stop(&address);
+}
+
+#[test]
+fn a_server_ends_when_its_catalog_closes() {
+    let dir = TestDir::new();
+    let (catalog, _) = catalog_with_table(&dir);
+    let address = serve(&catalog, "rest_closes");
+    assert_eq!(get(&format!("{address}/v1/namespaces")).0, 200);
+    drop(catalog);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while rest::servers().iter().any(|s| s.address == address) {
+        assert!(std::time::Instant::now() < deadline, "the server outlived its catalog");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let port: u16 = address.rsplit(':').next().unwrap().parse().unwrap();
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[test]
+fn a_namespace_or_table_renamed_or_dropped_is_gone_at_once() {
+    let dir = TestDir::new();
+    let (catalog, _) = catalog_with_table(&dir);
+    let address = serve(&catalog, "rest_dropped");
+    let txn = catalog.begin();
+    txn.create_schema("sales", false).unwrap();
+    txn.commit().unwrap();
+    assert_eq!(get(&format!("{address}/v1/namespaces/SALES")).1["namespace"][0], "sales");
+    let txn = catalog.begin();
+    txn.drop_table("main", "t", false).unwrap();
+    txn.drop_schema("sales", false, false).unwrap();
+    txn.commit().unwrap();
+    let (status, body) = get(&format!("{address}/v1/namespaces/main/tables/t"));
+    assert_eq!((status, body["error"]["type"].as_str()), (404, Some("NoSuchTableException")));
+    let (status, body) = get(&format!("{address}/v1/namespaces/sales"));
+    assert_eq!((status, body["error"]["type"].as_str()), (404, Some("NoSuchNamespaceException")));
+    rest::stop(&address);
+}
