@@ -104,3 +104,44 @@ fn a_namespace_or_table_renamed_or_dropped_is_gone_at_once() {
     assert_eq!((status, body["error"]["type"].as_str()), (404, Some("NoSuchNamespaceException")));
     rest::stop(&address);
 }
+
+fn post(url: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    let answer = ureq::post(url).config().http_status_as_error(false).build().send_json(body);
+    let mut r = answer.unwrap_or_else(|e| panic!("POST {url}: {e}"));
+    let status = r.status().as_u16();
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
+}
+
+#[test]
+fn a_commit_checks_its_requirements_against_the_pointer_and_lands_as_a_skade_commit() {
+    let dir = TestDir::new();
+    let (catalog, uuid) = catalog_with_table(&dir);
+    commit_append(&catalog, &uuid, 0..10);
+    let address = serve(&catalog, "rest_commit");
+    let url = format!("{address}/v1/namespaces/main/tables/t");
+    let snapshot = current_snapshot(&catalog, &uuid);
+    let set = |value: &str, snapshot: i64| {
+        serde_json::json!({
+            "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": snapshot},
+                             {"type": "assert-table-uuid", "uuid": uuid}],
+            "updates": [{"action": "set-properties", "updates": {"owner": value}}]
+        })
+    };
+    let (status, body) = post(&url, set("etl", snapshot));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["metadata"]["properties"]["owner"], "etl");
+    let location = body["metadata-location"].as_str().unwrap().to_string();
+    assert_eq!(catalog.begin().table_by_uuid(&uuid).unwrap().record.metadata_location, location);
+    let last = catalog.commits_since(0, usize::MAX).unwrap().into_iter().last().unwrap();
+    assert_eq!((last.operation.as_str(), last.actor.as_str()), ("update", "rest:127.0.0.1"));
+    // a base that moved: DuckDB's commit in between makes the same request a conflict
+    commit_append(&catalog, &uuid, 10..20);
+    let (status, body) = post(&url, set("other", snapshot));
+    assert_eq!((status, body["error"]["type"].as_str()), (409, Some("CommitFailedException")), "{body}");
+    assert_eq!(body["error"]["code"], 409);
+    let txn = catalog.begin();
+    let now = txn.table_by_uuid(&uuid).unwrap();
+    assert_eq!(now.metadata.properties().get("owner").map(String::as_str), Some("etl"));
+    rest::stop(&address);
+}

@@ -33,6 +33,7 @@ only: nothing outside the machine is reached.
 """
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -172,8 +173,12 @@ def main():
     # waitress, not werkzeug's development server: that one closes the connection after every
     # answer (a new connection and thread per request, which S3 does not make clients pay).
     # Requests still run one at a time (the lock above); its threads only read and write sockets.
-    server = create_server(app, host="127.0.0.1", port=args.port, threads=16, connection_limit=1000,
-                           channel_timeout=600, ident="skade-s3-test")
+    # (threads waiting for the lock, or sleeping an injected delay, each hold one: plenty; poll(),
+    # not select(), so open keep-alive connections have no 1,024 limit; its "task queue depth"
+    # warnings go nowhere: a parent that pipes stderr and never reads it would stall the server)
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    server = create_server(app, host="127.0.0.1", port=args.port, threads=64, connection_limit=4000,
+                           asyncore_use_poll=True, channel_timeout=600, ident="skade-s3-test")
     # (moto builds some URLs, such as presigned ones, from this)
     os.environ["MOTO_PORT"] = str(server.effective_port)
 

@@ -120,14 +120,20 @@ impl LogLink {
         }
     }
 
-    fn looked_now(&self) {
-        *self.looked.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+    /// Notes that the file holds every position the log held at `at` (a look that began then
+    /// and whose batches are folded).
+    fn looked_at(&self, at: std::time::Instant) {
+        let mut looked = self.looked.lock().unwrap_or_else(|p| p.into_inner());
+        if looked.is_none_or(|l| l < at) {
+            *looked = Some(at);
+        }
     }
 
-    /// Whether this process read the log's head less than `age` ago: a committing host's own
-    /// catch-ups and offers keep it as fresh as its poll would.
-    pub fn looked_within(&self, age: Duration) -> bool {
-        self.looked.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|at| at.elapsed() < age)
+    /// How long ago the file was last known to hold every position of the log (a catch-up that
+    /// reached the head, or an offer and its fold): a committing host's own commits keep it as
+    /// fresh as its poll would.
+    pub fn looked_ago(&self) -> Option<Duration> {
+        self.looked.lock().unwrap_or_else(|p| p.into_inner()).map(|at| at.elapsed())
     }
 
     fn committer(&self) -> Result<&dyn Committer> {
@@ -150,15 +156,22 @@ impl LogLink {
                 return Ok(Landed { results, prepared_on: h, won: None, folded_alone: false });
             }
             let batch = LogBatch::new(BatchKind::Commit { committed_at_us, requests: passing });
-            let offered = self.offer(h + 1, &batch)?;
-            self.looked_now(); // (a win is the head; a loss read the positions up to it)
-            match offered {
+            // (when the offer was made: a win is the head then, a loss reads the positions up to it)
+            let asked = std::time::Instant::now();
+            match self.offer(h + 1, &batch)? {
                 None => {
                     // Landed: the batch is the durable record. A fold that fails here (a full disk)
                     // is done by the next commit or poll, of this process or another.
                     let folded = store.write(true, |tx| fold(tx, [(h + 1, &batch)], &self.location));
-                    if let Err(e) = &folded {
-                        eprintln!("skade: folding position {} of the commit log {} failed: {e}", h + 1, self.location);
+                    match &folded {
+                        Ok(_) => self.looked_at(asked),
+                        Err(e) => {
+                            eprintln!(
+                                "skade: folding position {} of the commit log {} failed: {e}",
+                                h + 1,
+                                self.location
+                            )
+                        }
                     }
                     crate::failpoint::hit("after_log_fold");
                     let folded_alone = folded.is_ok_and(|n| n == 1);
@@ -166,6 +179,7 @@ impl LogLink {
                 }
                 Some(winners) => {
                     self.fold_batches(store, &winners)?;
+                    self.looked_at(asked);
                 }
             }
         }
@@ -272,6 +286,7 @@ impl LogLink {
         let mut folded = 0;
         loop {
             let from = store.log_position()? + 1;
+            let asked = std::time::Instant::now();
             let batches = match self.reader.tail(from, FOLD_CHUNK) {
                 Ok(batches) => batches,
                 // behind the log's truncation (a host away for a while): its newest checkpoint,
@@ -286,7 +301,7 @@ impl LogLink {
                 Err(e) => return Err(e),
             };
             if batches.is_empty() {
-                self.looked_now();
+                self.looked_at(asked);
                 return Ok(folded);
             }
             folded += self.fold_batches(store, &batches)?;

@@ -26,6 +26,7 @@ pub mod transaction;
 mod transaction_add_files;
 mod transaction_alter;
 mod transaction_consumers;
+pub mod transaction_external;
 pub mod views;
 
 pub use self::log_commit::LogStatus;

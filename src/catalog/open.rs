@@ -257,6 +257,14 @@ impl Catalog {
         &self.actor
     }
 
+    /// Another handle on this catalog whose commits name `actor` (a REST client's commits name
+    /// the client).
+    pub fn with_actor(&self, actor: &str) -> Catalog {
+        let mut other = self.clone();
+        other.actor = actor.to_string();
+        other
+    }
+
     /// The current committed state.
     pub fn state(&self) -> Arc<CatalogState> {
         self.inner.state.read().unwrap_or_else(|p| p.into_inner()).clone()
@@ -366,7 +374,8 @@ impl Catalog {
         self.inner.last_used_ms.store(clock_ms(), Ordering::Relaxed);
         let age = clock_ms().saturating_sub(self.inner.last_followed_ms.load(Ordering::Relaxed));
         // (a head this host's own commit read within the poll is as fresh as a poll's)
-        if link.in_bucket() && age > link.poll.as_millis() as u64 && !link.looked_within(link.poll) {
+        let looked = link.looked_ago().is_some_and(|ago| ago < link.poll);
+        if link.in_bucket() && age > link.poll.as_millis() as u64 && !looked {
             self.inner.follow(link)?;
             return Ok(true);
         }
@@ -916,8 +925,10 @@ fn apply_request(state: &mut CatalogState, request: &CommitRequest) {
 fn spawn_follower(inner: Weak<Inner>, poll: Duration) {
     let spawned = std::thread::Builder::new().name("skade-log-follow".into()).spawn(move || {
         let mut failing = false;
+        let mut wait = poll;
         loop {
-            std::thread::sleep(poll);
+            std::thread::sleep(wait);
+            wait = poll;
             let Some(inner) = inner.upgrade() else { return };
             if inner.handles.load(Ordering::SeqCst) == 0 {
                 return;
@@ -927,10 +938,19 @@ fn spawn_follower(inner: Weak<Inner>, poll: Duration) {
             if link.in_bucket() && idle > BUCKET_IDLE.as_millis() as u64 {
                 continue; // (every request costs: the next transaction looks itself)
             }
-            // (a bucket host committing now learns each head from its own commits: its poll
-            // would be one more GET, and a bucket log is truncated by checkpoints, below)
-            let fresh = link.in_bucket() && link.looked_within(poll);
-            match if fresh { Ok(()) } else { inner.follow(link) } {
+            // A bucket host committing now learns each head from its own commits: its poll would
+            // be one more GET. It publishes what the file holds (other processes of the host fold
+            // into it too) and follows the log one poll after its last look. (A bucket log is
+            // truncated by checkpoints, below.)
+            let looked = link.looked_ago().filter(|ago| link.in_bucket() && *ago < poll);
+            let followed = match looked {
+                Some(ago) => {
+                    wait = poll - ago;
+                    inner.reload(link)
+                }
+                None => inner.follow(link),
+            };
+            match followed {
                 Ok(()) => failing = false,
                 Err(e) if !failing => {
                     failing = true;

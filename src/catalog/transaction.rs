@@ -124,11 +124,14 @@ pub(super) enum Ddl {
     DropSchema(String),
     CreateTable(TableRecord),
     DropTable(Arc<TableRecord>),
-    /// A change of a table's columns (`transaction_alter`): its pointer from `before` to `after`.
+    /// A change of a table's columns (`transaction_alter`), or another engine's commit
+    /// (`transaction_external`): its pointer from `before` to `after`, and the newest snapshot
+    /// the change added (another engine's appends and deletes; none for DDL).
     AlterTable {
         before: Arc<TableRecord>,
         after: TableRecord,
         operation: &'static str,
+        snapshot_id: Option<i64>,
     },
     /// RENAME TO: the same table (uuid, location) under another name.
     RenameTable {
@@ -1216,11 +1219,11 @@ impl Transaction {
                             snapshot_id: None,
                         }
                     }
-                    Ddl::AlterTable { before, after, operation } => Change {
+                    Ddl::AlterTable { before, after, operation, snapshot_id } => Change {
                         effect: StateChange::PutTable(after.clone()),
                         expect: Expect::TableAt(before.metadata_location.clone()),
                         operation: (*operation).into(),
-                        snapshot_id: None,
+                        snapshot_id: *snapshot_id,
                     },
                     Ddl::RenameTable { .. } => unreachable!("handled above"),
                     Ddl::PutMacro { before, after } => Change {

@@ -58,7 +58,7 @@ impl Transaction {
         let after = TableRecord { metadata_location: md_location, ..(*record).clone() };
         let mut st = self.lock()?;
         Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(after.clone()));
-        st.ddl.push(Ddl::AlterTable { before: record, after, operation: change.operation() });
+        st.ddl.push(Ddl::AlterTable { before: record, after, operation: change.operation(), snapshot_id: None });
         Ok(true)
     }
 

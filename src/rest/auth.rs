@@ -29,10 +29,7 @@ pub fn check(access: &Access, headers: &HeaderMap) -> RestResult<()> {
     let Some(token) = &access.token else {
         return Ok(());
     };
-    let sent = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
+    let sent = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| scheme(v, "bearer"));
     match sent {
         Some(sent) if same(sent.trim(), token) => Ok(()),
         Some(_) => Err(RestError::unauthorized("the bearer token is not this server's")),
@@ -47,14 +44,32 @@ fn oauth_error(status: StatusCode, error: &'static str, description: &str) -> Re
     (status, Json(OAuthError { error, error_description: description })).into_response()
 }
 
-/// The client id and secret of a Basic `Authorization` header.
-fn basic(headers: &HeaderMap) -> Option<(String, String)> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let encoded = value.strip_prefix("Basic ").or_else(|| value.strip_prefix("basic "))?;
-    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
-    let text = String::from_utf8(decoded).ok()?;
-    let (id, secret) = text.split_once(':')?;
-    Some((id.to_string(), secret.to_string()))
+/// The credentials of an `Authorization` value of `scheme` (matched case-insensitively, as
+/// RFC 9110 says).
+fn scheme<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
+    let (name, rest) = value.split_once(' ')?;
+    name.eq_ignore_ascii_case(scheme).then(|| rest.trim())
+}
+
+/// The client id and secret of a Basic `Authorization` header: as sent, and form-decoded as
+/// RFC 6749 2.3.1 has clients encode them (PyIceberg and DuckDB send them unencoded).
+fn basic(headers: &HeaderMap) -> Vec<(String, String)> {
+    let Some(text) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| scheme(v, "basic"))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .and_then(|d| String::from_utf8(d).ok())
+    else {
+        return vec![];
+    };
+    let Some((id, secret)) = text.split_once(':') else {
+        return vec![];
+    };
+    let form = |s: &str| url::form_urlencoded::parse(format!("x={s}").as_bytes()).next().map(|(_, v)| v.into_owned());
+    let mut sent = vec![(id.to_string(), secret.to_string())];
+    sent.extend(form(id).zip(form(secret)));
+    sent
 }
 
 /// `POST /v1/oauth/tokens`.
@@ -92,17 +107,17 @@ pub async fn token(
         );
     };
     let sent = match (form.client_id, form.client_secret) {
-        (Some(i), Some(s)) => Some((i, s)),
+        (Some(i), Some(s)) => vec![(i, s)],
         _ => basic(&headers),
     };
-    match sent {
-        Some((i, s)) if same(&i, id) & same(&s, secret) => Json(TokenResponse {
+    match sent.iter().any(|(i, s)| same(i, id) & same(s, secret)) {
+        true => Json(TokenResponse {
             access_token: token,
             token_type: "bearer",
             expires_in: TOKEN_SECONDS,
             issued_token_type: "urn:ietf:params:oauth:token-type:access_token",
         })
         .into_response(),
-        _ => oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "unknown client id or wrong secret"),
+        false => oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "unknown client id or wrong secret"),
     }
 }

@@ -2,6 +2,7 @@
 //! other engines (PyIceberg, DuckDB's iceberg extension, Spark, Trino) find and read skade's
 //! tables through it.
 
+mod accept;
 mod auth;
 mod errors;
 mod names;

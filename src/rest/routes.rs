@@ -7,7 +7,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use std::net::SocketAddr;
+
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -19,9 +22,11 @@ use super::errors::{RestError, RestResult};
 use super::names::{schema_of, shown, table_of};
 use super::state::Shared;
 use super::types::{
-    CatalogConfig, ListNamespacesResponse, ListTablesResponse, LoadTableResult, NamespaceResponse, TableIdentifier,
+    CatalogConfig, CommitTableRequest, CommitTableResponse, ListNamespacesResponse, ListTablesResponse,
+    LoadTableResult, NamespaceResponse, TableIdentifier,
 };
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Transaction};
+use crate::error::{Error, ErrorKind};
 
 /// Bodies larger than this are refused (413) before they are read whole.
 pub const BODY_LIMIT: usize = 16 << 20;
@@ -36,6 +41,7 @@ const ENDPOINTS: &[&str] = &[
     "GET /v1/{prefix}/namespaces/{namespace}/tables",
     "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
 ];
 
 pub fn router(shared: Shared) -> Router {
@@ -44,10 +50,11 @@ pub fn router(shared: Shared) -> Router {
         .route("/v1/namespaces", get(list_namespaces))
         .route("/v1/namespaces/{namespace}", get(load_namespace).head(namespace_exists))
         .route("/v1/namespaces/{namespace}/tables", get(list_tables))
-        .route("/v1/namespaces/{namespace}/tables/{table}", get(load_table).head(table_exists))
+        .route("/v1/namespaces/{namespace}/tables/{table}", get(load_table).head(table_exists).post(commit_table))
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(shared.clone(), guard))
         .route("/v1/oauth/tokens", post(auth::token))
+        .method_not_allowed_fallback(wrong_method)
         .layer(middleware::from_fn_with_state(shared.clone(), count))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(shared)
@@ -66,8 +73,43 @@ async fn count(State(shared): State<Shared>, request: Request, next: Next) -> Re
     };
     if response.status().is_client_error() || response.status().is_server_error() {
         shared.stats.errors.fetch_add(1, Ordering::Relaxed);
+        return as_error_model(response).await;
     }
     response
+}
+
+/// An error answer not in the protocol's form (an extractor's rejection: a path that is not
+/// UTF-8, a body that is not JSON) in it, its text as the message: clients show that message.
+async fn as_error_model(response: Response) -> Response {
+    let json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    if json || response.status() == StatusCode::NOT_FOUND && response.headers().is_empty() {
+        return response;
+    }
+    let status = response.status();
+    let text = axum::body::to_bytes(response.into_body(), 4096).await.unwrap_or_default();
+    let kind = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "RequestTooLargeException",
+        s if s.is_server_error() => "InternalServerError",
+        _ => "BadRequestException",
+    };
+    let message = String::from_utf8_lossy(&text).trim().to_string();
+    let message = if message.is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { message };
+    RestError::new(status, kind, message).into_response()
+}
+
+async fn wrong_method(request: Request) -> RestError {
+    RestError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "BadRequestException",
+        format!(
+            "{} is not served on {} (GET /v1/config lists the routes served)",
+            request.method(),
+            request.uri().path()
+        ),
+    )
 }
 
 /// Every route but the token route needs the server's token (when it has one).
@@ -90,23 +132,22 @@ async fn unknown_route(request: Request) -> RestError {
     )
 }
 
-/// Runs `work` on the lake in a transaction of its own, on a thread of its own.
+/// Runs `work` on the lake, on a thread of its own.
 async fn on_lake<T: Send + 'static>(
     shared: &Shared,
-    work: impl FnOnce(&Catalog, &crate::catalog::Transaction) -> RestResult<T> + Send + 'static,
+    work: impl FnOnce(&Catalog) -> RestResult<T> + Send + 'static,
 ) -> RestResult<T> {
     let weak = shared.catalog.clone();
     let lake = shared.lake.clone();
+    let Ok(turn) = shared.work.clone().acquire_owned().await else {
+        return Err(RestError::unavailable("the server is stopping"));
+    };
     let (send, receive) = tokio::sync::oneshot::channel();
     let spawned = std::thread::Builder::new().name("skade-rest-request".into()).spawn(move || {
+        let _turn = turn;
         let outcome = match weak.upgrade() {
             None => Err(RestError::unavailable(format!("lake {} was detached: this server is stopping", shown(&lake)))),
-            Some(catalog) => {
-                let txn = catalog.begin();
-                let out = work(&catalog, &txn);
-                txn.rollback();
-                out
-            }
+            Some(catalog) => work(&catalog),
         };
         let _ = send.send(outcome);
     });
@@ -122,18 +163,56 @@ async fn on_lake<T: Send + 'static>(
     })
 }
 
+/// Runs `work` in a read-only transaction of its own: one consistent state of the lake.
+async fn reading<T: Send + 'static>(
+    shared: &Shared,
+    work: impl FnOnce(&Transaction) -> RestResult<T> + Send + 'static,
+) -> RestResult<T> {
+    on_lake(shared, move |catalog| {
+        let txn = catalog.begin();
+        let out = work(&txn);
+        txn.rollback();
+        out
+    })
+    .await
+}
+
 async fn config() -> Json<CatalogConfig> {
     Json(CatalogConfig { defaults: BTreeMap::new(), overrides: BTreeMap::new(), endpoints: ENDPOINTS.to_vec() })
 }
 
-async fn list_namespaces(State(shared): State<Shared>) -> RestResult<Json<ListNamespacesResponse>> {
-    let names =
-        on_lake(&shared, |_, txn| Ok(txn.schemas()?.iter().map(|s| s.name.clone()).collect::<Vec<_>>())).await?;
+#[derive(serde::Deserialize)]
+struct ListNamespacesQuery {
+    parent: Option<String>,
+}
+
+/// The lake's schemas; those under `parent`: none (a skade schema has no children), or 404 when
+/// `parent` does not exist.
+async fn list_namespaces(
+    State(shared): State<Shared>,
+    Query(query): Query<ListNamespacesQuery>,
+) -> RestResult<Json<ListNamespacesResponse>> {
+    let parent = query.parent.filter(|p| !p.is_empty());
+    let names = reading(&shared, move |txn| match parent {
+        Some(parent) => existing_schema(txn, &read_schema(&parent)?).map(|_| vec![]),
+        None => Ok(txn.schemas()?.iter().map(|s| s.name.clone()).collect::<Vec<_>>()),
+    })
+    .await?;
     Ok(Json(ListNamespacesResponse { namespaces: names.into_iter().map(|n| vec![n]).collect(), next_page_token: None }))
 }
 
+/// A namespace a read names: one that cannot exist (several levels, a name no schema can have)
+/// does not, which existence checks (HEAD, PyIceberg's `namespace_exists`) must be told.
+fn read_schema(namespace: &str) -> RestResult<String> {
+    schema_of(namespace).map_err(|e| RestError::new(StatusCode::NOT_FOUND, "NoSuchNamespaceException", e.message))
+}
+
+fn read_table(table: &str) -> RestResult<String> {
+    table_of(table).map_err(|e| RestError::new(StatusCode::NOT_FOUND, "NoSuchTableException", e.message))
+}
+
 /// The schema a namespace names, as the lake spells it (names match case-insensitively).
-fn existing_schema(txn: &crate::catalog::Transaction, namespace: &str) -> RestResult<String> {
+fn existing_schema(txn: &Transaction, namespace: &str) -> RestResult<String> {
     match txn.schema(namespace)? {
         Some(s) => Ok(s.name.clone()),
         None => Err(RestError::no_namespace(&shown(namespace))),
@@ -144,14 +223,14 @@ async fn load_namespace(
     State(shared): State<Shared>,
     Path(namespace): Path<String>,
 ) -> RestResult<Json<NamespaceResponse>> {
-    let schema = schema_of(&namespace)?;
-    let name = on_lake(&shared, move |_, txn| existing_schema(txn, &schema)).await?;
+    let schema = read_schema(&namespace)?;
+    let name = reading(&shared, move |txn| existing_schema(txn, &schema)).await?;
     Ok(Json(NamespaceResponse { namespace: vec![name], properties: BTreeMap::new() }))
 }
 
 async fn namespace_exists(State(shared): State<Shared>, Path(namespace): Path<String>) -> RestResult<StatusCode> {
-    let schema = schema_of(&namespace)?;
-    on_lake(&shared, move |_, txn| existing_schema(txn, &schema)).await?;
+    let schema = read_schema(&namespace)?;
+    reading(&shared, move |txn| existing_schema(txn, &schema)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -159,8 +238,8 @@ async fn list_tables(
     State(shared): State<Shared>,
     Path(namespace): Path<String>,
 ) -> RestResult<Json<ListTablesResponse>> {
-    let schema = schema_of(&namespace)?;
-    let (schema, names) = on_lake(&shared, move |_, txn| {
+    let schema = read_schema(&namespace)?;
+    let (schema, names) = reading(&shared, move |txn| {
         let schema = existing_schema(txn, &schema)?;
         let names: Vec<String> =
             txn.tables(&schema)?.iter().filter(|t| t.kind.is_table()).map(|t| t.name.clone()).collect();
@@ -172,11 +251,7 @@ async fn list_tables(
 }
 
 /// The table a request names, with its metadata (a view is no table here).
-fn existing_table(
-    txn: &crate::catalog::Transaction,
-    namespace: &str,
-    table: &str,
-) -> RestResult<crate::catalog::TableInfo> {
+fn existing_table(txn: &Transaction, namespace: &str, table: &str) -> RestResult<crate::catalog::TableInfo> {
     let schema = existing_schema(txn, namespace)?;
     let record = txn
         .tables(&schema)?
@@ -190,8 +265,8 @@ fn existing_table(
 
 async fn load_table(State(shared): State<Shared>, Path((namespace, table)): Path<(String, String)>) -> Response {
     let found = async {
-        let (schema, table) = (schema_of(&namespace)?, table_of(&table)?);
-        on_lake(&shared, move |_, txn| {
+        let (schema, table) = (read_schema(&namespace)?, read_table(&table)?);
+        reading(&shared, move |txn| {
             let info = existing_table(txn, &schema, &table)?;
             let body = LoadTableResult {
                 metadata_location: &info.record.metadata_location,
@@ -218,7 +293,68 @@ async fn table_exists(
     State(shared): State<Shared>,
     Path((namespace, table)): Path<(String, String)>,
 ) -> RestResult<StatusCode> {
-    let (schema, table) = (schema_of(&namespace)?, table_of(&table)?);
-    on_lake(&shared, move |_, txn| existing_table(txn, &schema, &table).map(|_| ())).await?;
+    let (schema, table) = (read_schema(&namespace)?, read_table(&table)?);
+    reading(&shared, move |txn| existing_table(txn, &schema, &table).map(|_| ())).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST .../tables/{table}`: another engine's commit (`transaction_external`), as a skade
+/// commit naming the client. A requirement that fails, or a commit that lands on the table
+/// meanwhile, is 409 `CommitFailedException` (the client reloads and retries).
+async fn commit_table(
+    State(shared): State<Shared>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path((namespace, table)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let committed = async {
+        let (schema, table) = (schema_of(&namespace)?, table_of(&table)?);
+        let request: CommitTableRequest = serde_json::from_slice(&body)
+            .map_err(|e| RestError::bad_request(format!("the commit request is not one the protocol defines: {e}")))?;
+        let actor = actor(&shared, client);
+        on_lake(&shared, move |catalog| {
+            let txn = catalog.with_actor(&actor).begin();
+            existing_table(&txn, &schema, &table)?;
+            let updated =
+                txn.update_table(&schema, &table, &request.requirements, request.updates).map_err(commit_error)?;
+            txn.commit().map_err(commit_error)?;
+            let body =
+                CommitTableResponse { metadata_location: &updated.metadata_location, metadata: &updated.metadata };
+            serde_json::to_vec(&body).map_err(|e| {
+                RestError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InternalServerError",
+                    format!("cannot write the answer: {e}"),
+                )
+            })
+        })
+        .await
+    };
+    match committed.await {
+        Ok(json) => {
+            shared.stats.commits.fetch_add(1, Ordering::Relaxed);
+            ([(axum::http::header::CONTENT_TYPE, "application/json")], json).into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Who a commit names as its actor: the client's id when the server exchanges client
+/// credentials, and where it connected from.
+fn actor(shared: &Shared, client: SocketAddr) -> String {
+    match &shared.access.client {
+        Some((id, _)) => format!("rest:{id}@{}", client.ip()),
+        None => format!("rest:{}", client.ip()),
+    }
+}
+
+/// A commit's errors in the protocol's terms: an I/O failure may have come after the pointer
+/// moved, so its state is unknown to the client (which must reload before retrying).
+fn commit_error(e: Error) -> RestError {
+    match e.kind {
+        ErrorKind::Io | ErrorKind::Internal | ErrorKind::Corrupt => {
+            RestError::new(StatusCode::INTERNAL_SERVER_ERROR, "CommitStateUnknownException", e.message)
+        }
+        _ => RestError::from(e),
+    }
 }

@@ -8,8 +8,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::accept;
 use super::routes::router;
-use super::state::{Access, ServerState, Stats};
+use super::state::{Access, ServerState, Stats, WORKERS};
 use crate::catalog::{Catalog, WeakCatalog};
 use crate::error::{Error, Result};
 
@@ -43,6 +44,8 @@ struct Running {
     stats: Arc<Stats>,
     token_required: bool,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Answered when the server stopped accepting and its requests in flight were answered.
+    done: Option<tokio::sync::oneshot::Receiver<()>>,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -58,13 +61,17 @@ impl Running {
         }
     }
 
+    /// Stops accepting, lets the requests in flight be answered (a commit's client learns its
+    /// outcome), then ends the runtime. (Called from a DuckDB or the watcher's thread.)
     fn stop(mut self) {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
         if let Some(runtime) = self.runtime.take() {
-            // (requests in flight get a moment; their catalog work runs on threads of its own)
-            runtime.shutdown_timeout(Duration::from_secs(2));
+            if let Some(done) = self.done.take() {
+                let _ = runtime.block_on(async { tokio::time::timeout(STOP_WAIT, done).await });
+            }
+            runtime.shutdown_timeout(Duration::from_millis(100));
         }
     }
 }
@@ -74,6 +81,10 @@ static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
 fn running() -> std::sync::MutexGuard<'static, Vec<Running>> {
     RUNNING.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// How long a stop waits for the requests in flight (they are bounded by the request timeout;
+/// a longer one is cut).
+const STOP_WAIT: Duration = Duration::from_secs(10);
 
 /// How often a watcher looks whether its lake was detached.
 const WATCH: Duration = Duration::from_millis(200);
@@ -90,8 +101,13 @@ pub fn serve(catalog: &Catalog, lake: &str, options: &ServeOptions) -> Result<St
             ))
         }
     };
-    if options.token.as_deref() == Some("") {
-        return Err(Error::invalid("skade_serve: token is empty"));
+    if let Some(token) = &options.token {
+        // (a bearer token is visible ASCII with no space, RFC 6750: another could never be sent)
+        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(Error::invalid(
+                "skade_serve: token must be visible ASCII characters with no space (a bearer token clients can send)",
+            ));
+        }
     }
     // (client credentials with no token given: the token they are exchanged for is made here)
     let token = options.token.clone().or_else(|| client.as_ref().map(|_| uuid::Uuid::new_v4().simple().to_string()));
@@ -112,20 +128,15 @@ pub fn serve(catalog: &Catalog, lake: &str, options: &ServeOptions) -> Result<St
         lake: lake.to_string(),
         access: Access { token: token.clone(), client },
         stats: stats.clone(),
+        work: Arc::new(tokio::sync::Semaphore::new(WORKERS)),
     });
     let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (finished, done) = tokio::sync::oneshot::channel::<()>();
     let listener = {
         let _entered = runtime.enter();
         tokio::net::TcpListener::from_std(listener).map_err(|e| Error::io(format!("skade_serve: {e}")))?
     };
-    runtime.spawn(async move {
-        let served = axum::serve(listener, router(shared)).with_graceful_shutdown(async {
-            let _ = stopped.await;
-        });
-        if let Err(e) = served.await {
-            eprintln!("skade: the REST server on {address} stopped: {e}");
-        }
-    });
+    runtime.spawn(accept::run(listener, router(shared), stopped, finished));
     running().push(Running {
         address,
         lake: lake.to_string(),
@@ -133,6 +144,7 @@ pub fn serve(catalog: &Catalog, lake: &str, options: &ServeOptions) -> Result<St
         stats,
         token_required: token.is_some(),
         shutdown: Some(shutdown),
+        done: Some(done),
         runtime: Some(runtime),
     });
     spawn_watcher();

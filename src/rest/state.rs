@@ -18,7 +18,13 @@ pub struct ServerState {
     pub lake: String,
     pub access: Access,
     pub stats: Arc<Stats>,
+    /// Requests working on the lake at once (each on a thread of its own, which a request that
+    /// timed out keeps until its work ends): more wait their turn.
+    pub work: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many requests work on the lake at once.
+pub const WORKERS: usize = 32;
 
 pub type Shared = Arc<ServerState>;
 

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use iceberg::spec::TableMetadata;
+use iceberg::{TableRequirement, TableUpdate};
 use serde::{Deserialize, Serialize};
 
 /// `GET /v1/config`: no defaults or overrides (the server serves one lake, with no prefix), and
@@ -48,6 +49,23 @@ pub struct LoadTableResult<'a> {
     pub metadata_location: &'a str,
     pub metadata: &'a TableMetadata,
     pub config: BTreeMap<String, String>,
+}
+
+/// `POST .../tables/{table}`: requirements and updates are the iceberg crate's (the spec's
+/// JSON); the identifier, when sent, repeats the path's.
+#[derive(Deserialize)]
+pub struct CommitTableRequest {
+    #[serde(default)]
+    pub requirements: Vec<TableRequirement>,
+    #[serde(default)]
+    pub updates: Vec<TableUpdate>,
+}
+
+#[derive(Serialize)]
+pub struct CommitTableResponse<'a> {
+    #[serde(rename = "metadata-location")]
+    pub metadata_location: &'a str,
+    pub metadata: &'a TableMetadata,
 }
 
 /// The protocol's error model: `{"error": {"message", "type", "code"}}`.

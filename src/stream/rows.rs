@@ -155,6 +155,26 @@ fn earliest_start(catalog: &Catalog, table: &ConsumedTable, newest: &TableMetada
     catalog.commit_seq_of(&table.uuid, oldest).ok().flatten().map(|seq| (oldest, seq))
 }
 
+/// The commit a snapshot's rows belong to: the one that names it, else the first whose snapshot
+/// is newer (a commit covers every snapshot it added: another engine's commit may add several,
+/// as PyIceberg's overwrite adds a delete and an append, and names its newest).
+fn commit_of_snapshot<'a>(
+    metadata: &'a TableMetadata,
+    commits: &'a [&CommitRecord],
+) -> impl Fn(i64) -> Option<u64> + 'a {
+    let named: BTreeMap<i64, u64> = commits.iter().map(|c| (c.snapshot_id.unwrap_or_default(), c.seq)).collect();
+    let by_sequence: Vec<(i64, u64)> = commits
+        .iter()
+        .filter_map(|c| Some((metadata.snapshot_by_id(c.snapshot_id?)?.sequence_number(), c.seq)))
+        .collect();
+    move |snapshot| {
+        named.get(&snapshot).copied().or_else(|| {
+            let sequence = metadata.snapshot_by_id(snapshot)?.sequence_number();
+            by_sequence.iter().find(|(s, _)| *s >= sequence).map(|(_, seq)| *seq)
+        })
+    }
+}
+
 /// Whether every pending commit can be read (no snapshot a window needs was expired).
 pub fn check(catalog: &Catalog, database: Option<&str>, pending: &Pending) -> Result<()> {
     for (uuid, commits) in by_table(pending) {
@@ -208,10 +228,10 @@ pub fn rows(
                 .map(|b| facing.batch(b.clone(), &facing.schema(&b.schema())))
                 .collect::<Result<Vec<_>>>()?,
         };
-        let seq_of: BTreeMap<i64, u64> = commits.iter().map(|c| (c.snapshot_id.unwrap_or_default(), c.seq)).collect();
+        let seq_of = commit_of_snapshot(&metadata, &commits);
         for batch in batches {
             for (snapshot, part) in split_by_snapshot(&batch)? {
-                let seq = *seq_of.get(&snapshot).ok_or_else(|| {
+                let seq = seq_of(snapshot).ok_or_else(|| {
                     Error::internal(format!("changelog row of snapshot {snapshot}, not among the consumer's commits"))
                 })?;
                 parts.push(Part { seq, table: names.len(), rows: part });
