@@ -4,7 +4,9 @@
 
 mod accept;
 mod auth;
+mod ddl;
 mod errors;
+mod lake;
 mod names;
 mod routes;
 pub mod server;

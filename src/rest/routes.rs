@@ -18,15 +18,15 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use super::auth;
+use super::ddl;
 use super::errors::{RestError, RestResult};
-use super::names::{schema_of, shown, table_of};
+use super::lake::{actor, commit_error, existing_schema, existing_table, on_lake, reading};
+use super::names::{schema_of, table_of};
 use super::state::Shared;
 use super::types::{
     CatalogConfig, CommitTableRequest, CommitTableResponse, ListNamespacesResponse, ListTablesResponse,
     LoadTableResult, NamespaceResponse, TableIdentifier,
 };
-use crate::catalog::{Catalog, Transaction};
-use crate::error::{Error, ErrorKind};
 
 /// Bodies larger than this are refused (413) before they are read whole.
 pub const BODY_LIMIT: usize = 16 << 20;
@@ -42,15 +42,25 @@ const ENDPOINTS: &[&str] = &[
     "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces",
+    "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/tables/rename",
 ];
 
 pub fn router(shared: Shared) -> Router {
     Router::new()
         .route("/v1/config", get(config))
-        .route("/v1/namespaces", get(list_namespaces))
-        .route("/v1/namespaces/{namespace}", get(load_namespace).head(namespace_exists))
+        .route("/v1/namespaces", get(list_namespaces).post(ddl::create_namespace))
+        .route("/v1/namespaces/{namespace}", get(load_namespace).head(namespace_exists).delete(ddl::drop_namespace))
+        .route("/v1/namespaces/{namespace}/properties", post(ddl::update_namespace_properties))
+        .route("/v1/tables/rename", post(ddl::rename_table))
         .route("/v1/namespaces/{namespace}/tables", get(list_tables))
-        .route("/v1/namespaces/{namespace}/tables/{table}", get(load_table).head(table_exists).post(commit_table))
+        .route(
+            "/v1/namespaces/{namespace}/tables/{table}",
+            get(load_table).head(table_exists).post(commit_table).delete(ddl::drop_table),
+        )
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(shared.clone(), guard))
         .route("/v1/oauth/tokens", post(auth::token))
@@ -132,51 +142,6 @@ async fn unknown_route(request: Request) -> RestError {
     )
 }
 
-/// Runs `work` on the lake, on a thread of its own.
-async fn on_lake<T: Send + 'static>(
-    shared: &Shared,
-    work: impl FnOnce(&Catalog) -> RestResult<T> + Send + 'static,
-) -> RestResult<T> {
-    let weak = shared.catalog.clone();
-    let lake = shared.lake.clone();
-    let Ok(turn) = shared.work.clone().acquire_owned().await else {
-        return Err(RestError::unavailable("the server is stopping"));
-    };
-    let (send, receive) = tokio::sync::oneshot::channel();
-    let spawned = std::thread::Builder::new().name("skade-rest-request".into()).spawn(move || {
-        let _turn = turn;
-        let outcome = match weak.upgrade() {
-            None => Err(RestError::unavailable(format!("lake {} was detached: this server is stopping", shown(&lake)))),
-            Some(catalog) => work(&catalog),
-        };
-        let _ = send.send(outcome);
-    });
-    if let Err(e) = spawned {
-        return Err(RestError::unavailable(format!("cannot start a thread for the request: {e}")));
-    }
-    receive.await.unwrap_or_else(|_| {
-        Err(RestError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalServerError",
-            "the request's work ended without an answer",
-        ))
-    })
-}
-
-/// Runs `work` in a read-only transaction of its own: one consistent state of the lake.
-async fn reading<T: Send + 'static>(
-    shared: &Shared,
-    work: impl FnOnce(&Transaction) -> RestResult<T> + Send + 'static,
-) -> RestResult<T> {
-    on_lake(shared, move |catalog| {
-        let txn = catalog.begin();
-        let out = work(&txn);
-        txn.rollback();
-        out
-    })
-    .await
-}
-
 async fn config() -> Json<CatalogConfig> {
     Json(CatalogConfig { defaults: BTreeMap::new(), overrides: BTreeMap::new(), endpoints: ENDPOINTS.to_vec() })
 }
@@ -211,14 +176,6 @@ fn read_table(table: &str) -> RestResult<String> {
     table_of(table).map_err(|e| RestError::new(StatusCode::NOT_FOUND, "NoSuchTableException", e.message))
 }
 
-/// The schema a namespace names, as the lake spells it (names match case-insensitively).
-fn existing_schema(txn: &Transaction, namespace: &str) -> RestResult<String> {
-    match txn.schema(namespace)? {
-        Some(s) => Ok(s.name.clone()),
-        None => Err(RestError::no_namespace(&shown(namespace))),
-    }
-}
-
 async fn load_namespace(
     State(shared): State<Shared>,
     Path(namespace): Path<String>,
@@ -248,19 +205,6 @@ async fn list_tables(
     .await?;
     let identifiers = names.into_iter().map(|name| TableIdentifier { namespace: vec![schema.clone()], name }).collect();
     Ok(Json(ListTablesResponse { identifiers, next_page_token: None }))
-}
-
-/// The table a request names, with its metadata (a view is no table here).
-fn existing_table(txn: &Transaction, namespace: &str, table: &str) -> RestResult<crate::catalog::TableInfo> {
-    let schema = existing_schema(txn, namespace)?;
-    let record = txn
-        .tables(&schema)?
-        .into_iter()
-        .find(|t| t.kind.is_table() && crate::catalog::names::key(&t.name) == crate::catalog::names::key(table));
-    if record.is_none() {
-        return Err(RestError::no_table(&schema, table));
-    }
-    txn.table(&schema, table)?.ok_or_else(|| RestError::no_table(&schema, table))
 }
 
 async fn load_table(State(shared): State<Shared>, Path((namespace, table)): Path<(String, String)>) -> Response {
@@ -336,25 +280,5 @@ async fn commit_table(
             ([(axum::http::header::CONTENT_TYPE, "application/json")], json).into_response()
         }
         Err(e) => e.into_response(),
-    }
-}
-
-/// Who a commit names as its actor: the client's id when the server exchanges client
-/// credentials, and where it connected from.
-fn actor(shared: &Shared, client: SocketAddr) -> String {
-    match &shared.access.client {
-        Some((id, _)) => format!("rest:{id}@{}", client.ip()),
-        None => format!("rest:{}", client.ip()),
-    }
-}
-
-/// A commit's errors in the protocol's terms: an I/O failure may have come after the pointer
-/// moved, so its state is unknown to the client (which must reload before retrying).
-fn commit_error(e: Error) -> RestError {
-    match e.kind {
-        ErrorKind::Io | ErrorKind::Internal | ErrorKind::Corrupt => {
-            RestError::new(StatusCode::INTERNAL_SERVER_ERROR, "CommitStateUnknownException", e.message)
-        }
-        _ => RestError::from(e),
     }
 }

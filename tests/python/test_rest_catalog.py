@@ -196,8 +196,8 @@ def test_bad_requests_get_the_protocols_errors(lake):
     assert not catalog.namespace_exists("sales.deeper") and not catalog.table_exists("main." + "t" * 300)
     assert catalog.list_namespaces("main") == []
     # a method not served: 405, in the error model (DuckDB's iceberg extension shows its message)
-    got, body = http("DELETE", address + "/v1/namespaces/main")
-    assert got == 405 and body["error"]["code"] == 405 and "DELETE" in body["error"]["message"]
+    got, body = http("PUT", address + "/v1/namespaces/main")
+    assert got == 405 and body["error"]["code"] == 405 and "PUT" in body["error"]["message"]
     # a commit naming a table no table can be is refused as such
     got, body = http("POST", address + "/v1/namespaces/main/tables/%2E%2E", b'{"requirements": [], "updates": []}',
                      {"Content-Type": "application/json"})
@@ -418,3 +418,56 @@ def test_duckdb_iceberg_extension_inserts_deletes_and_updates_through_the_server
         assert [r for r in ours if r[0] == 50] == [(50, "k2", -1.0)]
     finally:
         peer.close()
+
+
+# ---- namespace and table DDL (increment 2, in part) -----------------------------------------
+
+def test_pyiceberg_namespace_and_table_ddl(plain):
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError, NamespaceNotEmptyError, NoSuchTableError
+    con, address = plain
+    catalog = load_catalog("lake", type="rest", uri=address)
+    catalog.create_namespace("ops")
+    assert ("ops",) in catalog.list_namespaces()
+    assert con.execute("SELECT count(*) FROM duckdb_schemas() WHERE database_name = 'lake' AND schema_name = 'ops'"
+                       ).fetchone() == (1,)
+    with pytest.raises(NamespaceAlreadyExistsError):
+        catalog.create_namespace("OPS")  # (names match case-insensitively, as in DuckDB)
+    with pytest.raises(Exception, match="not kept"):
+        catalog.create_namespace("withprops", {"owner": "me"})
+    assert ("withprops",) not in catalog.list_namespaces()
+    summary = catalog.update_namespace_properties("ops", removals={"a", "b"})
+    assert (summary.removed, sorted(summary.missing), summary.updated) == ([], ["a", "b"], [])
+    with pytest.raises(Exception, match="not kept"):
+        catalog.update_namespace_properties("ops", updates={"owner": "me"})
+    con.execute("CREATE TABLE lake.ops.t AS SELECT 1 AS x")
+    with pytest.raises(NamespaceNotEmptyError):
+        catalog.drop_namespace("ops")
+    # rename within the namespace; into another one is refused
+    catalog.rename_table("ops.t", "ops.u")
+    assert con.execute("SELECT * FROM lake.ops.u").fetchall() == [(1,)]
+    with pytest.raises(Exception, match="within its schema"):
+        catalog.rename_table("ops.u", "main.u")
+    catalog.drop_table("ops.u")
+    with pytest.raises(NoSuchTableError):
+        catalog.drop_table("ops.u")
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'ops'").fetchone() == (0,)
+    catalog.drop_namespace("ops")
+    assert ("ops",) not in catalog.list_namespaces()
+    # each a skade commit naming the client
+    actors = {r[0] for r in con.execute("SELECT actor FROM skade_commits_since('lake', 0)").fetchall()}
+    assert "rest:127.0.0.1" in actors
+
+
+@needs_iceberg
+def test_duckdb_iceberg_extension_creates_schemas_and_drops_tables(plain):
+    con, address = plain
+    con.execute("CREATE TABLE lake.gone AS SELECT 1 AS x")
+    peer = iceberg_peer(address, "AUTHORIZATION_TYPE 'none'")
+    try:
+        peer.execute("CREATE SCHEMA ice.staging")
+        peer.execute("DROP TABLE ice.main.gone")
+    finally:
+        peer.close()
+    assert con.execute("SELECT count(*) FROM duckdb_schemas() WHERE database_name = 'lake' AND schema_name = 'staging'"
+                       ).fetchone() == (1,)
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gone'").fetchone() == (0,)
