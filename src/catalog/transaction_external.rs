@@ -42,10 +42,20 @@ fn check_served(update: &TableUpdate, base: &TableMetadata, table: &str) -> Resu
         )))
     };
     match update {
-        TableUpdate::AddSnapshot { .. } | TableUpdate::SetProperties { .. } | TableUpdate::RemoveProperties { .. } => {
+        TableUpdate::AddSnapshot { .. } => Ok(()),
+        // (skade's own properties, which its reads depend on, are skade's to set)
+        TableUpdate::SetProperties { updates } if updates.keys().any(|k| k.starts_with(SKADE_PROPERTIES)) => {
+            refused("setting skade's own properties (skade.*)")
+        }
+        TableUpdate::RemoveProperties { removals } if removals.iter().any(|k| k.starts_with(SKADE_PROPERTIES)) => {
+            refused("removing skade's own properties (skade.*)")
+        }
+        TableUpdate::SetProperties { .. } | TableUpdate::RemoveProperties { .. } => Ok(()),
+        TableUpdate::SetSnapshotRef { ref_name, reference }
+            if ref_name == iceberg::spec::MAIN_BRANCH && reference.is_branch() =>
+        {
             Ok(())
         }
-        TableUpdate::SetSnapshotRef { ref_name, .. } if ref_name == iceberg::spec::MAIN_BRANCH => Ok(()),
         TableUpdate::SetSnapshotRef { ref_name, .. } => refused(&format!("a ref other than main ({ref_name})")),
         TableUpdate::AssignUuid { uuid } if *uuid == base.uuid() => Ok(()),
         TableUpdate::AssignUuid { .. } => refused("a new table uuid"),
@@ -56,15 +66,26 @@ fn check_served(update: &TableUpdate, base: &TableMetadata, table: &str) -> Resu
     }
 }
 
-/// The operation a commit's record names: its newest snapshot's, or `update` for properties.
+/// The prefix of skade's own table properties.
+const SKADE_PROPERTIES: &str = "skade.";
+
+/// How far ahead of this host's clock a client's snapshot may be stamped (clocks differ a
+/// little; a snapshot from the future would block every later commit's timestamp check).
+const CLOCK_SKEW_MS: i64 = 60_000;
+
+/// The operation a commit's record names: `append` when each of its snapshots appends, else
+/// `overwrite` when one adds rows, `delete`; `update` for properties alone.
 fn operation_of(next: &TableMetadata, added: &[i64]) -> &'static str {
-    let newest = added.iter().filter_map(|id| next.snapshot_by_id(*id)).max_by_key(|s| s.sequence_number());
-    match newest.map(|s| s.summary().operation.clone()) {
-        Some(Operation::Append) => "append",
-        Some(Operation::Overwrite) => "overwrite",
-        Some(Operation::Delete) => "delete",
-        Some(Operation::Replace) => "replace",
-        None => "update",
+    let ops: Vec<Operation> =
+        added.iter().filter_map(|id| next.snapshot_by_id(*id)).map(|s| s.summary().operation.clone()).collect();
+    if ops.is_empty() {
+        "update"
+    } else if ops.iter().all(|o| *o == Operation::Append) {
+        "append"
+    } else if ops.iter().any(|o| matches!(o, Operation::Append | Operation::Overwrite)) {
+        "overwrite"
+    } else {
+        "delete"
     }
 }
 
@@ -130,9 +151,13 @@ impl Transaction {
         Ok(Updated { metadata_location: md_location, metadata: next })
     }
 
-    /// New snapshots must build on the table's current schema, on a table whose key skade checks
-    /// itself (none yet over REST), with every file (manifest lists, data and delete files)
-    /// under the table's location: a client must not make a DuckDB user read files elsewhere.
+    /// New snapshots must extend the table's history in a line (each the child of the one
+    /// before, the first of the current one) and end it (main moves to the newest), on the
+    /// table's current schema, stamped no later than now, with every file (manifest lists,
+    /// manifests, data and delete files) under the table's location, and be what their summary
+    /// says (an append removes nothing; a replace, which would change no row, is not taken from
+    /// a client). A table whose key skade checks, or whose DuckDB types are narrower than
+    /// Iceberg's (a client's values would not be checked against either), takes none yet.
     fn check_added_snapshots(
         &self,
         shown: &str,
@@ -140,40 +165,107 @@ impl Transaction {
         next: &TableMetadata,
         added: &[i64],
     ) -> Result<()> {
+        let refused = |why: String| Err(Error::invalid(format!("table {shown}: {why}")));
+        let head = next.current_snapshot().map(|s| s.snapshot_id());
         if added.is_empty() {
-            return Ok(());
+            return match head == base.current_snapshot().map(|s| s.snapshot_id()) {
+                true => Ok(()),
+                false => Err(Error::not_implemented(format!(
+                    "table {shown}: moving main to another snapshot (a rollback) over the REST protocol is not served                      yet"
+                ))),
+            };
         }
         if KeyColumns::of(base.current_schema())?.is_some() {
             return Err(Error::not_implemented(format!(
-                "table {shown} has a PRIMARY KEY: commits over the REST protocol to it are not served yet (its key \
-                 is checked by DuckDB's writes only)"
+                "table {shown} has a PRIMARY KEY: commits over the REST protocol to it are not served yet (its key                  is checked by DuckDB's writes only)"
             )));
         }
+        if !crate::format::duckdb_types::Facing::of(base)?.is_empty() {
+            return Err(Error::not_implemented(format!(
+                "table {shown} has columns whose DuckDB types are narrower than their Iceberg types (TINYINT,                  SMALLINT, unsigned, ...): commits over the REST protocol to it are not served yet (a client's                  values would not be checked against them)"
+            )));
+        }
+        let mut chain: Vec<&iceberg::spec::SnapshotRef> =
+            added.iter().filter_map(|id| next.snapshot_by_id(*id)).collect();
+        chain.sort_by_key(|s| s.sequence_number());
+        let mut parent = base.current_snapshot().map(|s| s.snapshot_id());
+        for snapshot in &chain {
+            if snapshot.parent_snapshot_id() != parent {
+                return refused(format!(
+                    "snapshot {} does not follow the table's history: its parent is {:?}, not {:?}",
+                    snapshot.snapshot_id(),
+                    snapshot.parent_snapshot_id(),
+                    parent
+                ));
+            }
+            parent = Some(snapshot.snapshot_id());
+        }
+        if head != parent {
+            return refused(format!("main must move to the newest snapshot added ({parent:?}), not {head:?}"));
+        }
+        let now_ms = chrono::Utc::now().timestamp_millis();
         let root = format!("{}/", next.location().trim_end_matches('/'));
-        let outside = |path: &str| !path.starts_with(&root) || path.split('/').any(|part| part == "..");
+        let outside = |path: &str| {
+            let rest = path.strip_prefix(&root);
+            rest.is_none_or(|rest| rest.split('/').any(|part| matches!(part, "" | "." | "..")))
+        };
         let caches = &self.catalog().inner.read_caches;
-        for id in added {
-            let snapshot = next.snapshot_by_id(*id).ok_or_else(|| Error::internal("an added snapshot is missing"))?;
+        let unreadable =
+            |what: &str, e: Error| Error::invalid(format!("table {shown}: cannot read {what}: {}", e.message));
+        for snapshot in chain {
+            let id = snapshot.snapshot_id();
             if snapshot.schema_id().is_some_and(|s| s != next.current_schema_id()) {
-                return Err(Error::invalid(format!(
-                    "snapshot {id} of table {shown} is written in schema {}, not the table's current schema {}",
+                return refused(format!(
+                    "snapshot {id} is written in schema {}, not the table's current schema {}",
                     snapshot.schema_id().unwrap_or_default(),
                     next.current_schema_id()
-                )));
+                ));
+            }
+            if snapshot.timestamp_ms() > now_ms + CLOCK_SKEW_MS {
+                return refused(format!(
+                    "snapshot {id} is stamped {} ms in the future",
+                    snapshot.timestamp_ms() - now_ms
+                ));
             }
             if outside(snapshot.manifest_list()) {
-                return Err(Error::invalid(format!(
-                    "snapshot {id} of table {shown}: its manifest list {} is not under the table's location {root}",
+                return refused(format!(
+                    "snapshot {id}: its manifest list {} is not under the table's location {root}",
                     snapshot.manifest_list()
-                )));
+                ));
             }
-            let files = caches.manifests.snapshot_files(next, snapshot)?;
+            let manifests =
+                caches.manifests.manifest_list(next, snapshot).map_err(|e| unreadable("a manifest list", e))?;
+            if let Some(m) = manifests.iter().find(|m| outside(&m.manifest_path)) {
+                return refused(format!(
+                    "snapshot {id}: manifest {} is not under the table's location {root}",
+                    m.manifest_path
+                ));
+            }
+            let files = caches.manifests.snapshot_files(next, snapshot).map_err(|e| unreadable("its manifests", e))?;
             if let Some(file) =
                 files.data.iter().chain(&files.deletes).map(|e| e.file().file_path()).find(|p| outside(p))
             {
-                return Err(Error::invalid(format!(
-                    "snapshot {id} of table {shown}: file {file} is not under the table's location {root}"
-                )));
+                return refused(format!("snapshot {id}: file {file} is not under the table's location {root}"));
+            }
+            match snapshot.summary().operation {
+                Operation::Replace => {
+                    return Err(Error::not_implemented(format!(
+                        "table {shown}: a replace snapshot (a rewrite that changes no row) from another engine is not                          served yet"
+                    )))
+                }
+                Operation::Append => {
+                    let parent_files = match snapshot.parent_snapshot_id().and_then(|p| next.snapshot_by_id(p)) {
+                        Some(p) => caches.manifests.snapshot_files(next, p).map_err(|e| unreadable("its parent", e))?,
+                        None => Default::default(),
+                    };
+                    let kept: std::collections::HashSet<&str> =
+                        files.data.iter().map(|e| e.file().file_path()).collect();
+                    let removed = parent_files.data.iter().any(|e| !kept.contains(e.file().file_path()));
+                    if removed || files.deletes.len() > parent_files.deletes.len() {
+                        return refused(format!("snapshot {id} says it appends, yet it removes rows"));
+                    }
+                }
+                _ => {}
             }
         }
         Ok(())

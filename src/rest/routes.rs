@@ -73,8 +73,20 @@ pub fn router(shared: Shared) -> Router {
 /// Counts requests and errors, and answers a request that runs too long with 503.
 async fn count(State(shared): State<Shared>, request: Request, next: Next) -> Response {
     shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+    let writes = request.method() == axum::http::Method::POST || request.method() == axum::http::Method::DELETE;
     let response = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
         Ok(response) => response,
+        // (a write's work goes on where it runs: it may still land, which the client must learn
+        // by reloading, not by retrying blind)
+        Err(_) if writes => RestError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "CommitStateUnknownException",
+            format!(
+                "the request took longer than {} s: it may still land; reload before retrying",
+                REQUEST_TIMEOUT.as_secs()
+            ),
+        )
+        .into_response(),
         Err(_) => RestError::unavailable(format!(
             "the request took longer than {} s and was abandoned",
             REQUEST_TIMEOUT.as_secs()

@@ -138,13 +138,20 @@ fn window_of(
             return Err(gap(c, id));
         }
     }
-    // The window: from the parent of the first snapshot to the last one.
+    // The window: from the parent of the first commit's oldest snapshot to the last one. A
+    // commit names its newest snapshot; another engine's commit may add several before it (its
+    // overwrite: a delete and an append), which no commit names: the window starts before them.
     let first = commits[0];
     let first_id = first.snapshot_id.unwrap_or_default();
-    let first_snapshot = metadata.snapshot_by_id(first_id).ok_or_else(|| gap(first, first_id))?;
-    match first_snapshot.parent_snapshot_id() {
-        Some(parent) if !present(parent) => Err(gap(first, parent)),
-        parent => Ok((metadata, parent)),
+    let mut oldest = metadata.snapshot_by_id(first_id).ok_or_else(|| gap(first, first_id))?;
+    loop {
+        match oldest.parent_snapshot_id() {
+            Some(parent) if !present(parent) => return Err(gap(first, parent)),
+            Some(parent) if catalog.commit_seq_of(&table.uuid, parent)?.is_none() => {
+                oldest = metadata.snapshot_by_id(parent).ok_or_else(|| gap(first, parent))?;
+            }
+            parent => return Ok((metadata, parent)),
+        }
     }
 }
 

@@ -387,7 +387,8 @@ def test_commits_that_are_not_served_are_refused_whole(plain, tmp_path):
     status, answer = post("events", {"requirements": [], "updates": [{"action": "add-snapshot", "snapshot": {
         "snapshot-id": 99, "parent-snapshot-id": metadata["current-snapshot-id"],
         "sequence-number": metadata["last-sequence-number"] + 1, "timestamp-ms": int(time.time() * 1000) + 1000,
-        "manifest-list": str(tmp_path / "elsewhere.avro"), "summary": {"operation": "append"}, "schema-id": 0}}]})
+        "manifest-list": str(tmp_path / "elsewhere.avro"), "summary": {"operation": "append"}, "schema-id": 0}},
+        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 99}]})
     assert status == 400 and "not under the table's location" in answer["error"]["message"]
     status, answer = post("nope", {"requirements": [], "updates": []})
     assert status == 404 and answer["error"]["type"] == "NoSuchTableException"
@@ -471,3 +472,118 @@ def test_duckdb_iceberg_extension_creates_schemas_and_drops_tables(plain):
     assert con.execute("SELECT count(*) FROM duckdb_schemas() WHERE database_name = 'lake' AND schema_name = 'staging'"
                        ).fetchone() == (1,)
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gone'").fetchone() == (0,)
+
+
+# ---- what a client's commit may not do (review of the commit path) -------------------------
+
+def tampered(catalog, hook):
+    """`catalog` whose commit requests' JSON bodies pass through hook(body) first."""
+    session = catalog._session
+    post = session.post
+
+    def tampering(url, data=None, **kw):
+        if "/tables/" in url and data:
+            data = json.dumps(hook(json.loads(data))).encode()
+        return post(url, data=data, **kw)
+
+    session.post = tampering
+    return catalog
+
+
+def test_a_consumer_receives_every_snapshot_of_a_commit_it_starts_with(plain):
+    """PyIceberg's overwrite is one commit of two snapshots (a delete, then an append): the first
+    pending commit of a consumer, its rows must all arrive, as a copy of the table shows."""
+    from pyiceberg.expressions import EqualTo
+    con, address = plain
+    con.execute("CALL skade_create_consumer('lake', 'mirror', 'events')")
+    before = {r[0]: r for r in con.execute("FROM lake.events").fetchall()}
+    table = load_catalog("lake", type="rest", uri=address).load_table("main.events")
+    table.overwrite(arrow_rows([100, 101], "new"), overwrite_filter=EqualTo("kind", "k1"))
+    copy = dict(before)
+    for kind, row in [(r[0], r[1:]) for r in con.execute(
+            "SELECT _change_type, id, kind, amount FROM skade_consume('lake', 'mirror')").fetchall()]:
+        if kind == "DELETE":
+            del copy[row[0]]
+        else:
+            copy[row[0]] = row
+    assert sorted(copy.values()) == sorted(con.execute("FROM lake.events").fetchall())
+    assert not any(r[1] == "k1" for r in copy.values())
+
+
+def test_dangerous_updates_are_refused_and_leave_nothing(plain, tmp_path):
+    import pyarrow as pa
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.manifest import read_manifest_list, write_manifest_list
+    con, address = plain
+    location = lambda t: con.execute(
+        f"SELECT metadata_location FROM skade_tables('lake') WHERE table_name = '{t}'").fetchone()[0]
+    post = lambda body: http("POST", address + "/v1/namespaces/main/tables/events", json.dumps(body).encode(),
+                             {"Content-Type": "application/json"})
+    first = con.execute("SELECT min(snapshot_id) FROM skade_snapshots('lake.events')").fetchone()[0]
+    con.execute("INSERT INTO lake.events VALUES (500, 'duck', 5)")
+    before = location("events")
+    # main moved back to an older snapshot (a rollback): rows would vanish with no change
+    status, body = post({"updates": [{"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
+                                      "snapshot-id": first}]})
+    assert status == 406 and "rollback" in body["error"]["message"]
+    # main as a tag, and skade's own properties
+    status, _ = post({"updates": [{"action": "set-snapshot-ref", "ref-name": "main", "type": "tag",
+                                   "snapshot-id": first}]})
+    assert status == 406
+    status, body = post({"updates": [{"action": "set-properties", "updates": {"skade.duckdb-types": "x"}}]})
+    assert status == 406 and "skade's own properties" in body["error"]["message"]
+    io = PyArrowFileIO()
+    catalog = load_catalog("lake", type="rest", uri=address)
+    # a snapshot listing another table's manifest (whose files expiry of this table would remove)
+    con.execute("CREATE TABLE lake.victim AS SELECT 1 AS id")
+    victim = catalog.load_table("main.victim").metadata.current_snapshot()
+    foreign = list(read_manifest_list(io.new_input(victim.manifest_list)))
+    root = before.rsplit("/metadata/", 1)[0]
+
+    def add_foreign(body):
+        for u in body["updates"]:
+            if u["action"] == "add-snapshot":
+                s = u["snapshot"]
+                mine = list(read_manifest_list(io.new_input(s["manifest-list"])))
+                path = f"{root}/metadata/snap-evil-{s['snapshot-id']}.avro"
+                with write_manifest_list(2, io.new_output(path), s["snapshot-id"], s.get("parent-snapshot-id"),
+                                         s["sequence-number"], "deflate") as w:
+                    w.add_manifests(mine + foreign)
+                s["manifest-list"] = path
+        return body
+
+    with pytest.raises(Exception, match="not under the table's location"):
+        tampered(load_catalog("evil", type="rest", uri=address), add_foreign).load_table("main.events").append(
+            arrow_rows([600]))
+    # an append that is a delete in disguise, a replace, a snapshot from the future
+    def relabel(operation):
+        def hook(body):
+            for u in body["updates"]:
+                if u["action"] == "add-snapshot":
+                    u["snapshot"]["summary"]["operation"] = operation
+            return body
+        return hook
+
+    from pyiceberg.expressions import EqualTo
+    with pytest.raises(Exception, match="says it appends, yet it removes rows"):
+        tampered(load_catalog("e2", type="rest", uri=address), relabel("append")).load_table("main.events").delete(
+            EqualTo("kind", "k2"))
+    with pytest.raises(Exception, match="replace snapshot"):
+        tampered(load_catalog("e3", type="rest", uri=address), relabel("replace")).load_table("main.events").append(
+            arrow_rows([601]))
+
+    def future(body):
+        for u in body["updates"]:
+            if u["action"] == "add-snapshot":
+                u["snapshot"]["timestamp-ms"] += 3600 * 1000
+        return body
+
+    with pytest.raises(Exception, match="in the future"):
+        tampered(load_catalog("e4", type="rest", uri=address), future).load_table("main.events").append(
+            arrow_rows([602]))
+    assert location("events") == before
+    assert con.execute("SELECT count(*) FROM lake.events WHERE id >= 600").fetchone() == (0,)
+    # a table keeping DuckDB types narrower than Iceberg's takes no client rows (unchecked values)
+    con.execute("CREATE TABLE lake.small (id TINYINT)")
+    with pytest.raises(Exception, match="narrower"):
+        catalog.load_table("main.small").append(pa.table({"id": pa.array([1000], pa.int32())}))
