@@ -101,6 +101,7 @@ bench: extension $(VENV)/.installed
 	$(PYTHON) bench/lineage.py
 	$(PYTHON) bench/processes.py
 	$(PYTHON) bench/buckets.py
+	$(PYTHON) bench/rest.py
 	cargo run --release --example core_commits
 	cargo run --release --example core_lookup
 
