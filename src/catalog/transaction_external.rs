@@ -69,6 +69,10 @@ fn check_served(update: &TableUpdate, base: &TableMetadata, table: &str) -> Resu
 /// The prefix of skade's own table properties.
 const SKADE_PROPERTIES: &str = "skade.";
 
+/// Snapshot ids skade allocates count up from 1 (`Catalog::allocate_snapshot_id`); a client's
+/// must lie above them (clients draw 63 random bits), or skade's next id could collide with it.
+const CLIENT_SNAPSHOT_IDS: i64 = 1 << 32;
+
 /// How far ahead of this host's clock a client's snapshot may be stamped (clocks differ a
 /// little; a snapshot from the future would block every later commit's timestamp check).
 const CLOCK_SKEW_MS: i64 = 60_000;
@@ -214,6 +218,12 @@ impl Transaction {
             |what: &str, e: Error| Error::invalid(format!("table {shown}: cannot read {what}: {}", e.message));
         for snapshot in chain {
             let id = snapshot.snapshot_id();
+            if id < CLIENT_SNAPSHOT_IDS {
+                return refused(format!(
+                    "snapshot id {id} is one skade allocates for its own snapshots: a client's is at least \
+                     {CLIENT_SNAPSHOT_IDS} (a random 63-bit id)"
+                ));
+            }
             if snapshot.schema_id().is_some_and(|s| s != next.current_schema_id()) {
                 return refused(format!(
                     "snapshot {id} is written in schema {}, not the table's current schema {}",

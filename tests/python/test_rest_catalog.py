@@ -385,10 +385,10 @@ def test_commits_that_are_not_served_are_refused_whole(plain, tmp_path):
     _, loaded = http("GET", address + "/v1/namespaces/main/tables/events")
     metadata = loaded["metadata"]
     status, answer = post("events", {"requirements": [], "updates": [{"action": "add-snapshot", "snapshot": {
-        "snapshot-id": 99, "parent-snapshot-id": metadata["current-snapshot-id"],
+        "snapshot-id": 99 << 40, "parent-snapshot-id": metadata["current-snapshot-id"],
         "sequence-number": metadata["last-sequence-number"] + 1, "timestamp-ms": int(time.time() * 1000) + 1000,
         "manifest-list": str(tmp_path / "elsewhere.avro"), "summary": {"operation": "append"}, "schema-id": 0}},
-        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 99}]})
+        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 99 << 40}]})
     assert status == 400 and "not under the table's location" in answer["error"]["message"]
     status, answer = post("nope", {"requirements": [], "updates": []})
     assert status == 404 and answer["error"]["type"] == "NoSuchTableException"
@@ -578,6 +578,17 @@ def test_dangerous_updates_are_refused_and_leave_nothing(plain, tmp_path):
                 u["snapshot"]["timestamp-ms"] += 3600 * 1000
         return body
 
+    def small_id(body):
+        for u in body["updates"]:
+            if u["action"] == "add-snapshot":
+                u["snapshot"]["snapshot-id"] = 7
+            if u["action"] == "set-snapshot-ref":
+                u["snapshot-id"] = 7
+        return body
+
+    with pytest.raises(Exception, match="skade allocates"):
+        tampered(load_catalog("e5", type="rest", uri=address), small_id).load_table("main.events").append(
+            arrow_rows([603]))
     with pytest.raises(Exception, match="in the future"):
         tampered(load_catalog("e4", type="rest", uri=address), future).load_table("main.events").append(
             arrow_rows([602]))
