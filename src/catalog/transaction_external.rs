@@ -216,6 +216,18 @@ impl Transaction {
         let caches = &self.catalog().inner.read_caches;
         let unreadable =
             |what: &str, e: Error| Error::invalid(format!("table {shown}: cannot read {what}: {}", e.message));
+        // On disk a path under the location may still lead elsewhere (a symbolic link): the files
+        // a snapshot adds must resolve under the location's real path. (Object keys have no
+        // links; a HEAD per file would cost a request each.)
+        let real_root = match crate::io::object::is_object(next.location()) {
+            true => None,
+            false => Some(format!("{}/", crate::io::canonical(next.location())?.trim_end_matches('/'))),
+        };
+        let leads_elsewhere = |path: &str| -> Result<Option<String>> {
+            let Some(real_root) = &real_root else { return Ok(None) };
+            let real = crate::io::canonical(path).map_err(|e| unreadable(path, e))?;
+            Ok((!real.starts_with(real_root.as_str())).then_some(real))
+        };
         for snapshot in chain {
             let id = snapshot.snapshot_id();
             if id < CLIENT_SNAPSHOT_IDS {
@@ -256,6 +268,23 @@ impl Transaction {
                 files.data.iter().chain(&files.deletes).map(|e| e.file().file_path()).find(|p| outside(p))
             {
                 return refused(format!("snapshot {id}: file {file} is not under the table's location {root}"));
+            }
+            let added_here = std::iter::once(snapshot.manifest_list())
+                .chain(manifests.iter().filter(|m| m.added_snapshot_id == id).map(|m| m.manifest_path.as_str()))
+                .chain(
+                    files
+                        .data
+                        .iter()
+                        .chain(&files.deletes)
+                        .filter(|e| e.snapshot_id == id)
+                        .map(|e| e.file().file_path()),
+                );
+            for path in added_here {
+                if let Some(real) = leads_elsewhere(path)? {
+                    return refused(format!(
+                        "snapshot {id}: {path} leads to {real}, outside the table's location (a symbolic link)"
+                    ));
+                }
             }
             match snapshot.summary().operation {
                 Operation::Replace => {

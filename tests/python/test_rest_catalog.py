@@ -598,3 +598,24 @@ def test_dangerous_updates_are_refused_and_leave_nothing(plain, tmp_path):
     con.execute("CREATE TABLE lake.small (id TINYINT)")
     with pytest.raises(Exception, match="narrower"):
         catalog.load_table("main.small").append(pa.table({"id": pa.array([1000], pa.int32())}))
+
+
+def test_a_file_that_leads_outside_the_table_by_a_link_is_refused(plain, tmp_path):
+    """A path under the table's folder that is a symbolic link to a file elsewhere (here another
+    folder's Parquet file, adopted by PyIceberg's add_files) would make DuckDB users read it."""
+    import os
+    import pyarrow.parquet as pq
+    con, address = plain
+    outside = tmp_path / "elsewhere.parquet"
+    pq.write_table(arrow_rows([900]), outside)
+    table = load_catalog("lake", type="rest", uri=address).load_table("main.events")
+    link = f"{table.location()}/data/linked.parquet"
+    os.symlink(outside, link)
+    with pytest.raises(Exception, match="symbolic link"):
+        table.add_files([link])
+    assert con.execute("SELECT count(*) FROM lake.events WHERE id = 900").fetchone() == (0,)
+    # the same file copied into the folder is a client's file like any other
+    inside = f"{table.location()}/data/copied.parquet"
+    pq.write_table(arrow_rows([901]), inside)
+    table.add_files([inside])
+    assert con.execute("SELECT count(*) FROM lake.events WHERE id = 901").fetchone() == (1,)
