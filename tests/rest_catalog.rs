@@ -19,7 +19,7 @@ fn get(url: &str) -> (u16, serde_json::Value) {
 }
 
 fn serve(catalog: &Catalog, lake: &str) -> String {
-    rest::serve(catalog, lake, &ServeOptions::default()).unwrap()
+    rest::serve(catalog, lake, &ServeOptions::default()).unwrap().address
 }
 
 #[test]

@@ -21,12 +21,11 @@ pub fn serve_schema() -> SchemaRef {
 
 /// Serves the lake `txn` is on, attached as `lake`: one row, the server's address.
 pub fn serve(txn: &Transaction, lake: &str, options: &ServeOptions) -> Result<RecordBatch> {
-    let address = rest::serve(txn.catalog(), lake, options)?;
-    let required = options.token.is_some() || options.client_id.is_some();
+    let server = rest::serve(txn.catalog(), lake, options)?;
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(vec![address])),
-        Arc::new(StringArray::from(vec![lake.to_string()])),
-        Arc::new(BooleanArray::from(vec![required])),
+        Arc::new(StringArray::from(vec![server.address])),
+        Arc::new(StringArray::from(vec![server.lake])),
+        Arc::new(BooleanArray::from(vec![server.token_required])),
     ];
     Ok(RecordBatch::try_new(serve_schema(), columns)?)
 }

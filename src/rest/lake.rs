@@ -67,13 +67,7 @@ pub fn existing_schema(txn: &Transaction, namespace: &str) -> RestResult<String>
 /// The table a request names, with its metadata (a view is no table here).
 pub fn existing_table(txn: &Transaction, namespace: &str, table: &str) -> RestResult<crate::catalog::TableInfo> {
     let schema = existing_schema(txn, namespace)?;
-    let record = txn
-        .tables(&schema)?
-        .into_iter()
-        .find(|t| t.kind.is_table() && crate::catalog::names::key(&t.name) == crate::catalog::names::key(table));
-    if record.is_none() {
-        return Err(RestError::no_table(&schema, table));
-    }
+    // (`Transaction::table` finds tables only, never a view of the name)
     txn.table(&schema, table)?.ok_or_else(|| RestError::no_table(&schema, table))
 }
 

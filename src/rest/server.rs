@@ -89,8 +89,8 @@ const STOP_WAIT: Duration = Duration::from_secs(10);
 /// How often a watcher looks whether its lake was detached.
 const WATCH: Duration = Duration::from_millis(200);
 
-/// Starts serving `catalog` (attached as `lake`); the server's address (`http://host:port`).
-pub fn serve(catalog: &Catalog, lake: &str, options: &ServeOptions) -> Result<String> {
+/// Starts serving `catalog` (attached as `lake`); the server as `skade_servers` shows it.
+pub fn serve(catalog: &Catalog, lake: &str, options: &ServeOptions) -> Result<ServerInfo> {
     let client = match (&options.client_id, &options.client_secret) {
         (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => Some((id.clone(), secret.clone())),
         (None, None) => None,
@@ -137,7 +137,7 @@ pub fn serve(catalog: &Catalog, lake: &str, options: &ServeOptions) -> Result<St
         tokio::net::TcpListener::from_std(listener).map_err(|e| Error::io(format!("skade_serve: {e}")))?
     };
     runtime.spawn(accept::run(listener, router(shared), stopped, finished));
-    running().push(Running {
+    let server = Running {
         address,
         lake: lake.to_string(),
         catalog: catalog.downgrade(),
@@ -146,9 +146,11 @@ pub fn serve(catalog: &Catalog, lake: &str, options: &ServeOptions) -> Result<St
         shutdown: Some(shutdown),
         done: Some(done),
         runtime: Some(runtime),
-    });
+    };
+    let info = server.info();
+    running().push(server);
     spawn_watcher();
-    Ok(format!("http://{address}"))
+    Ok(info)
 }
 
 /// Stops the servers of `lake_or_address` (a lake's name, or an address as `skade_servers`
