@@ -27,6 +27,7 @@ mod transaction_add_files;
 mod transaction_alter;
 mod transaction_consumers;
 pub mod transaction_external;
+pub mod transaction_external_create;
 pub mod views;
 
 pub use self::log_commit::LogStatus;

@@ -32,13 +32,13 @@ fn iceberg_error(table: &str, e: iceberg::Error) -> Error {
     }
 }
 
-/// The updates served: snapshots and the main branch, properties. Schema, partition and sort
-/// changes, other branches and tags, and snapshot removal wait for later increments.
+/// The updates served: snapshots and the main branch, properties, schema, partition spec and
+/// sort order changes. Other branches and tags, and snapshot removal wait for later increments.
 fn check_served(update: &TableUpdate, base: &TableMetadata, table: &str) -> Result<()> {
     let refused = |what: &str| {
         Err(Error::not_implemented(format!(
-            "table {table}: {what} over the REST protocol is not served yet (snapshots on the main branch and \
-             properties are)"
+            "table {table}: {what} over the REST protocol is not served yet (snapshots on the main branch, \
+             properties, schema, partition spec and sort order changes are)"
         )))
     };
     match update {
@@ -59,15 +59,19 @@ fn check_served(update: &TableUpdate, base: &TableMetadata, table: &str) -> Resu
         TableUpdate::SetSnapshotRef { ref_name, .. } => refused(&format!("a ref other than main ({ref_name})")),
         TableUpdate::AssignUuid { uuid } if *uuid == base.uuid() => Ok(()),
         TableUpdate::AssignUuid { .. } => refused("a new table uuid"),
-        TableUpdate::AddSchema { .. } | TableUpdate::SetCurrentSchema { .. } => refused("a schema change"),
-        TableUpdate::AddSpec { .. } | TableUpdate::SetDefaultSpec { .. } => refused("a partition spec change"),
-        TableUpdate::AddSortOrder { .. } | TableUpdate::SetDefaultSortOrder { .. } => refused("a sort order change"),
+        // (checked once applied: `check_shape`)
+        TableUpdate::AddSchema { .. }
+        | TableUpdate::SetCurrentSchema { .. }
+        | TableUpdate::AddSpec { .. }
+        | TableUpdate::SetDefaultSpec { .. }
+        | TableUpdate::AddSortOrder { .. }
+        | TableUpdate::SetDefaultSortOrder { .. } => Ok(()),
         _ => refused("this update"),
     }
 }
 
 /// The prefix of skade's own table properties.
-const SKADE_PROPERTIES: &str = "skade.";
+pub(super) const SKADE_PROPERTIES: &str = "skade.";
 
 /// Snapshot ids skade allocates count up from 1 (`Catalog::allocate_snapshot_id`); a client's
 /// must lie above them (clients draw 63 random bits), or skade's next id could collide with it.
@@ -135,6 +139,7 @@ impl Transaction {
             .filter(|s| base.snapshot_by_id(s.snapshot_id()).is_none())
             .map(|s| s.snapshot_id())
             .collect();
+        check_shape(&shown, base, &next)?;
         self.check_added_snapshots(&shown, base, &next, &added)?;
         let md_location = metadata::metadata_location(next.location(), metadata::next_version(&location));
         let inner = &self.catalog().inner;
@@ -309,4 +314,94 @@ impl Transaction {
         }
         Ok(())
     }
+}
+
+/// A client's schema, partition spec and sort order changes, checked against the table before
+/// them, as skade's own ALTER TABLE checks them: a column keeps its field id and changes type
+/// only by an Iceberg promotion, never becomes required, and a field id once dropped is never
+/// used again; a new column is optional (a required one needs a default: Iceberg v3); keys stay
+/// as they are; every spec and the sort order name columns of the current schema. Tables whose
+/// key or kept DuckDB types skade checks on its own writes take no change yet.
+fn check_shape(shown: &str, base: &TableMetadata, next: &TableMetadata) -> Result<()> {
+    use iceberg::spec::Type;
+    let same = next.current_schema_id() == base.current_schema_id()
+        && next.schemas_iter().len() == base.schemas_iter().len()
+        && next.default_partition_spec_id() == base.default_partition_spec_id()
+        && next.partition_specs_iter().len() == base.partition_specs_iter().len()
+        && next.default_sort_order_id() == base.default_sort_order_id()
+        && next.sort_orders_iter().len() == base.sort_orders_iter().len();
+    if same {
+        return Ok(());
+    }
+    let refused = |why: String| Err(Error::invalid(format!("table {shown}: {why}")));
+    let not_served = |why: &str| {
+        Err(Error::not_implemented(format!(
+            "table {shown} {why}: its schema, partition spec and sort order change through DuckDB only for now"
+        )))
+    };
+    if KeyColumns::of(base.current_schema())?.is_some() {
+        return not_served("has a PRIMARY KEY");
+    }
+    if !crate::format::duckdb_types::Facing::of(base)?.is_empty() {
+        return not_served("has columns whose DuckDB types are narrower than their Iceberg types");
+    }
+    let (old, new) = (base.current_schema(), next.current_schema());
+    if new.identifier_field_ids().collect::<Vec<_>>() != old.identifier_field_ids().collect::<Vec<_>>() {
+        return Err(Error::not_implemented(format!(
+            "table {shown}: changing its identifier fields (its key) over the REST protocol is not served"
+        )));
+    }
+    for id in new.field_id_to_name_map().keys() {
+        let Some(field) = new.field_by_id(*id) else { continue };
+        match old.field_by_id(*id) {
+            Some(before) => {
+                let kinds_agree = match (&*before.field_type, &*field.field_type) {
+                    (Type::Struct(_), Type::Struct(_))
+                    | (Type::List(_), Type::List(_))
+                    | (Type::Map(_), Type::Map(_)) => true,
+                    (a, b) => crate::format::evolve_types::iceberg_promotes(a, b),
+                };
+                if !kinds_agree {
+                    return refused(format!(
+                        "column {} (field {id}) cannot change from {} to {}",
+                        field.name, before.field_type, field.field_type
+                    ));
+                }
+                if field.required && !before.required {
+                    return refused(format!("column {} (field {id}) cannot become required", field.name));
+                }
+            }
+            None if base.schemas_iter().any(|s| s.field_by_id(*id).is_some()) => {
+                return refused(format!(
+                    "column {} reuses field id {id}, a dropped column's (a new column takes a new id)",
+                    field.name
+                ));
+            }
+            None if field.required => {
+                return refused(format!(
+                    "a new column {} cannot be required: the table's rows have no value for it",
+                    field.name
+                ));
+            }
+            None => {}
+        }
+    }
+    crate::format::schema::arrow_schema(new)
+        .map_err(|e| Error::invalid(format!("table {shown}: its new columns cannot be read: {}", e.message)))?;
+    for spec in next.partition_specs_iter() {
+        if let Some(f) = spec.fields().iter().find(|f| new.field_by_id(f.source_id).is_none()) {
+            return refused(format!(
+                "partition spec {} partitions by field {}, which the current schema does not have",
+                spec.spec_id(),
+                f.source_id
+            ));
+        }
+    }
+    if let Some(f) = next.default_sort_order().fields.iter().find(|f| new.field_by_id(f.source_id).is_none()) {
+        return refused(format!(
+            "the sort order sorts by field {}, which the current schema does not have",
+            f.source_id
+        ));
+    }
+    Ok(())
 }

@@ -43,12 +43,33 @@ pub fn new_table(
     kept: &DuckdbTypes,
     primary_key: &[String],
 ) -> Result<TableMetadata> {
+    new_table_with(schema, spec, sort_order, location, table_uuid, kept, primary_key, HashMap::new())
+}
+
+/// [`new_table`] with `extra` table properties (another engine's, for a table it creates over
+/// the REST protocol); skade's own defaults win over none of them but its creation stamps.
+#[allow(clippy::too_many_arguments)]
+pub fn new_table_with(
+    schema: Schema,
+    spec: UnboundPartitionSpec,
+    sort_order: SortOrder,
+    location: &str,
+    table_uuid: Uuid,
+    kept: &DuckdbTypes,
+    primary_key: &[String],
+    extra: HashMap<String, String>,
+) -> Result<TableMetadata> {
     let mut properties = HashMap::from([
         ("write.format.default".to_string(), "parquet".to_string()),
         ("write.parquet.compression-codec".to_string(), "snappy".to_string()),
         ("created-by".to_string(), format!("skade {}", env!("CARGO_PKG_VERSION"))),
         (CREATED_AT_MS.to_string(), chrono::Utc::now().timestamp_millis().to_string()),
     ]);
+    for (key, value) in extra {
+        if key != "created-by" && key != CREATED_AT_MS {
+            properties.insert(key, value);
+        }
+    }
     let build = |properties: HashMap<String, String>| -> Result<TableMetadata> {
         let built = TableMetadataBuilder::new(
             schema.clone(),

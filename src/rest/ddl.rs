@@ -20,13 +20,13 @@ use super::state::Shared;
 use super::types::NamespaceResponse;
 use crate::catalog::Transaction;
 
-fn body<T: DeserializeOwned>(bytes: &Bytes, what: &str) -> RestResult<T> {
+pub(super) fn body<T: DeserializeOwned>(bytes: &Bytes, what: &str) -> RestResult<T> {
     serde_json::from_slice(bytes)
         .map_err(|e| RestError::bad_request(format!("the {what} request is not one the protocol defines: {e}")))
 }
 
 /// Runs `work` in a transaction naming the client, and commits it.
-async fn committing<T: Send + 'static>(
+pub(super) async fn committing<T: Send + 'static>(
     shared: &Shared,
     client: SocketAddr,
     work: impl FnOnce(&Transaction) -> RestResult<T> + Send + 'static,
@@ -42,7 +42,7 @@ async fn committing<T: Send + 'static>(
 }
 
 /// The one schema a namespace array names.
-fn one_level(namespace: &[String]) -> RestResult<String> {
+pub(super) fn one_level(namespace: &[String]) -> RestResult<String> {
     match namespace {
         [name] => schema_of(name),
         _ => Err(RestError::bad_request(format!(

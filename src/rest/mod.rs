@@ -11,6 +11,7 @@ mod names;
 mod routes;
 pub mod server;
 mod state;
+mod tables;
 mod types;
 
 pub use server::{serve, servers, stop, ServeOptions, ServerInfo};

@@ -7,10 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::body::Body;
-use std::net::SocketAddr;
-
-use axum::body::Bytes;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -20,12 +17,12 @@ use axum::{Json, Router};
 use super::auth;
 use super::ddl;
 use super::errors::{RestError, RestResult};
-use super::lake::{actor, commit_error, existing_schema, existing_table, on_lake, reading};
+use super::lake::{existing_schema, existing_table, reading};
 use super::names::{schema_of, table_of};
 use super::state::Shared;
+use super::tables;
 use super::types::{
-    CatalogConfig, CommitTableRequest, CommitTableResponse, ListNamespacesResponse, ListTablesResponse,
-    LoadTableResult, NamespaceResponse, TableIdentifier,
+    CatalogConfig, ListNamespacesResponse, ListTablesResponse, LoadTableResult, NamespaceResponse, TableIdentifier,
 };
 
 /// Bodies larger than this are refused (413) before they are read whole.
@@ -47,6 +44,8 @@ const ENDPOINTS: &[&str] = &[
     "POST /v1/{prefix}/namespaces/{namespace}/properties",
     "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "POST /v1/{prefix}/tables/rename",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/transactions/commit",
 ];
 
 pub fn router(shared: Shared) -> Router {
@@ -56,10 +55,11 @@ pub fn router(shared: Shared) -> Router {
         .route("/v1/namespaces/{namespace}", get(load_namespace).head(namespace_exists).delete(ddl::drop_namespace))
         .route("/v1/namespaces/{namespace}/properties", post(ddl::update_namespace_properties))
         .route("/v1/tables/rename", post(ddl::rename_table))
-        .route("/v1/namespaces/{namespace}/tables", get(list_tables))
+        .route("/v1/namespaces/{namespace}/tables", get(list_tables).post(tables::create_table))
+        .route("/v1/transactions/commit", post(tables::commit_transaction))
         .route(
             "/v1/namespaces/{namespace}/tables/{table}",
-            get(load_table).head(table_exists).post(commit_table).delete(ddl::drop_table),
+            get(load_table).head(table_exists).post(tables::commit_table).delete(ddl::drop_table),
         )
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(shared.clone(), guard))
@@ -225,7 +225,7 @@ async fn load_table(State(shared): State<Shared>, Path((namespace, table)): Path
         reading(&shared, move |txn| {
             let info = existing_table(txn, &schema, &table)?;
             let body = LoadTableResult {
-                metadata_location: &info.record.metadata_location,
+                metadata_location: Some(&info.record.metadata_location),
                 metadata: &info.metadata,
                 config: BTreeMap::new(),
             };
@@ -252,45 +252,4 @@ async fn table_exists(
     let (schema, table) = (read_schema(&namespace)?, read_table(&table)?);
     reading(&shared, move |txn| existing_table(txn, &schema, &table).map(|_| ())).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// `POST .../tables/{table}`: another engine's commit (`transaction_external`), as a skade
-/// commit naming the client. A requirement that fails, or a commit that lands on the table
-/// meanwhile, is 409 `CommitFailedException` (the client reloads and retries).
-async fn commit_table(
-    State(shared): State<Shared>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    Path((namespace, table)): Path<(String, String)>,
-    body: Bytes,
-) -> Response {
-    let committed = async {
-        let (schema, table) = (schema_of(&namespace)?, table_of(&table)?);
-        let request: CommitTableRequest = serde_json::from_slice(&body)
-            .map_err(|e| RestError::bad_request(format!("the commit request is not one the protocol defines: {e}")))?;
-        let actor = actor(&shared, client);
-        on_lake(&shared, move |catalog| {
-            let txn = catalog.with_actor(&actor).begin();
-            existing_table(&txn, &schema, &table)?;
-            let updated =
-                txn.update_table(&schema, &table, &request.requirements, request.updates).map_err(commit_error)?;
-            txn.commit().map_err(commit_error)?;
-            let body =
-                CommitTableResponse { metadata_location: &updated.metadata_location, metadata: &updated.metadata };
-            serde_json::to_vec(&body).map_err(|e| {
-                RestError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "InternalServerError",
-                    format!("cannot write the answer: {e}"),
-                )
-            })
-        })
-        .await
-    };
-    match committed.await {
-        Ok(json) => {
-            shared.stats.commits.fetch_add(1, Ordering::Relaxed);
-            ([(axum::http::header::CONTENT_TYPE, "application/json")], json).into_response()
-        }
-        Err(e) => e.into_response(),
-    }
 }

@@ -2,9 +2,9 @@
 //! here: `iceberg-catalog-rest` is a client crate whose config and error types are private. Table
 //! metadata itself is the iceberg crate's `TableMetadata`, which serializes in the spec's form.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use iceberg::spec::TableMetadata;
+use iceberg::spec::{Schema, SortOrder, TableMetadata, UnboundPartitionSpec};
 use iceberg::{TableRequirement, TableUpdate};
 use serde::{Deserialize, Serialize};
 
@@ -45,8 +45,9 @@ pub struct ListTablesResponse {
 
 #[derive(Serialize)]
 pub struct LoadTableResult<'a> {
-    #[serde(rename = "metadata-location")]
-    pub metadata_location: &'a str,
+    /// (none for a staged create: the table has no metadata file yet)
+    #[serde(rename = "metadata-location", skip_serializing_if = "Option::is_none")]
+    pub metadata_location: Option<&'a str>,
     pub metadata: &'a TableMetadata,
     pub config: BTreeMap<String, String>,
 }
@@ -59,6 +60,44 @@ pub struct CommitTableRequest {
     pub requirements: Vec<TableRequirement>,
     #[serde(default)]
     pub updates: Vec<TableUpdate>,
+}
+
+/// `POST .../namespaces/{namespace}/tables`: a table as the client describes it; with
+/// `stage-create` only its metadata is answered, and a commit asserting its absence creates it.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CreateTableRequest {
+    pub name: String,
+    pub location: Option<String>,
+    pub schema: Schema,
+    pub partition_spec: Option<UnboundPartitionSpec>,
+    pub write_order: Option<SortOrder>,
+    #[serde(default)]
+    pub stage_create: bool,
+    #[serde(default)]
+    pub properties: HashMap<String, String>,
+}
+
+/// `POST /v1/transactions/commit`: several tables' changes, all or none.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CommitTransactionRequest {
+    pub table_changes: Vec<TableChange>,
+}
+
+#[derive(Deserialize)]
+pub struct TableChange {
+    pub identifier: ChangedTable,
+    #[serde(default)]
+    pub requirements: Vec<TableRequirement>,
+    #[serde(default)]
+    pub updates: Vec<TableUpdate>,
+}
+
+#[derive(Deserialize)]
+pub struct ChangedTable {
+    pub namespace: Vec<String>,
+    pub name: String,
 }
 
 #[derive(Serialize)]

@@ -383,8 +383,12 @@ def test_commits_that_are_not_served_are_refused_whole(plain, tmp_path):
     assert status == 400
     status, answer = post("events", {"requirements": [], "updates": [
         {"action": "add-schema", "schema": {"type": "struct", "schema-id": 1, "fields": [
-            {"id": 1, "name": "id", "required": False, "type": "long"}]}}]})
-    assert status == 406 and "schema change" in answer["error"]["message"]
+            {"id": 1, "name": "id", "required": False, "type": "string"}]}},
+        {"action": "set-current-schema", "schema-id": -1}]})
+    assert status == 400 and "cannot change from long to string" in answer["error"]["message"]
+    status, answer = post("events", {"requirements": [], "updates": [
+        {"action": "set-snapshot-ref", "ref-name": "audit", "type": "tag", "snapshot-id": 1}]})
+    assert status == 406 and "a ref other than main" in answer["error"]["message"]
     # a snapshot whose manifest list lies outside the table's location
     _, loaded = http("GET", address + "/v1/namespaces/main/tables/events")
     metadata = loaded["metadata"]

@@ -1,0 +1,251 @@
+"""The Iceberg REST catalog server (issue 45, docs/design/rest-catalog.md), tables other engines
+create and change: PyIceberg 0.12 and DuckDB's iceberg extension create tables (staged too,
+CREATE TABLE AS), evolve their schemas, commit several tables at once, and every table reads back
+in skade with their rows; each of their commits is a skade commit."""
+import json
+import threading
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog import load_catalog
+from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, TableAlreadyExistsError
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import DoubleType, IntegerType, LongType, NestedField, StringType, TimestamptzType
+
+from conftest import needs_iceberg
+from test_rest_catalog import http, iceberg_peer, plain  # noqa: F401  (plain: the fixture)
+
+
+def post(address, path, body):
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return http("POST", address + path, raw, {"Content-Type": "application/json"})
+
+
+def rows(con, sql):
+    return sorted(con.execute(sql).fetchall(), key=repr)
+
+
+@needs_iceberg
+def test_duckdb_iceberg_extension_creates_and_writes_tables_as_duckdb_would(plain):
+    """Every statement through the server, and the same statements on a native DuckDB table: the
+    rows agree, in skade, in the peer and in DuckDB."""
+    con, address = plain
+    peer = iceberg_peer(address, "AUTHORIZATION_TYPE 'none'")
+    native = con  # (a native table in DuckDB's own memory database)
+    native.execute("CREATE TABLE memory.main.t (id INTEGER, s VARCHAR)")
+    statements = [
+        "CREATE TABLE {}.t (id INTEGER, s VARCHAR)",
+        "INSERT INTO {}.t VALUES (1, 'a'), (2, 'b'), (3, NULL)",
+        "ALTER TABLE {}.t ADD COLUMN c DOUBLE",
+        "INSERT INTO {}.t VALUES (4, 'd', 1.5)",
+        "UPDATE {}.t SET c = 2 WHERE id <= 2",
+        "DELETE FROM {}.t WHERE s IS NULL",
+        "MERGE INTO {0}.t USING (SELECT * FROM (VALUES (2, 'bb'), (9, 'new')) v(id, s)) src ON t.id = src.id "
+        "WHEN MATCHED THEN UPDATE SET s = src.s WHEN NOT MATCHED THEN INSERT VALUES (src.id, src.s, -1)",
+    ]
+    try:
+        for sql in statements:
+            peer.execute(sql.format("ice.main"))
+            if not sql.startswith("CREATE"):
+                native.execute(sql.format("memory.main"))
+        expected = rows(native, "FROM memory.main.t")
+        assert expected == [(1, "a", 2.0), (2, "bb", 2.0), (4, "d", 1.5), (9, "new", -1.0)]
+        assert rows(con, "FROM lake.t") == expected
+        assert rows(peer, "FROM ice.main.t") == expected
+        # CREATE TABLE AS: the client writes the rows before its commit creates the table
+        peer.execute("CREATE TABLE ice.main.copy AS SELECT range AS a, 'x' || range AS b FROM range(1000)")
+        assert con.execute("SELECT count(*), sum(a), min(b) FROM lake.copy").fetchone() == (1000, 499500, "x0")
+        # one DuckDB transaction over two tables: one skade commit (transactions/commit), all or none
+        before = con.execute("SELECT max(commit_seq) FROM skade_commits_since('lake', 0)").fetchone()[0]
+        peer.execute("BEGIN")
+        peer.execute("INSERT INTO ice.main.t VALUES (10, 'x', 0)")
+        peer.execute("INSERT INTO ice.main.copy VALUES (1000, 'y')")
+        peer.execute("COMMIT")
+        commits = con.execute("SELECT table_name, actor FROM skade_commits_since('lake', ?) ORDER BY 1",
+                              [before]).fetchall()
+        assert commits == [("copy", "rest:127.0.0.1"), ("t", "rest:127.0.0.1")]
+        assert con.execute("SELECT count(*) FROM lake.copy WHERE a = 1000").fetchone() == (1,)
+        # the tables are skade tables: DuckDB writes to them, the peer reads that
+        con.execute("INSERT INTO lake.t VALUES (11, 'duck', 3)")
+        assert rows(peer, "FROM ice.main.t") == rows(con, "FROM lake.t")
+    finally:
+        peer.close()
+
+
+def test_pyiceberg_partitioned_table_lifecycle(plain):
+    from pyiceberg.expressions import EqualTo
+    con, address = plain
+    catalog = load_catalog("lake", type="rest", uri=address)
+    catalog.create_namespace("shop")
+    schema = Schema(NestedField(1, "id", IntegerType(), required=False),
+                    NestedField(2, "region", StringType(), required=False),
+                    NestedField(3, "ts", TimestamptzType(), required=False))
+    spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="region"))
+    table = catalog.create_table("shop.sales", schema=schema, partition_spec=spec, properties={"owner": "etl"})
+    assert con.execute("SELECT count(*) FROM lake.shop.sales").fetchone() == (0,)
+    with pytest.raises(TableAlreadyExistsError):
+        catalog.create_table("shop.sales", schema=schema)
+    with pytest.raises(NoSuchNamespaceError):
+        catalog.create_table("nope.sales", schema=schema)
+
+    def batch(ids, region):
+        return pa.table({"id": pa.array(ids, pa.int32()), "region": [region] * len(ids),
+                         "ts": pa.array([1_700_000_000_000_000 + i for i in ids], pa.timestamp("us", tz="UTC"))})
+
+    table.append(batch(list(range(10)), "eu"))
+    table.append(batch(list(range(10, 15)), "us"))
+    first = table.current_snapshot().snapshot_id
+    table.overwrite(batch([100, 101], "eu"), overwrite_filter=EqualTo("region", "eu"))
+    table.delete(EqualTo("id", 10))
+    # schema evolution: a column added, one renamed, one widened (int -> long)
+    with table.update_schema() as update:
+        update.add_column("amount", DoubleType())
+        update.rename_column("region", "area")
+        update.update_column("id", field_type=LongType())
+    table = catalog.load_table("shop.sales")
+    table.append(pa.table({"id": pa.array([200], pa.int64()), "area": ["ap"],
+                           "ts": pa.array([0], pa.timestamp("us", tz="UTC")), "amount": [9.5]}))
+    theirs = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    ours = [dict(zip(("id", "area", "amount"), r)) for r in con.execute(
+        "SELECT id, area, amount FROM lake.shop.sales ORDER BY id").fetchall()]
+    assert [r["id"] for r in ours] == [11, 12, 13, 14, 100, 101, 200]
+    assert [(r["id"], r["area"], r["amount"]) for r in theirs] == [(r["id"], r["area"], r["amount"]) for r in ours]
+    assert con.execute("SELECT typeof(id) FROM lake.shop.sales LIMIT 1").fetchone() == ("BIGINT",)
+    # time travel: the client's first snapshots read back, in both
+    assert table.scan(snapshot_id=first).to_arrow().num_rows == 15
+    # a transaction of several updates: one commit
+    with table.transaction() as tx:
+        tx.set_properties(stage="gold")
+        tx.append(pa.table({"id": pa.array([300], pa.int64()), "area": ["eu"],
+                            "ts": pa.array([0], pa.timestamp("us", tz="UTC")), "amount": [1.0]}))
+    assert catalog.load_table("shop.sales").properties["stage"] == "gold"
+    assert con.execute("SELECT count(*) FROM lake.shop.sales").fetchone() == (8,)
+    # a staged create with rows: one commit creates the table with them
+    staged = catalog.create_table_transaction("shop.staged", schema=pa.schema([("a", pa.int64())]))
+    staged.append(pa.table({"a": [1, 2, 3]}))
+    staged.commit_transaction()
+    assert rows(con, "FROM lake.shop.staged") == [(1,), (2,), (3,)]
+    # skade's own changelog sees the client's commits
+    kinds = dict(con.execute("SELECT _change_type, count(*) FROM skade_changelog('lake.shop.sales', "
+                             "TIMESTAMPTZ '2000-01-01', now()) GROUP BY 1").fetchall())
+    assert kinds.get("INSERT", 0) >= 17 and kinds.get("DELETE", 0) >= 10
+
+
+def test_a_staged_create_loses_to_a_table_created_meanwhile(plain):
+    con, address = plain
+    catalog = load_catalog("lake", type="rest", uri=address)
+    staged = catalog.create_table_transaction("main.race", schema=pa.schema([("a", pa.int64())]))
+    staged.append(pa.table({"a": [1]}))
+    con.execute("CREATE TABLE lake.race (a BIGINT)")
+    con.execute("INSERT INTO lake.race VALUES (42)")
+    with pytest.raises(CommitFailedException):
+        staged.commit_transaction()
+    assert con.execute("FROM lake.race").fetchall() == [(42,)]
+
+
+def test_bad_creates_are_refused_and_leave_nothing(plain):
+    con, address = plain
+    before = rows(con, "SELECT table_name, metadata_location FROM skade_tables('lake')")
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "a", "required": False, "type": "long"}]}
+    cases = [
+        ({"name": "x", "schema": schema, "location": "/tmp/elsewhere"}, 400, "places its tables itself"),
+        ({"name": "x", "schema": schema, "properties": {"format-version": "3"}}, 406, "format version 3"),
+        ({"name": "..", "schema": schema}, 400, None),
+        ({"name": "a/b", "schema": schema}, 400, None),
+        ({"name": "events", "schema": schema}, 409, "already exists"),
+        ({"name": "x", "schema": {"type": "struct", "fields": "no"}}, 400, None),
+        ({"name": "x"}, 400, None),
+    ]
+    for body, status, message in cases:
+        got, answer = post(address, "/v1/namespaces/main/tables", body)
+        assert got == status, (body, answer)
+        assert message is None or message in answer["error"]["message"], (body, answer)
+    got, answer = post(address, "/v1/namespaces/nope/tables", {"name": "x", "schema": schema})
+    assert got == 404 and answer["error"]["type"] == "NoSuchNamespaceException"
+    # an assert-create commit whose schema is missing, or that asserts more
+    got, answer = post(address, "/v1/namespaces/main/tables/y", {
+        "requirements": [{"type": "assert-create"}], "updates": [{"action": "set-properties", "updates": {}}]})
+    assert got == 400 and "add-schema" in answer["error"]["message"]
+    got, answer = post(address, "/v1/namespaces/main/tables/y", {
+        "requirements": [{"type": "assert-create"}, {"type": "assert-table-uuid", "uuid": "0" * 8 + "-0000-0000-0000-" + "0" * 12}],
+        "updates": [{"action": "add-schema", "schema": schema}]})
+    assert got == 400
+    assert rows(con, "SELECT table_name, metadata_location FROM skade_tables('lake')") == before
+
+
+def test_schema_changes_are_checked_as_alter_table_is(plain):
+    con, address = plain
+    _, loaded = http("GET", address + "/v1/namespaces/main/tables/events")
+    fields = loaded["metadata"]["schemas"][0]["fields"]
+
+    def change(new_fields, more=()):
+        return post(address, "/v1/namespaces/main/tables/events", {"requirements": [], "updates": [
+            {"action": "add-schema", "schema": {"type": "struct", "schema-id": 7, "fields": new_fields}},
+            {"action": "set-current-schema", "schema-id": -1}, *more]})
+
+    long_id = [dict(f) for f in fields]
+    got, answer = change([{**long_id[0], "required": True}, *long_id[1:]])
+    assert got == 400 and "cannot become required" in answer["error"]["message"]
+    got, answer = change([*long_id, {"id": 9, "name": "n", "required": True, "type": "int"}])
+    assert got == 400 and "cannot be required" in answer["error"]["message"]
+    got, answer = change([{**long_id[0], "type": "int"}, *long_id[1:]])  # a narrowing
+    assert got == 400 and "cannot change" in answer["error"]["message"]
+    # dropping a column, then bringing its field id back under another type
+    got, _ = change(long_id[:2])
+    assert got == 200
+    assert [r[0] for r in con.execute("DESCRIBE lake.events").fetchall()] == ["id", "kind"]
+    got, answer = change([*long_id[:2], {"id": long_id[2]["id"], "name": "amount2", "required": False, "type": "string"}])
+    assert got == 400 and "reuses field id" in answer["error"]["message"]
+    assert con.execute("SELECT count(*) FROM lake.events").fetchone() == (100,)
+    # a keyed table's shape is DuckDB's to change
+    con.execute("CREATE TABLE lake.kv (k BIGINT PRIMARY KEY, v VARCHAR)")
+    _, kv = http("GET", address + "/v1/namespaces/main/tables/kv")
+    kv_fields = kv["metadata"]["schemas"][0]["fields"]
+    got, answer = post(address, "/v1/namespaces/main/tables/kv", {"requirements": [], "updates": [
+        {"action": "add-schema", "schema": {"type": "struct", "schema-id": 3, "identifier-field-ids": [1],
+                                            "fields": [*kv_fields, {"id": 3, "name": "w", "required": False,
+                                                                    "type": "int"}]}},
+        {"action": "set-current-schema", "schema-id": -1}]})
+    assert got == 406 and "PRIMARY KEY" in answer["error"]["message"]
+
+
+def test_a_transaction_over_several_tables_is_all_or_none(plain):
+    con, address = plain
+    con.execute("CREATE TABLE lake.other (a BIGINT)")
+    _, events = http("GET", address + "/v1/namespaces/main/tables/events")
+    change = lambda table, requirements: {"identifier": {"namespace": ["main"], "name": table},
+                                          "requirements": requirements,
+                                          "updates": [{"action": "set-properties", "updates": {"batch": "1"}}]}
+    uuid = events["metadata"]["table-uuid"]
+    wrong = {"type": "assert-table-uuid", "uuid": "00000000-0000-0000-0000-000000000000"}
+    got, answer = post(address, "/v1/transactions/commit", {"table-changes": [
+        change("other", []), change("events", [wrong])]})
+    assert got == 409 and answer["error"]["type"] == "CommitFailedException"
+    props = lambda t: http("GET", address + f"/v1/namespaces/main/tables/{t}")[1]["metadata"]["properties"]
+    assert "batch" not in props("other") and "batch" not in props("events")
+    got, answer = post(address, "/v1/transactions/commit", {"table-changes": [
+        change("other", []), change("events", [{"type": "assert-table-uuid", "uuid": uuid}])]})
+    assert got == 204, answer
+    assert props("other")["batch"] == "1" and props("events")["batch"] == "1"
+    # bad transactions: empty, a table twice, an unknown table
+    assert post(address, "/v1/transactions/commit", {"table-changes": []})[0] == 400
+    assert post(address, "/v1/transactions/commit", {"table-changes": [change("other", []), change("other", [])]})[0] == 400
+    got, answer = post(address, "/v1/transactions/commit", {"table-changes": [change("nope", [])]})
+    assert got == 404 and answer["error"]["type"] == "NoSuchTableException"
+
+
+def test_concurrent_creates_of_one_name_leave_one_table(plain):
+    con, address = plain
+    outcomes = []
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "a", "required": False, "type": "long"}]}
+
+    def create():
+        outcomes.append(post(address, "/v1/namespaces/main/tables", {"name": "once", "schema": schema})[0])
+
+    threads = [threading.Thread(target=create) for _ in range(6)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert sorted(outcomes) == [200] + [409] * 5
+    assert con.execute("SELECT count(*) FROM skade_tables('lake') WHERE table_name = 'once'").fetchone() == (1,)
