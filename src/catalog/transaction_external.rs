@@ -75,7 +75,7 @@ pub(super) const SKADE_PROPERTIES: &str = "skade.";
 
 /// Snapshot ids skade allocates count up from 1 (`Catalog::allocate_snapshot_id`); a client's
 /// must lie above them (clients draw 63 random bits), or skade's next id could collide with it.
-const CLIENT_SNAPSHOT_IDS: i64 = 1 << 32;
+pub(super) const CLIENT_SNAPSHOT_IDS: i64 = 1 << 32;
 
 /// How far ahead of this host's clock a client's snapshot may be stamped (clocks differ a
 /// little; a snapshot from the future would block every later commit's timestamp check).
@@ -213,26 +213,9 @@ impl Transaction {
             return refused(format!("main must move to the newest snapshot added ({parent:?}), not {head:?}"));
         }
         let now_ms = chrono::Utc::now().timestamp_millis();
-        let root = format!("{}/", next.location().trim_end_matches('/'));
-        let outside = |path: &str| {
-            let rest = path.strip_prefix(&root);
-            rest.is_none_or(|rest| rest.split('/').any(|part| matches!(part, "" | "." | "..")))
-        };
         let caches = &self.catalog().inner.read_caches;
         let unreadable =
             |what: &str, e: Error| Error::invalid(format!("table {shown}: cannot read {what}: {}", e.message));
-        // On disk a path under the location may still lead elsewhere (a symbolic link): the files
-        // a snapshot adds must resolve under the location's real path. (Object keys have no
-        // links; a HEAD per file would cost a request each.)
-        let real_root = match crate::io::object::is_object(next.location()) {
-            true => None,
-            false => Some(format!("{}/", crate::io::canonical(next.location())?.trim_end_matches('/'))),
-        };
-        let leads_elsewhere = |path: &str| -> Result<Option<String>> {
-            let Some(real_root) = &real_root else { return Ok(None) };
-            let real = crate::io::canonical(path).map_err(|e| unreadable(path, e))?;
-            Ok((!real.starts_with(real_root.as_str())).then_some(real))
-        };
         for snapshot in chain {
             let id = snapshot.snapshot_id();
             if id < CLIENT_SNAPSHOT_IDS {
@@ -254,43 +237,7 @@ impl Transaction {
                     snapshot.timestamp_ms() - now_ms
                 ));
             }
-            if outside(snapshot.manifest_list()) {
-                return refused(format!(
-                    "snapshot {id}: its manifest list {} is not under the table's location {root}",
-                    snapshot.manifest_list()
-                ));
-            }
-            let manifests =
-                caches.manifests.manifest_list(next, snapshot).map_err(|e| unreadable("a manifest list", e))?;
-            if let Some(m) = manifests.iter().find(|m| outside(&m.manifest_path)) {
-                return refused(format!(
-                    "snapshot {id}: manifest {} is not under the table's location {root}",
-                    m.manifest_path
-                ));
-            }
-            let files = caches.manifests.snapshot_files(next, snapshot).map_err(|e| unreadable("its manifests", e))?;
-            if let Some(file) =
-                files.data.iter().chain(&files.deletes).map(|e| e.file().file_path()).find(|p| outside(p))
-            {
-                return refused(format!("snapshot {id}: file {file} is not under the table's location {root}"));
-            }
-            let added_here = std::iter::once(snapshot.manifest_list())
-                .chain(manifests.iter().filter(|m| m.added_snapshot_id == id).map(|m| m.manifest_path.as_str()))
-                .chain(
-                    files
-                        .data
-                        .iter()
-                        .chain(&files.deletes)
-                        .filter(|e| e.snapshot_id == id)
-                        .map(|e| e.file().file_path()),
-                );
-            for path in added_here {
-                if let Some(real) = leads_elsewhere(path)? {
-                    return refused(format!(
-                        "snapshot {id}: {path} leads to {real}, outside the table's location (a symbolic link)"
-                    ));
-                }
-            }
+            let files = self.check_snapshot_files(shown, next, snapshot, false)?;
             match snapshot.summary().operation {
                 Operation::Replace => {
                     return Err(Error::not_implemented(format!(
@@ -404,4 +351,70 @@ fn check_shape(shown: &str, base: &TableMetadata, next: &TableMetadata) -> Resul
         ));
     }
     Ok(())
+}
+
+impl Transaction {
+    /// Every file `snapshot` names (its manifest list, manifests, data and delete files) must lie
+    /// under the table's location, with no `.` or `..` segment; on disk the files it adds (with
+    /// `every`, all it names) must also resolve under the location's real path (a symbolic link
+    /// in the table's folder would lead elsewhere). Object keys have no links: a HEAD per file
+    /// would cost a request each.
+    pub(super) fn check_snapshot_files(
+        &self,
+        shown: &str,
+        md: &TableMetadata,
+        snapshot: &iceberg::spec::Snapshot,
+        every: bool,
+    ) -> Result<crate::format::manifests::SnapshotFiles> {
+        let refused = |why: String| Err(Error::invalid(format!("table {shown}: {why}")));
+        let unreadable =
+            |what: &str, e: Error| Error::invalid(format!("table {shown}: cannot read {what}: {}", e.message));
+        let id = snapshot.snapshot_id();
+        let root = format!("{}/", md.location().trim_end_matches('/'));
+        let outside = |path: &str| {
+            let rest = path.strip_prefix(&root);
+            rest.is_none_or(|rest| rest.split('/').any(|part| matches!(part, "" | "." | "..")))
+        };
+        if outside(snapshot.manifest_list()) {
+            return refused(format!(
+                "snapshot {id}: its manifest list {} is not under the table's location {root}",
+                snapshot.manifest_list()
+            ));
+        }
+        let caches = &self.catalog().inner.read_caches;
+        let manifests = caches.manifests.manifest_list(md, snapshot).map_err(|e| unreadable("a manifest list", e))?;
+        if let Some(m) = manifests.iter().find(|m| outside(&m.manifest_path)) {
+            return refused(format!(
+                "snapshot {id}: manifest {} is not under the table's location {root}",
+                m.manifest_path
+            ));
+        }
+        let files = caches.manifests.snapshot_files(md, snapshot).map_err(|e| unreadable("its manifests", e))?;
+        if let Some(file) = files.data.iter().chain(&files.deletes).map(|e| e.file().file_path()).find(|p| outside(p)) {
+            return refused(format!("snapshot {id}: file {file} is not under the table's location {root}"));
+        }
+        if crate::io::object::is_object(md.location()) {
+            return Ok(files);
+        }
+        let real_root = format!("{}/", crate::io::canonical(md.location())?.trim_end_matches('/'));
+        let named = std::iter::once(snapshot.manifest_list())
+            .chain(manifests.iter().filter(|m| every || m.added_snapshot_id == id).map(|m| m.manifest_path.as_str()))
+            .chain(
+                files
+                    .data
+                    .iter()
+                    .chain(&files.deletes)
+                    .filter(|e| every || e.snapshot_id == id)
+                    .map(|e| e.file().file_path()),
+            );
+        for path in named {
+            let real = crate::io::canonical(path).map_err(|e| unreadable(path, e))?;
+            if !real.starts_with(real_root.as_str()) {
+                return refused(format!(
+                    "snapshot {id}: {path} leads to {real}, outside the table's location (a symbolic link)"
+                ));
+            }
+        }
+        Ok(files)
+    }
 }

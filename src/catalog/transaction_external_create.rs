@@ -227,3 +227,100 @@ impl Transaction {
         self.update_table(schema_name, name, &[], rest)
     }
 }
+
+impl Transaction {
+    /// Registers a table whose metadata file a client wrote (`POST .../register`): the file must
+    /// lie in the lake's place for the table (`<data>/<schema>/<name>/metadata/`), describe a v2
+    /// table located there with only a main branch, a uuid no other table has, columns skade can
+    /// read, and snapshots whose every file lies under the location. Nothing is written: the
+    /// table's pointer names the client's file, and skade's next commit writes the version after.
+    pub fn register_table(&self, schema_name: &str, name: &str, metadata_location: &str) -> Result<Updated> {
+        self.check_writable()?;
+        self.check_not_reserved(schema_name, &format!("register table {}", names::shown(name)))?;
+        let location = names::table_location(self.catalog().data_path(), schema_name, name)?;
+        let shown = names::table_shown(self.database(), schema_name, name);
+        let stored_schema = {
+            let st = self.lock()?;
+            let Some(schema) = st.view.schema(schema_name) else {
+                return Err(Error::catalog(format!("namespace {} does not exist", names::shown(schema_name))));
+            };
+            if let Some(existing) = st.view.entry(schema_name, name) {
+                return Err(Error::conflict(format!(
+                    "{} {shown} already exists",
+                    existing.kind.shown().to_lowercase()
+                )));
+            }
+            schema.name.clone()
+        };
+        let refused = |why: String| Error::invalid(format!("table {shown}: {why}"));
+        let folder = format!("{location}/metadata/");
+        let file = metadata_location.strip_prefix(&folder).unwrap_or("");
+        if file.is_empty() || file.contains('/') || !file.ends_with(".metadata.json") || file.starts_with('.') {
+            return Err(refused(format!(
+                "a table registered here has its metadata file in {folder} (a <name>.metadata.json), not \
+                 {metadata_location}"
+            )));
+        }
+        if !crate::io::object::is_object(&location) {
+            let real = crate::io::canonical(metadata_location)
+                .map_err(|e| refused(format!("cannot read {metadata_location}: {}", e.message)))?;
+            let real_folder = crate::io::canonical(&format!("{location}/metadata"))?;
+            if std::path::Path::new(&real).parent() != Some(std::path::Path::new(&real_folder)) {
+                return Err(refused(format!("{metadata_location} leads to {real}, outside the table's location")));
+            }
+        }
+        let md = self
+            .catalog()
+            .inner
+            .metadata
+            .get(metadata_location)
+            .map_err(|e| refused(format!("cannot read {metadata_location}: {}", e.message)))?;
+        if md.location().trim_end_matches('/') != location {
+            return Err(refused(format!("its metadata places it at {}, not at {location}", md.location())));
+        }
+        check_version(&shown, md.format_version())?;
+        // (skade keeps the main branch only: a snapshot off its line would belong to another)
+        let mut on_main = std::collections::HashSet::new();
+        let mut at = md.current_snapshot();
+        while let Some(snapshot) = at {
+            on_main.insert(snapshot.snapshot_id());
+            at = snapshot.parent_snapshot_id().and_then(|p| md.snapshot_by_id(p));
+        }
+        if let Some(other) = md.snapshots().find(|s| !on_main.contains(&s.snapshot_id())) {
+            return Err(Error::not_implemented(format!(
+                "table {shown}: snapshot {} is not on the main branch's line: a table with other branches is not \
+                 served yet",
+                other.snapshot_id()
+            )));
+        }
+        if self.lock()?.view.table_by_uuid(&md.uuid().to_string()).is_some() {
+            return Err(refused(format!("uuid {} is another table's", md.uuid())));
+        }
+        crate::format::schema::arrow_schema(md.current_schema())
+            .map_err(|e| refused(format!("its columns cannot be read: {}", e.message)))?;
+        KeyColumns::of(md.current_schema()).map_err(|e| refused(format!("its identifier fields: {}", e.message)))?;
+        // (skade allocates its snapshot ids counting up, lake-wide: a registered table's ids in
+        // that range must lie below the next, or one of skade's commits could reuse one)
+        let next_id = self.catalog().allocate_snapshot_id()?;
+        for snapshot in md.snapshots() {
+            let id = snapshot.snapshot_id();
+            if id >= next_id && id < super::transaction_external::CLIENT_SNAPSHOT_IDS {
+                return Err(refused(format!(
+                    "snapshot id {id} lies in the range this lake allocates its own from (the next is {next_id})"
+                )));
+            }
+            self.check_snapshot_files(&shown, &md, snapshot, true)?;
+        }
+        let record = TableRecord {
+            schema: stored_schema,
+            name: name.to_string(),
+            uuid: md.uuid().to_string(),
+            metadata_location: metadata_location.to_string(),
+            kind: EntryKind::Table,
+        };
+        let mut st = self.lock()?;
+        Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(record.clone()));
+        st.ddl.push(Ddl::CreateTable(record));
+        Ok(Updated { metadata_location: metadata_location.to_string(), metadata: md })
+    }
+}

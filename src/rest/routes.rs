@@ -46,6 +46,7 @@ const ENDPOINTS: &[&str] = &[
     "POST /v1/{prefix}/tables/rename",
     "POST /v1/{prefix}/namespaces/{namespace}/tables",
     "POST /v1/{prefix}/transactions/commit",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
 ];
 
 pub fn router(shared: Shared) -> Router {
@@ -57,6 +58,7 @@ pub fn router(shared: Shared) -> Router {
         .route("/v1/tables/rename", post(ddl::rename_table))
         .route("/v1/namespaces/{namespace}/tables", get(list_tables).post(tables::create_table))
         .route("/v1/transactions/commit", post(tables::commit_transaction))
+        .route("/v1/namespaces/{namespace}/register", post(tables::register_table))
         .route(
             "/v1/namespaces/{namespace}/tables/{table}",
             get(load_table).head(table_exists).post(tables::commit_table).delete(ddl::drop_table),

@@ -91,6 +91,46 @@ pub async fn create_table(
     answer(created.await)
 }
 
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RegisterTableRequest {
+    name: String,
+    metadata_location: String,
+    #[serde(default)]
+    overwrite: bool,
+}
+
+/// `POST .../namespaces/{namespace}/register`: a table whose metadata file the client wrote in
+/// the lake's place for it (`Transaction::register_table` checks what it names).
+pub async fn register_table(
+    State(shared): State<Shared>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(namespace): Path<String>,
+    bytes: Bytes,
+) -> Response {
+    let registered = async {
+        let request: RegisterTableRequest = body(&bytes, "register table")?;
+        let (schema, name) = (schema_of(&namespace)?, table_of(&request.name)?);
+        if request.overwrite {
+            return Err(RestError::new(
+                StatusCode::NOT_ACCEPTABLE,
+                "UnsupportedOperationException",
+                "registering over an existing table (overwrite) is not served: drop it first",
+            ));
+        }
+        let json = committing(&shared, client, move |txn| {
+            let schema = existing_schema(txn, &schema)?;
+            let table = txn.register_table(&schema, &name, &request.metadata_location).map_err(create_error)?;
+            let metadata_location = Some(table.metadata_location.as_str());
+            Ok(json(&LoadTableResult { metadata_location, metadata: &table.metadata, config: Default::default() }))
+        })
+        .await??;
+        shared.stats.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(json)
+    };
+    answer(registered.await)
+}
+
 /// One table's change in `txn`: an `assert-create` creates the table the updates describe;
 /// otherwise the requirements are checked against the table and the updates applied.
 fn apply_change(

@@ -249,3 +249,62 @@ def test_concurrent_creates_of_one_name_leave_one_table(plain):
     [t.join() for t in threads]
     assert sorted(outcomes) == [200] + [409] * 5
     assert con.execute("SELECT count(*) FROM skade_tables('lake') WHERE table_name = 'once'").fetchone() == (1,)
+
+
+def test_register_brings_back_a_dropped_table_and_refuses_others(plain):
+    import os
+    con, address = plain
+    catalog = load_catalog("lake", type="rest", uri=address)
+    location = lambda t: con.execute(
+        "SELECT metadata_location FROM skade_tables('lake') WHERE table_name = ?", [t]).fetchone()[0]
+    kept = location("events")
+    rows_before = rows(con, "FROM lake.events")
+    con.execute("DROP TABLE lake.events")
+    table = catalog.register_table("main.events", kept)
+    assert table.metadata_location == kept
+    assert rows(con, "FROM lake.events") == rows_before
+    con.execute("INSERT INTO lake.events VALUES (1000, 'after', 1)")   # skade commits on top of it
+    assert catalog.load_table("main.events").scan().to_arrow().num_rows == 101
+
+    def register(name, metadata_location, **more):
+        return post(address, "/v1/namespaces/main/register",
+                    {"name": name, "metadata-location": metadata_location, **more})
+
+    got, answer = register("events", kept)
+    assert got == 409 and answer["error"]["type"] == "AlreadyExistsException"
+    got, answer = register("other", kept)               # another table's folder
+    assert got == 400 and "metadata file in" in answer["error"]["message"]
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(kept))), "other", "metadata")
+    os.makedirs(folder)
+    # a copy of events' metadata placed in other's folder: it still places the table at events
+    with open(kept) as f:
+        metadata = json.load(f)
+    copied = os.path.join(folder, "00001-copy.metadata.json")
+    with open(copied, "w") as f:
+        json.dump(metadata, f)
+    got, answer = register("other", copied)
+    assert got == 400 and "places it at" in answer["error"]["message"]
+    # ... and moved to other's location: its uuid is events'
+    metadata["location"] = os.path.dirname(folder)
+    moved = os.path.join(folder, "00002-moved.metadata.json")
+    with open(moved, "w") as f:
+        json.dump(metadata, f)
+    got, answer = register("other", moved)
+    assert got == 400 and "another table's" in answer["error"]["message"]
+    # ... with a uuid of its own: its snapshots' files are still events'
+    metadata["table-uuid"] = "12345678-1234-1234-1234-123456789abc"
+    elsewhere = os.path.join(folder, "00002-elsewhere.metadata.json")
+    with open(elsewhere, "w") as f:
+        json.dump(metadata, f)
+    got, answer = register("other", elsewhere)
+    assert got == 400 and "not under the table's location" in answer["error"]["message"]
+    damaged = os.path.join(folder, "00003-damaged.metadata.json")
+    with open(damaged, "w") as f:
+        f.write("{not json")
+    got, answer = register("other", damaged)
+    assert got == 400 and "cannot read" in answer["error"]["message"]
+    got, answer = register("other", os.path.join(folder, "..", "..", "events", "metadata", os.path.basename(kept)))
+    assert got == 400
+    got, answer = register("other", copied, overwrite=True)
+    assert got == 406
+    assert con.execute("SELECT count(*) FROM skade_tables('lake') WHERE table_name = 'other'").fetchone() == (0,)
