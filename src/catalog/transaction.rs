@@ -434,7 +434,7 @@ impl Transaction {
         self.info(record)
     }
 
-    fn info(&self, record: Arc<TableRecord>) -> Result<TableInfo> {
+    pub(super) fn info(&self, record: Arc<TableRecord>) -> Result<TableInfo> {
         let metadata = self
             .catalog
             .inner

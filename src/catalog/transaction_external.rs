@@ -149,6 +149,11 @@ impl Transaction {
         inner.metadata.insert(&md_location, next.clone());
         let record = table.record.clone();
         let after = TableRecord { metadata_location: md_location.clone(), ..(*record).clone() };
+        if !added.is_empty() {
+            if let Some(key) = KeyColumns::of(next.current_schema())? {
+                self.check_client_keys(&shown, &after, &key)?;
+            }
+        }
         let snapshot_id = match added.is_empty() {
             true => None,
             false => next.current_snapshot().map(|s| s.snapshot_id()),
@@ -165,8 +170,8 @@ impl Transaction {
     /// table's current schema, stamped no later than now, with every file (manifest lists,
     /// manifests, data and delete files) under the table's location, and be what their summary
     /// says (an append removes nothing; a replace, which would change no row, is not taken from
-    /// a client). A table whose key skade checks, or whose DuckDB types are narrower than
-    /// Iceberg's (a client's values would not be checked against either), takes none yet.
+    /// a client). A table whose DuckDB types are narrower than Iceberg's (a client's values
+    /// would not be checked against them) takes none yet.
     fn check_added_snapshots(
         &self,
         shown: &str,
@@ -183,11 +188,6 @@ impl Transaction {
                     "table {shown}: moving main to another snapshot (a rollback) over the REST protocol is not served                      yet"
                 ))),
             };
-        }
-        if KeyColumns::of(base.current_schema())?.is_some() {
-            return Err(Error::not_implemented(format!(
-                "table {shown} has a PRIMARY KEY: commits over the REST protocol to it are not served yet (its key                  is checked by DuckDB's writes only)"
-            )));
         }
         if !crate::format::duckdb_types::Facing::of(base)?.is_empty() {
             return Err(Error::not_implemented(format!(
@@ -264,13 +264,9 @@ impl Transaction {
 }
 
 /// A client's schema, partition spec and sort order changes, checked against the table before
-/// them, as skade's own ALTER TABLE checks them: a column keeps its field id and changes type
-/// only by an Iceberg promotion, never becomes required, and a field id once dropped is never
-/// used again; a new column is optional (a required one needs a default: Iceberg v3); keys stay
-/// as they are; every spec and the sort order name columns of the current schema. Tables whose
-/// key or kept DuckDB types skade checks on its own writes take no change yet.
+/// them as skade's own ALTER TABLE checks them (`format::client_schema`). Tables whose key or
+/// kept DuckDB types skade checks on its own writes take no change yet.
 fn check_shape(shown: &str, base: &TableMetadata, next: &TableMetadata) -> Result<()> {
-    use iceberg::spec::Type;
     let same = next.current_schema_id() == base.current_schema_id()
         && next.schemas_iter().len() == base.schemas_iter().len()
         && next.default_partition_spec_id() == base.default_partition_spec_id()
@@ -280,7 +276,6 @@ fn check_shape(shown: &str, base: &TableMetadata, next: &TableMetadata) -> Resul
     if same {
         return Ok(());
     }
-    let refused = |why: String| Err(Error::invalid(format!("table {shown}: {why}")));
     let not_served = |why: &str| {
         Err(Error::not_implemented(format!(
             "table {shown} {why}: its schema, partition spec and sort order change through DuckDB only for now"
@@ -292,64 +287,10 @@ fn check_shape(shown: &str, base: &TableMetadata, next: &TableMetadata) -> Resul
     if !crate::format::duckdb_types::Facing::of(base)?.is_empty() {
         return not_served("has columns whose DuckDB types are narrower than their Iceberg types");
     }
-    let (old, new) = (base.current_schema(), next.current_schema());
-    if new.identifier_field_ids().collect::<Vec<_>>() != old.identifier_field_ids().collect::<Vec<_>>() {
-        return Err(Error::not_implemented(format!(
-            "table {shown}: changing its identifier fields (its key) over the REST protocol is not served"
-        )));
-    }
-    for id in new.field_id_to_name_map().keys() {
-        let Some(field) = new.field_by_id(*id) else { continue };
-        match old.field_by_id(*id) {
-            Some(before) => {
-                let kinds_agree = match (&*before.field_type, &*field.field_type) {
-                    (Type::Struct(_), Type::Struct(_))
-                    | (Type::List(_), Type::List(_))
-                    | (Type::Map(_), Type::Map(_)) => true,
-                    (a, b) => crate::format::evolve_types::iceberg_promotes(a, b),
-                };
-                if !kinds_agree {
-                    return refused(format!(
-                        "column {} (field {id}) cannot change from {} to {}",
-                        field.name, before.field_type, field.field_type
-                    ));
-                }
-                if field.required && !before.required {
-                    return refused(format!("column {} (field {id}) cannot become required", field.name));
-                }
-            }
-            None if base.schemas_iter().any(|s| s.field_by_id(*id).is_some()) => {
-                return refused(format!(
-                    "column {} reuses field id {id}, a dropped column's (a new column takes a new id)",
-                    field.name
-                ));
-            }
-            None if field.required => {
-                return refused(format!(
-                    "a new column {} cannot be required: the table's rows have no value for it",
-                    field.name
-                ));
-            }
-            None => {}
-        }
-    }
-    crate::format::schema::arrow_schema(new)
+    crate::format::client_schema::check_change(shown, base, next)?;
+    crate::format::client_schema::check_table(shown, next)?;
+    crate::format::schema::arrow_schema(next.current_schema())
         .map_err(|e| Error::invalid(format!("table {shown}: its new columns cannot be read: {}", e.message)))?;
-    for spec in next.partition_specs_iter() {
-        if let Some(f) = spec.fields().iter().find(|f| new.field_by_id(f.source_id).is_none()) {
-            return refused(format!(
-                "partition spec {} partitions by field {}, which the current schema does not have",
-                spec.spec_id(),
-                f.source_id
-            ));
-        }
-    }
-    if let Some(f) = next.default_sort_order().fields.iter().find(|f| new.field_by_id(f.source_id).is_none()) {
-        return refused(format!(
-            "the sort order sorts by field {}, which the current schema does not have",
-            f.source_id
-        ));
-    }
     Ok(())
 }
 
@@ -416,5 +357,32 @@ impl Transaction {
             }
         }
         Ok(files)
+    }
+}
+
+impl Transaction {
+    /// A client's rows on a table with a PRIMARY KEY: the table as the commit leaves it (its
+    /// deletes applied, its rows added) must have no key column NULL and no key twice, as
+    /// ADD PRIMARY KEY checks a table. It reads every live row's key (a client's files carry no
+    /// promise about them), hash-partitioned within the memory limit; the pointer this was
+    /// checked on is the one the commit expects, so no commit lands in between.
+    fn check_client_keys(&self, shown: &str, after: &TableRecord, key: &KeyColumns) -> Result<()> {
+        use crate::write::key_check::{check_new_key, KeyBudget, KeyFault};
+        let table = self.info(Arc::new(after.clone()))?;
+        let columns = (0..table.metadata.current_schema().as_struct().fields().len()).collect();
+        let plan = self.scan(&table, columns, None, false)?.read_only(Some(&key.indexes));
+        let budget = KeyBudget::for_memory_limit(self.memory_limit()).limit();
+        match check_new_key(&plan, key, budget)? {
+            None => Ok(()),
+            Some(KeyFault::Null(column)) => Err(Error::constraint(format!(
+                "table {shown}: the commit's rows hold NULL in PRIMARY KEY column \"{column}\""
+            ))),
+            Some(KeyFault::Repeated(k)) => {
+                let shown_key = key.converter().map(|c| key.describe(&c, &k)).unwrap_or_default();
+                Err(Error::constraint(format!(
+                    "table {shown}: the commit's rows break its PRIMARY KEY: duplicate key \"{shown_key}\""
+                )))
+            }
+        }
     }
 }

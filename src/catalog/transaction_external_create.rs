@@ -29,7 +29,8 @@ pub struct NewTable {
     /// Where the client asks for it: only the lake's own place for it is taken.
     pub location: Option<String>,
     pub properties: HashMap<String, String>,
-    /// The uuid a staged create answered with, which the client's commit assigns.
+    /// The uuid a staged create answered with, which the client's commit assigns: kept only
+    /// when the caller vouches for it (`create_table_by_commit`), else a new one.
     pub uuid: Option<Uuid>,
 }
 
@@ -92,7 +93,14 @@ impl Transaction {
     pub fn new_external_table(&self, schema_name: &str, name: &str, new: NewTable) -> Result<TableMetadata> {
         self.check_writable()?;
         self.check_not_reserved(schema_name, &format!("create table {}", names::shown(name)))?;
-        let location = names::table_location(self.catalog().data_path(), schema_name, name)?;
+        let uuid = new.uuid.unwrap_or_else(Uuid::new_v4);
+        // A folder of its own, named after its uuid: a table renamed or dropped leaves its files
+        // in the folder of its name, which a client's snapshots must not be able to name.
+        let location = format!(
+            "{}-{}",
+            names::table_location(self.catalog().data_path(), schema_name, name)?,
+            &uuid.simple().to_string()[..12]
+        );
         let shown = names::table_shown(self.database(), schema_name, name);
         {
             let st = self.lock()?;
@@ -105,7 +113,7 @@ impl Transaction {
                     existing.kind.shown().to_lowercase()
                 )));
             }
-            if let Some(uuid) = new.uuid.filter(|u| st.view.table_by_uuid(&u.to_string()).is_some()) {
+            if st.view.table_by_uuid(&uuid.to_string()).is_some() {
                 return Err(Error::invalid(format!("table {shown}: uuid {uuid} is another table's")));
             }
         }
@@ -128,7 +136,6 @@ impl Transaction {
         properties.retain(|k, _| !k.starts_with(super::transaction_external::SKADE_PROPERTIES));
         let spec = new.spec.unwrap_or_else(|| UnboundPartitionSpec::builder().build());
         let order = new.order.unwrap_or_else(SortOrder::unsorted_order);
-        let uuid = new.uuid.unwrap_or_else(Uuid::new_v4);
         let md = metadata::new_table_with(
             new.schema,
             spec,
@@ -140,7 +147,8 @@ impl Transaction {
             properties,
         )
         .map_err(|e| Error::invalid(format!("table {shown}: {}", e.message)))?;
-        // (what skade could not read or key, refused before anything is written)
+        // (what skade could not read, show or key, refused before anything is written)
+        crate::format::client_schema::check_table(&shown, &md)?;
         crate::format::schema::arrow_schema(md.current_schema())
             .map_err(|e| Error::invalid(format!("table {shown}: its columns cannot be read: {}", e.message)))?;
         KeyColumns::of(md.current_schema())
@@ -195,9 +203,18 @@ impl Transaction {
     /// An `assert-create` commit: the table its updates describe, created, then its snapshots
     /// applied. Snapshots a client wrote before the commit name the field ids the staged create
     /// answered with, which the created table must have.
-    pub fn create_table_by_commit(&self, schema_name: &str, name: &str, updates: Vec<TableUpdate>) -> Result<Updated> {
+    /// The uuid it assigns is kept when `staged_here` says the caller handed it out in a staged
+    /// answer (once), else replaced (its location with it, so its snapshots would be refused).
+    pub fn create_table_by_commit(
+        &self,
+        schema_name: &str,
+        name: &str,
+        updates: Vec<TableUpdate>,
+        staged_here: impl FnOnce(Uuid) -> bool,
+    ) -> Result<Updated> {
         let shown = names::table_shown(self.database(), schema_name, name);
-        let (new, rest) = NewTable::from_updates(&shown, updates)?;
+        let (mut new, rest) = NewTable::from_updates(&shown, updates)?;
+        new.uuid = new.uuid.filter(|u| staged_here(*u));
         let sent = new.schema.clone();
         let sent_spec = new.spec.clone();
         let created = self.create_external_table(schema_name, name, new)?;
@@ -248,6 +265,15 @@ impl Transaction {
                 return Err(Error::conflict(format!(
                     "{} {shown} already exists",
                     existing.kind.shown().to_lowercase()
+                )));
+            }
+            // (a table renamed away keeps its files in the folder of its old name: a table
+            // registered there could name them, and its expiry remove them)
+            let inside = format!("{location}/");
+            if let Some(other) = st.view.tables_in(schema_name).find(|t| t.metadata_location.starts_with(&inside)) {
+                return Err(Error::invalid(format!(
+                    "table {shown}: its folder {location} holds table {}'s files (renamed from this name)",
+                    other.name
                 )));
             }
             schema.name.clone()

@@ -3,6 +3,7 @@
 //! without field ids. Nothing here reads rows.
 
 pub(crate) mod avro_names;
+pub mod client_schema;
 pub mod duckdb_types;
 pub mod evolve;
 pub(crate) mod evolve_nested;

@@ -31,8 +31,25 @@ pub(super) async fn committing<T: Send + 'static>(
     client: SocketAddr,
     work: impl FnOnce(&Transaction) -> RestResult<T> + Send + 'static,
 ) -> RestResult<T> {
+    committing_with(shared, client, false, work).await
+}
+
+/// Requests that give a table a uuid a client chose (a register, a staged create's commit) take
+/// turns in this process from checking that no table has it to their commit, so two of them
+/// cannot both take one uuid. (Processes sharing a lake through its commit log do not share
+/// these turns: a register there is checked against what the process has read.)
+static IDENTITY_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// [`committing`], in the identity turn when `identity` says the work keeps a client's uuid.
+pub(super) async fn committing_with<T: Send + 'static>(
+    shared: &Shared,
+    client: SocketAddr,
+    identity: bool,
+    work: impl FnOnce(&Transaction) -> RestResult<T> + Send + 'static,
+) -> RestResult<T> {
     let actor = actor(shared, client);
     on_lake(shared, move |catalog| {
+        let _turn = identity.then(|| IDENTITY_TURN.lock().unwrap_or_else(|p| p.into_inner()));
         let txn = catalog.with_actor(&actor).begin();
         let out = work(&txn)?;
         txn.commit().map_err(commit_error)?;

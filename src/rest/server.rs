@@ -129,6 +129,7 @@ pub fn serve(catalog: &Catalog, lake: &str, options: &ServeOptions) -> Result<Se
         access: Access { token: token.clone(), client },
         stats: stats.clone(),
         work: Arc::new(tokio::sync::Semaphore::new(WORKERS)),
+        staged: Default::default(),
     });
     let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
     let (finished, done) = tokio::sync::oneshot::channel::<()>();

@@ -21,6 +21,37 @@ pub struct ServerState {
     /// Requests working on the lake at once (each on a thread of its own, which a request that
     /// timed out keeps until its work ends): more wait their turn.
     pub work: Arc<tokio::sync::Semaphore>,
+    /// The uuids of tables this server answered staged creates with, not yet created: a commit
+    /// creating a table keeps one of these (and the location made from it) once; any other
+    /// uuid a client assigns is replaced by a new one (a client must not give a table another
+    /// table's identity, live or dropped: consumers follow tables by uuid).
+    pub staged: std::sync::Mutex<StagedUuids>,
+}
+
+/// The uuids of staged creates, the oldest forgotten past a bound (a client that staged and never
+/// committed must not grow the server).
+#[derive(Default)]
+pub struct StagedUuids {
+    order: std::collections::VecDeque<uuid::Uuid>,
+}
+
+impl StagedUuids {
+    const KEPT: usize = 4096;
+
+    pub fn remember(&mut self, uuid: uuid::Uuid) {
+        if self.order.len() == Self::KEPT {
+            self.order.pop_front();
+        }
+        self.order.push_back(uuid);
+    }
+
+    /// Takes `uuid` if this server staged it (once).
+    pub fn take(&mut self, uuid: uuid::Uuid) -> bool {
+        match self.order.iter().position(|u| *u == uuid) {
+            Some(i) => self.order.remove(i).is_some(),
+            None => false,
+        }
+    }
 }
 
 /// How many requests work on the lake at once.

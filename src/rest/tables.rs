@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use iceberg::{TableRequirement, TableUpdate};
 use serde::Serialize;
 
-use super::ddl::{body, committing, one_level};
+use super::ddl::{body, committing, committing_with, one_level};
 use super::errors::{RestError, RestResult};
 use super::lake::{commit_error, existing_schema, existing_table, reading};
 use super::names::{schema_of, shown, table_of};
@@ -71,9 +71,11 @@ pub async fn create_table(
             uuid: None,
         };
         if request.stage_create {
+            let shared_for_stage = shared.clone();
             return reading(&shared, move |txn| {
                 let schema = existing_schema(txn, &schema)?;
                 let md = txn.stage_external_table(&schema, &name, new).map_err(create_error)?;
+                shared_for_stage.staged.lock().unwrap_or_else(|p| p.into_inner()).remember(md.uuid());
                 json(&LoadTableResult { metadata_location: None, metadata: &md, config: Default::default() })
             })
             .await;
@@ -118,7 +120,7 @@ pub async fn register_table(
                 "registering over an existing table (overwrite) is not served: drop it first",
             ));
         }
-        let json = committing(&shared, client, move |txn| {
+        let json = committing_with(&shared, client, true, move |txn| {
             let schema = existing_schema(txn, &schema)?;
             let table = txn.register_table(&schema, &name, &request.metadata_location).map_err(create_error)?;
             let metadata_location = Some(table.metadata_location.as_str());
@@ -131,9 +133,15 @@ pub async fn register_table(
     answer(registered.await)
 }
 
+/// Whether a change creates its table (`assert-create`).
+fn creates(requirements: &[TableRequirement]) -> bool {
+    requirements.iter().any(|r| matches!(r, TableRequirement::NotExist))
+}
+
 /// One table's change in `txn`: an `assert-create` creates the table the updates describe;
 /// otherwise the requirements are checked against the table and the updates applied.
 fn apply_change(
+    shared: &Shared,
     txn: &Transaction,
     namespace: &str,
     table: &str,
@@ -141,7 +149,7 @@ fn apply_change(
     updates: Vec<TableUpdate>,
 ) -> RestResult<Updated> {
     let schema = existing_schema(txn, namespace)?;
-    if requirements.iter().any(|r| matches!(r, TableRequirement::NotExist)) {
+    if creates(requirements) {
         if requirements.len() > 1 {
             return Err(RestError::bad_request(format!(
                 "the commit creating table {}.{} asserts more than the table's absence",
@@ -149,7 +157,8 @@ fn apply_change(
                 shown(table)
             )));
         }
-        return txn.create_table_by_commit(&schema, table, updates).map_err(commit_error);
+        let staged_here = |uuid| shared.staged.lock().unwrap_or_else(|p| p.into_inner()).take(uuid);
+        return txn.create_table_by_commit(&schema, table, updates, staged_here).map_err(commit_error);
     }
     existing_table(txn, &schema, table)?;
     txn.update_table(&schema, table, requirements, updates).map_err(commit_error)
@@ -167,8 +176,10 @@ pub async fn commit_table(
     let committed = async {
         let (schema, table) = (schema_of(&namespace)?, table_of(&table)?);
         let request: CommitTableRequest = body(&bytes, "commit")?;
-        let json = committing(&shared, client, move |txn| {
-            let updated = apply_change(txn, &schema, &table, &request.requirements, request.updates)?;
+        let for_work = shared.clone();
+        let creates = creates(&request.requirements);
+        let json = committing_with(&shared, client, creates, move |txn| {
+            let updated = apply_change(&for_work, txn, &schema, &table, &request.requirements, request.updates)?;
             let metadata_location = &updated.metadata_location;
             Ok(json(&CommitTableResponse { metadata_location, metadata: &updated.metadata }))
         })
@@ -204,9 +215,11 @@ pub async fn commit_transaction(
         }
         changes.push((schema, table, change.requirements, change.updates));
     }
-    committing(&shared, client, move |txn| {
+    let for_work = shared.clone();
+    let any_creates = changes.iter().any(|(_, _, requirements, _)| creates(requirements));
+    committing_with(&shared, client, any_creates, move |txn| {
         for (schema, table, requirements, updates) in changes {
-            apply_change(txn, &schema, &table, &requirements, updates)?;
+            apply_change(&for_work, txn, &schema, &table, &requirements, updates)?;
         }
         Ok(())
     })

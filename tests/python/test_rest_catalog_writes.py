@@ -85,6 +85,9 @@ def test_pyiceberg_partitioned_table_lifecycle(plain):
     spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="region"))
     table = catalog.create_table("shop.sales", schema=schema, partition_spec=spec, properties={"owner": "etl"})
     assert con.execute("SELECT count(*) FROM lake.shop.sales").fetchone() == (0,)
+    # a lineage event, naming the client, as for DuckDB's CREATE TABLE
+    assert con.execute("SELECT actor, operation, outputs[1].table_name FROM skade_lineage('lake', 0) "
+                       "ORDER BY commit_seq DESC LIMIT 1").fetchone() == ("rest:127.0.0.1", "CREATE", "shop.sales")
     with pytest.raises(TableAlreadyExistsError):
         catalog.create_table("shop.sales", schema=schema)
     with pytest.raises(NoSuchNamespaceError):
@@ -188,8 +191,30 @@ def test_schema_changes_are_checked_as_alter_table_is(plain):
     long_id = [dict(f) for f in fields]
     got, answer = change([{**long_id[0], "required": True}, *long_id[1:]])
     assert got == 400 and "cannot become required" in answer["error"]["message"]
-    got, answer = change([*long_id, {"id": 9, "name": "n", "required": True, "type": "int"}])
+    got, answer = change([*long_id, {"id": 4, "name": "n", "required": True, "type": "int"}])
     assert got == 400 and "cannot be required" in answer["error"]["message"]
+    got, answer = change([*long_id, {"id": 2**31 - 1, "name": "n", "required": False, "type": "int"}])
+    assert got == 400 and "new fields take the ids after" in answer["error"]["message"]
+    got, answer = change([*long_id, {"id": 4, "name": "ID", "required": False, "type": "int"}])
+    assert got == 400 and "differ only in case" in answer["error"]["message"]
+    # a new struct may hold required fields (no row has it); its list, a required element
+    got, answer = change([*long_id, {"id": 4, "name": "s", "required": False, "type": {
+        "type": "struct", "fields": [{"id": 5, "name": "x", "required": True, "type": "int"}]}},
+        {"id": 6, "name": "l", "required": False, "type": {
+            "type": "list", "element-id": 7, "element": "string", "element-required": True}}])
+    assert got == 200, answer
+    nested = [*long_id, {"id": 4, "name": "s", "required": False, "type": {
+        "type": "struct", "fields": [{"id": 5, "name": "x", "required": True, "type": "int"}]}}]
+    # a list's element replaced (another id), a field moved into a struct
+    got, answer = change([*nested, {"id": 6, "name": "l", "required": False, "type": {
+        "type": "list", "element-id": 8, "element": "int", "element-required": False}}])
+    assert got == 400 and "cannot change" in answer["error"]["message"]
+    got, answer = change([long_id[0], {"id": 4, "name": "s", "required": False, "type": {
+        "type": "struct", "fields": [{"id": 5, "name": "x", "required": True, "type": "int"}, long_id[1]]}},
+        long_id[2]])
+    assert got == 400 and "cannot move" in answer["error"]["message"]
+    con.execute("INSERT INTO lake.events (id, kind, amount, s, l) VALUES (500, 'n', 1, {'x': 1}, ['a'])")
+    assert con.execute("SELECT s, l FROM lake.events WHERE id = 500").fetchone() == ({"x": 1}, ["a"])
     got, answer = change([{**long_id[0], "type": "int"}, *long_id[1:]])  # a narrowing
     assert got == 400 and "cannot change" in answer["error"]["message"]
     # dropping a column, then bringing its field id back under another type
@@ -198,7 +223,7 @@ def test_schema_changes_are_checked_as_alter_table_is(plain):
     assert [r[0] for r in con.execute("DESCRIBE lake.events").fetchall()] == ["id", "kind"]
     got, answer = change([*long_id[:2], {"id": long_id[2]["id"], "name": "amount2", "required": False, "type": "string"}])
     assert got == 400 and "reuses field id" in answer["error"]["message"]
-    assert con.execute("SELECT count(*) FROM lake.events").fetchone() == (100,)
+    assert con.execute("SELECT count(*) FROM lake.events").fetchone() == (101,)
     # a keyed table's shape is DuckDB's to change
     con.execute("CREATE TABLE lake.kv (k BIGINT PRIMARY KEY, v VARCHAR)")
     _, kv = http("GET", address + "/v1/namespaces/main/tables/kv")
@@ -308,3 +333,90 @@ def test_register_brings_back_a_dropped_table_and_refuses_others(plain):
     got, answer = register("other", copied, overwrite=True)
     assert got == 406
     assert con.execute("SELECT count(*) FROM skade_tables('lake') WHERE table_name = 'other'").fetchone() == (0,)
+
+
+def test_keyed_tables_take_client_rows_that_keep_the_key(plain):
+    con, address = plain
+    con.execute("CREATE TABLE lake.kv (k BIGINT PRIMARY KEY, v VARCHAR)")
+    con.execute("INSERT INTO lake.kv SELECT i, 'v' || i FROM range(1000) r(i)")
+    catalog = load_catalog("lake", type="rest", uri=address)
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    catalog.load_table("main.kv").append(pa.table({"k": [1000, 1001], "v": ["a", "b"]}, schema=schema))
+    assert con.execute("SELECT * FROM skade_lookup('lake.kv', 1001)").fetchall() == [(1001, "b")]
+    for clash in ([5], [2000, 2000]):   # a live key, a key twice in the client's own rows
+        with pytest.raises(Exception, match="PRIMARY KEY"):
+            catalog.load_table("main.kv").append(pa.table({"k": clash, "v": ["dup"] * len(clash)}, schema=schema))
+    assert con.execute("SELECT count(*), count(DISTINCT k) FROM lake.kv").fetchone() == (1002, 1002)
+    # DuckDB's own writes keep checking the key over the client's rows
+    with pytest.raises(Exception, match="(?i)duplicate key|primary key"):
+        con.execute("INSERT INTO lake.kv VALUES (1000, 'again')")
+
+
+@needs_iceberg
+def test_duckdb_iceberg_extension_updates_a_keyed_table(plain):
+    con, address = plain
+    con.execute("CREATE TABLE lake.kv (k BIGINT PRIMARY KEY, v VARCHAR)")
+    con.execute("INSERT INTO lake.kv SELECT i, 'v' || i FROM range(100) r(i)")
+    peer = iceberg_peer(address, "AUTHORIZATION_TYPE 'none'")
+    try:
+        peer.execute("UPDATE ice.main.kv SET v = 'changed' WHERE k < 10")   # deletes + the same keys again
+        peer.execute("DELETE FROM ice.main.kv WHERE k >= 90")
+        peer.execute("INSERT INTO ice.main.kv VALUES (500, 'new')")
+        with pytest.raises(Exception, match="PRIMARY KEY"):
+            peer.execute("INSERT INTO ice.main.kv VALUES (50, 'dup')")
+        ours = rows(con, "FROM lake.kv")
+        assert len(ours) == 91 and (500, "new") in ours and (3, "changed") in ours
+        assert con.execute("SELECT * FROM skade_lookup('lake.kv', 3)").fetchall() == [(3, "changed")]
+    finally:
+        peer.close()
+
+
+def test_creates_refuse_what_skade_could_not_show_or_write(plain):
+    con, address = plain
+    field = lambda i, name, t="long": {"id": i, "name": name, "required": False, "type": t}
+    struct = {"type": "struct", "schema-id": 0, "fields": [
+        field(1, "a"), field(2, "s", {"type": "struct", "fields": [field(3, "x")]})]}
+    cases = [
+        ({"type": "struct", "schema-id": 0, "fields": [field(1, "a"), field(2, "A")]}, None, "differ only in case"),
+        ({"type": "struct", "schema-id": 0, "fields": []}, None, "at least one column"),
+        (struct, {"spec-id": 0, "fields": [{"source-id": 3, "field-id": 1000, "name": "x", "transform": "identity"}]},
+         "no column"),
+    ]
+    for schema, spec, message in cases:
+        body = {"name": "bad", "schema": schema, **({"partition-spec": spec} if spec else {})}
+        got, answer = post(address, "/v1/namespaces/main/tables", body)
+        assert got == 400 and message in answer["error"]["message"], (body, answer)
+    assert con.execute("SELECT count(*) FROM skade_tables('lake') WHERE table_name = 'bad'").fetchone() == (0,)
+
+
+def test_a_created_table_gets_its_own_identity_and_folder(plain):
+    con, address = plain
+    uuid_of = lambda t: http("GET", address + f"/v1/namespaces/main/tables/{t}")[1]["metadata"]["table-uuid"]
+    events = uuid_of("events")
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "a", "required": False, "type": "long"}]}
+    # an assert-create commit assigning another table's uuid: the table gets one of its own
+    got, answer = post(address, "/v1/namespaces/main/tables/twin", {
+        "requirements": [{"type": "assert-create"}],
+        "updates": [{"action": "assign-uuid", "uuid": events}, {"action": "add-schema", "schema": schema}]})
+    assert got == 200, answer
+    assert uuid_of("twin") != events and uuid_of("events") == events
+    # ... and a staged create's uuid is kept by its commit, once
+    got, staged = post(address, "/v1/namespaces/main/tables", {"name": "later", "schema": schema,
+                                                               "stage-create": True})
+    assert got == 200 and "metadata-location" not in staged
+    metadata = staged["metadata"]
+    commit = {"requirements": [{"type": "assert-create"}],
+              "updates": [{"action": "assign-uuid", "uuid": metadata["table-uuid"]},
+                          {"action": "add-schema", "schema": metadata["schemas"][0]},
+                          {"action": "set-location", "location": metadata["location"]}]}
+    assert post(address, "/v1/namespaces/main/tables/later", commit)[0] == 200
+    assert uuid_of("later") == metadata["table-uuid"]
+    # a dropped table's folder is never a new table's: a REST table lies in a folder of its own
+    con.execute("ALTER TABLE lake.events RENAME TO old_events")
+    created = post(address, "/v1/namespaces/main/tables", {"name": "events", "schema": schema})[1]
+    old = con.execute("SELECT metadata_location FROM skade_tables('lake') WHERE table_name = 'old_events'").fetchone()[0]
+    assert not old.startswith(created["metadata"]["location"] + "/")
+    # and no table is registered in a folder a renamed table's files lie in
+    con.execute("DROP TABLE lake.events")
+    got, answer = post(address, "/v1/namespaces/main/register", {"name": "events", "metadata-location": old})
+    assert got == 400 and "renamed from this name" in answer["error"]["message"]
