@@ -153,6 +153,7 @@ impl Transaction {
             if let Some(key) = KeyColumns::of(next.current_schema())? {
                 self.check_client_keys(&shown, &after, &key)?;
             }
+            self.check_client_values(&shown, &after)?;
         }
         let snapshot_id = match added.is_empty() {
             true => None,
@@ -170,8 +171,7 @@ impl Transaction {
     /// table's current schema, stamped no later than now, with every file (manifest lists,
     /// manifests, data and delete files) under the table's location, and be what their summary
     /// says (an append removes nothing; a replace, which would change no row, is not taken from
-    /// a client). A table whose DuckDB types are narrower than Iceberg's (a client's values
-    /// would not be checked against them) takes none yet.
+    /// a client).
     fn check_added_snapshots(
         &self,
         shown: &str,
@@ -188,11 +188,6 @@ impl Transaction {
                     "table {shown}: moving main to another snapshot (a rollback) over the REST protocol is not served                      yet"
                 ))),
             };
-        }
-        if !crate::format::duckdb_types::Facing::of(base)?.is_empty() {
-            return Err(Error::not_implemented(format!(
-                "table {shown} has columns whose DuckDB types are narrower than their Iceberg types (TINYINT,                  SMALLINT, unsigned, ...): commits over the REST protocol to it are not served yet (a client's                  values would not be checked against them)"
-            )));
         }
         let mut chain: Vec<&iceberg::spec::SnapshotRef> =
             added.iter().filter_map(|id| next.snapshot_by_id(*id)).collect();
@@ -384,5 +379,38 @@ impl Transaction {
                 )))
             }
         }
+    }
+
+    /// A client's rows on a table whose DuckDB types are narrower than their Iceberg types
+    /// (TINYINT kept as int, ...): every value of those columns must fit its DuckDB type, or
+    /// every later read of the table would fail on it. Read as DuckDB reads them (the same
+    /// checked conversion), every live row's kept columns: a client's files carry no promise
+    /// about their values (bounds are optional), and the pointer checked is the one the commit
+    /// expects.
+    fn check_client_values(&self, shown: &str, after: &TableRecord) -> Result<()> {
+        use crate::format::duckdb_types::{DuckdbTypes, Facing};
+        let table = self.info(Arc::new(after.clone()))?;
+        let facing = Facing::of(&table.metadata)?;
+        if facing.is_empty() {
+            return Ok(());
+        }
+        let kept = DuckdbTypes::of(table.metadata.properties())?;
+        let schema = table.metadata.current_schema();
+        let fields = schema.as_struct().fields();
+        let holds_kept = |field: &iceberg::spec::NestedFieldRef| {
+            crate::format::field_path::ids(field).iter().any(|id| kept.0.contains_key(id))
+        };
+        let columns: Vec<usize> = (0..fields.len()).filter(|i| holds_kept(&fields[*i])).collect();
+        let plan = self.scan(&table, (0..fields.len()).collect(), None, false)?.read_only(Some(&columns));
+        for task in 0..plan.task_count() {
+            for batch in plan.open(task)? {
+                let batch = batch?;
+                let target = facing.schema(&batch.schema());
+                facing
+                    .batch(batch, &target)
+                    .map_err(|e| Error::constraint(format!("table {shown}: the commit's rows: {}", e.message)))?;
+            }
+        }
+        Ok(())
     }
 }

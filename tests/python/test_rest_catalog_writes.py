@@ -420,3 +420,19 @@ def test_a_created_table_gets_its_own_identity_and_folder(plain):
     con.execute("DROP TABLE lake.events")
     got, answer = post(address, "/v1/namespaces/main/register", {"name": "events", "metadata-location": old})
     assert got == 400 and "renamed from this name" in answer["error"]["message"]
+
+
+def test_narrow_duckdb_types_take_client_values_that_fit(plain):
+    con, address = plain
+    con.execute("CREATE TABLE lake.small (id INTEGER, tiny TINYINT, u USMALLINT, tags TINYINT[])")
+    con.execute("INSERT INTO lake.small VALUES (1, 1, 1, [1])")
+    table = load_catalog("lake", type="rest", uri=address).load_table("main.small")
+    arrow_schema = table.schema().as_arrow()
+    batch = lambda tiny, u, tags: pa.table({"id": pa.array([2], pa.int32()), "tiny": pa.array([tiny], pa.int32()),
+                                            "u": pa.array([u], pa.int32()),
+                                            "tags": pa.array([tags], pa.list_(pa.int32()))}, schema=arrow_schema)
+    table.append(batch(-128, 65535, [127]))
+    for bad in (batch(128, 1, [1]), batch(1, -1, [1]), batch(1, 1, [1, 1000])):
+        with pytest.raises(Exception, match="DuckDB type cannot"):
+            load_catalog("lake", type="rest", uri=address).load_table("main.small").append(bad)
+    assert rows(con, "FROM lake.small") == [(1, 1, 1, [1]), (2, -128, 65535, [127])]
