@@ -147,3 +147,26 @@ fn a_commit_checks_its_requirements_against_the_pointer_and_lands_as_a_skade_com
     assert_eq!(now.metadata.properties().get("owner").map(String::as_str), Some("etl"));
     rest::stop(&address);
 }
+
+#[test]
+fn namespace_properties_survive_a_reopen_and_conflict_when_changed_twice() {
+    use std::collections::BTreeMap;
+    let dir = TestDir::new();
+    let (catalog, _) = catalog_with_table(&dir);
+    let txn = catalog.begin();
+    txn.create_schema("ops", false).unwrap();
+    txn.alter_schema_properties("ops", BTreeMap::from([("owner".into(), "etl".into())]), vec![]).unwrap();
+    txn.commit().unwrap();
+    // two transactions read the same properties; the second to commit loses
+    let (a, b) = (catalog.begin(), catalog.begin());
+    a.alter_schema_properties("ops", BTreeMap::from([("tier".into(), "1".into())]), vec![]).unwrap();
+    b.alter_schema_properties("ops", BTreeMap::new(), vec!["owner".into()]).unwrap();
+    a.commit().unwrap();
+    let lost = b.commit().unwrap_err();
+    assert!(lost.message.contains("changed its properties"), "{}", lost.message);
+    drop(catalog);
+    let reopened = open(&dir.path().join("lake.skade"));
+    let txn = reopened.begin();
+    let props = txn.schema("ops").unwrap().unwrap().properties.clone();
+    assert_eq!(props, BTreeMap::from([("owner".into(), "etl".into()), ("tier".into(), "1".into())]));
+}

@@ -37,6 +37,8 @@ pub enum Expect {
     MacroAbsent,
     /// The macro is still this record (a replace or a drop of the macro the transaction read).
     MacroIs(MacroRecord),
+    /// The schema is still this record (a change of the properties the transaction read).
+    SchemaIs(SchemaRecord),
 }
 
 /// One change to one schema, table or macro: its pointer effect, its precondition and its log row.
@@ -231,7 +233,8 @@ pub fn apply_requests(
 /// write transaction, so they need no overlay.
 #[derive(Default)]
 struct Overlay {
-    schemas: HashMap<String, bool>,
+    /// (None: dropped)
+    schemas: HashMap<String, Option<SchemaRecord>>,
     tables: HashMap<(String, String), Option<String>>,
     macros: HashMap<MacroKey, Option<MacroRecord>>,
     /// Net count of entries (tables, views, macros) per schema key added (+) or removed (-) by
@@ -243,10 +246,15 @@ fn check(tx: &WriteTransaction, request: &CommitRequest) -> Result<()> {
     let mut local = Overlay::default();
     for change in &request.changes {
         let schema_key = key(change.schema_name());
-        let schema_exists = match local.schemas.get(&schema_key) {
-            Some(v) => *v,
-            None => tx.open_table(SCHEMAS)?.get(schema_key.as_str())?.is_some(),
+        let current_schema = match local.schemas.get(&schema_key) {
+            Some(v) => v.clone(),
+            None => tx
+                .open_table(SCHEMAS)?
+                .get(schema_key.as_str())?
+                .map(|v| serde_json::from_slice::<SchemaRecord>(v.value()))
+                .transpose()?,
         };
+        let schema_exists = current_schema.is_some();
         let table = match &change.effect {
             StateChange::PutTable(t) => Some((key(&t.schema), key(&t.name))),
             StateChange::DropTable { schema, name } => Some((key(schema), key(name))),
@@ -281,6 +289,7 @@ fn check(tx: &WriteTransaction, request: &CommitRequest) -> Result<()> {
             Expect::TableAt(loc) => current_location.as_deref() == Some(loc.as_str()),
             Expect::MacroAbsent => schema_exists && current_macro.is_none(),
             Expect::MacroIs(m) => current_macro.as_ref() == Some(m),
+            Expect::SchemaIs(s) => current_schema.as_ref() == Some(s),
         };
         if !ok {
             let why = match &change.expect {
@@ -294,6 +303,8 @@ fn check(tx: &WriteTransaction, request: &CommitRequest) -> Result<()> {
                 Expect::MacroIs(_) if current_macro.is_none() => "it was dropped by a concurrent transaction",
                 Expect::TableAt(_) => "a concurrent transaction committed to it first",
                 Expect::MacroIs(_) => "a concurrent transaction replaced it first",
+                Expect::SchemaIs(_) if !schema_exists => "it was dropped by a concurrent transaction",
+                Expect::SchemaIs(_) => "a concurrent transaction changed its properties first",
             };
             let database = request.database.as_deref();
             let name = match &change.effect {
@@ -391,10 +402,10 @@ fn stored_macro_keys(tx: &WriteTransaction, schema_key: &str) -> Result<Vec<(Str
 fn apply_overlay(overlay: &mut Overlay, change: &Change) {
     match &change.effect {
         StateChange::PutSchema(s) => {
-            overlay.schemas.insert(key(&s.name), true);
+            overlay.schemas.insert(key(&s.name), Some(s.clone()));
         }
         StateChange::DropSchema(n) => {
-            overlay.schemas.insert(key(n), false);
+            overlay.schemas.insert(key(n), None);
         }
         StateChange::PutTable(t) => {
             if change.expect == Expect::TableAbsent {
@@ -442,9 +453,8 @@ fn write_change(
     };
     match &change.effect {
         StateChange::PutSchema(s) => {
-            let rec = SchemaRecord { name: s.name.clone() };
             let k = key(&s.name);
-            let existed = tx.open_table(SCHEMAS)?.insert(k.as_str(), serde_json::to_vec(&rec)?.as_slice())?.is_some();
+            let existed = tx.open_table(SCHEMAS)?.insert(k.as_str(), serde_json::to_vec(s)?.as_slice())?.is_some();
             if !existed {
                 // (macros an older build's DROP SCHEMA left behind are not the new schema's)
                 let stale = stored_macro_keys(tx, &k)?;
@@ -544,7 +554,7 @@ mod tests {
             &[
                 create_t(),
                 create_t(), // the first created it: a conflict, and it writes nothing
-                request(vec![(StateChange::PutSchema(SchemaRecord { name: "s".into() }), Expect::SchemaAbsent)]),
+                request(vec![(StateChange::PutSchema(SchemaRecord::named("s")), Expect::SchemaAbsent)]),
             ],
         );
         assert_eq!(results[0].as_ref().unwrap()[0].seq, 1);
@@ -565,7 +575,7 @@ mod tests {
         let drop_main = || request(vec![(StateChange::DropSchema("main".into()), Expect::SchemaEmpty)]);
         assert!(apply(&store, &[drop_main()]).remove(0).is_err());
         let schema_and_table = request(vec![
-            (StateChange::PutSchema(SchemaRecord { name: "x".into() }), Expect::SchemaAbsent),
+            (StateChange::PutSchema(SchemaRecord::named("x")), Expect::SchemaAbsent),
             (StateChange::PutTable(TableRecord { schema: "x".into(), ..table("y", "m") }), Expect::TableAbsent),
             (StateChange::DropTable { schema: "x".into(), name: "y".into() }, Expect::TableAt("m".into())),
             (StateChange::DropSchema("x".into()), Expect::SchemaEmpty),
@@ -618,7 +628,7 @@ mod tests {
         let records = apply(
             &store,
             &[request(vec![
-                (StateChange::PutSchema(SchemaRecord { name: "s".into() }), Expect::SchemaAbsent),
+                (StateChange::PutSchema(SchemaRecord::named("s")), Expect::SchemaAbsent),
                 (StateChange::PutMacro(in_s.clone()), Expect::MacroAbsent),
             ])],
         );
@@ -641,7 +651,7 @@ mod tests {
             })
             .unwrap();
         let make_t = request(vec![
-            (StateChange::PutSchema(SchemaRecord { name: "t".into() }), Expect::SchemaAbsent),
+            (StateChange::PutSchema(SchemaRecord::named("t")), Expect::SchemaAbsent),
             (StateChange::PutMacro(scalar("t", "old", "CREATE MACRO old() AS 2;")), Expect::MacroAbsent),
         ]);
         assert!(apply(&store, &[make_t]).remove(0).is_ok());

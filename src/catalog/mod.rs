@@ -28,6 +28,7 @@ mod transaction_alter;
 mod transaction_consumers;
 pub mod transaction_external;
 pub mod transaction_external_create;
+pub mod transaction_namespace;
 pub mod views;
 
 pub use self::log_commit::LogStatus;

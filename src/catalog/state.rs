@@ -11,9 +11,19 @@ use super::consumers::{ConsumerChange, ConsumerRecord};
 use super::names::key;
 use super::sinks::{SinkChange, SinkRecord};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct SchemaRecord {
     pub name: String,
+    /// Properties other engines set on the namespace (the Iceberg REST protocol's); DuckDB
+    /// keeps none. (Absent from records written before there were any.)
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub properties: std::collections::BTreeMap<String, String>,
+}
+
+impl SchemaRecord {
+    pub fn named(name: &str) -> SchemaRecord {
+        SchemaRecord { name: name.to_string(), properties: Default::default() }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -389,7 +389,7 @@ impl Store {
             counters.insert(COMMIT_SEQ, 0)?;
             counters.insert(NEXT_SNAPSHOT_ID, 1)?;
             let mut schemas = tx.open_table(SCHEMAS)?;
-            let main = SchemaRecord { name: DEFAULT_SCHEMA.to_string() };
+            let main = SchemaRecord::named(DEFAULT_SCHEMA);
             schemas.insert(DEFAULT_SCHEMA, serde_json::to_vec(&main)?.as_slice())?;
             tx.open_table(TABLES)?;
             tx.open_table(COMMITS)?;

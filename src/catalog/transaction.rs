@@ -120,7 +120,12 @@ pub enum OnConflict {
 }
 
 pub(super) enum Ddl {
-    CreateSchema(String),
+    CreateSchema(SchemaRecord),
+    /// Another engine's change of a namespace's properties.
+    AlterSchema {
+        before: Arc<SchemaRecord>,
+        after: SchemaRecord,
+    },
     DropSchema(String),
     CreateTable(TableRecord),
     DropTable(Arc<TableRecord>),
@@ -611,9 +616,9 @@ impl Transaction {
                 Err(Error::catalog(format!("Schema with name \"{name}\" already exists!")))
             };
         }
-        let change = StateChange::PutSchema(SchemaRecord { name: name.to_string() });
-        Arc::make_mut(&mut st.view).apply(&change);
-        st.ddl.push(Ddl::CreateSchema(name.to_string()));
+        let record = SchemaRecord::named(name);
+        Arc::make_mut(&mut st.view).apply(&StateChange::PutSchema(record.clone()));
+        st.ddl.push(Ddl::CreateSchema(record));
         Ok(())
     }
 
@@ -1192,8 +1197,14 @@ impl Transaction {
                     continue;
                 }
                 changes.push(match d {
+                    Ddl::AlterSchema { before, after } => Change {
+                        effect: StateChange::PutSchema(after.clone()),
+                        expect: Expect::SchemaIs((**before).clone()),
+                        operation: "alter_schema".into(),
+                        snapshot_id: None,
+                    },
                     Ddl::CreateSchema(n) => Change {
-                        effect: StateChange::PutSchema(SchemaRecord { name: n.clone() }),
+                        effect: StateChange::PutSchema(n.clone()),
                         expect: Expect::SchemaAbsent,
                         operation: "create_schema".into(),
                         snapshot_id: None,
@@ -1428,7 +1439,8 @@ impl Transaction {
         let mut view = CatalogState::clone(head);
         for d in &st.ddl {
             let ok = match d {
-                Ddl::CreateSchema(n) => view.schema(n).is_none(),
+                Ddl::CreateSchema(n) => view.schema(&n.name).is_none(),
+                Ddl::AlterSchema { before, .. } => view.schema(&before.name).is_some_and(|s| **s == **before),
                 Ddl::DropSchema(n) => {
                     view.schema(n).is_some()
                         && view.entries_in(n).next().is_none()
@@ -1455,7 +1467,9 @@ impl Transaction {
                 return Err(Error::conflict("DDL premise changed"));
             }
             match d {
-                Ddl::CreateSchema(n) => view.apply(&StateChange::PutSchema(SchemaRecord { name: n.clone() })),
+                Ddl::CreateSchema(n) | Ddl::AlterSchema { after: n, .. } => {
+                    view.apply(&StateChange::PutSchema(n.clone()))
+                }
                 Ddl::DropSchema(n) => view.apply(&StateChange::DropSchema(n.clone())),
                 Ddl::CreateTable(t) | Ddl::AlterTable { after: t, .. } => view.apply(&StateChange::PutTable(t.clone())),
                 Ddl::DropTable(t) => {

@@ -151,9 +151,9 @@ impl Transaction {
         let after = TableRecord { metadata_location: md_location.clone(), ..(*record).clone() };
         if !added.is_empty() {
             if let Some(key) = KeyColumns::of(next.current_schema())? {
-                self.check_client_keys(&shown, &after, &key)?;
+                self.check_client_keys(&shown, &next, &key)?;
             }
-            self.check_client_values(&shown, &after)?;
+            self.check_client_values(&shown, &next, &added)?;
         }
         let snapshot_id = match added.is_empty() {
             true => None,
@@ -226,6 +226,10 @@ impl Transaction {
                     next.current_schema_id()
                 ));
             }
+            // (skade's own summary properties, the DuckDB types time travel reads with, are skade's)
+            if let Some(k) = snapshot.summary().additional_properties.keys().find(|k| k.starts_with(SKADE_PROPERTIES)) {
+                return refused(format!("snapshot {id}: summary property {k} is skade's own"));
+            }
             if snapshot.timestamp_ms() > now_ms + CLOCK_SKEW_MS {
                 return refused(format!(
                     "snapshot {id} is stamped {} ms in the future",
@@ -290,11 +294,13 @@ fn check_shape(shown: &str, base: &TableMetadata, next: &TableMetadata) -> Resul
 }
 
 impl Transaction {
-    /// Every file `snapshot` names (its manifest list, manifests, data and delete files) must lie
-    /// under the table's location, with no `.` or `..` segment; on disk the files it adds (with
-    /// `every`, all it names) must also resolve under the location's real path (a symbolic link
-    /// in the table's folder would lead elsewhere). Object keys have no links: a HEAD per file
-    /// would cost a request each.
+    /// Every file `snapshot` names (its manifest list, its manifests, and the data and delete
+    /// files of their entries in any status: expiry removes an expired manifest's entries
+    /// whatever their status) must lie under the table's location, with no `.` or `..` segment.
+    /// On disk, the table's folder and its `data` and `metadata` folders must be what they seem
+    /// (no symbolic link), and the files the snapshot adds (with `every`, all it names) must
+    /// resolve under the folder. Object keys have no links: a HEAD per file would cost a request
+    /// each.
     pub(super) fn check_snapshot_files(
         &self,
         shown: &str,
@@ -319,31 +325,33 @@ impl Transaction {
         }
         let caches = &self.catalog().inner.read_caches;
         let manifests = caches.manifests.manifest_list(md, snapshot).map_err(|e| unreadable("a manifest list", e))?;
-        if let Some(m) = manifests.iter().find(|m| outside(&m.manifest_path)) {
-            return refused(format!(
-                "snapshot {id}: manifest {} is not under the table's location {root}",
-                m.manifest_path
-            ));
+        let mut named: Vec<String> = vec![snapshot.manifest_list().to_string()];
+        for manifest in manifests.iter() {
+            if outside(&manifest.manifest_path) {
+                return refused(format!(
+                    "snapshot {id}: manifest {} is not under the table's location {root}",
+                    manifest.manifest_path
+                ));
+            }
+            let added_here = every || manifest.added_snapshot_id == id;
+            if added_here {
+                named.push(manifest.manifest_path.clone());
+            }
+            for entry in caches.manifests.manifest(manifest).map_err(|e| unreadable("its manifests", e))?.iter() {
+                let file = entry.file().file_path();
+                if outside(file) {
+                    return refused(format!("snapshot {id}: file {file} is not under the table's location {root}"));
+                }
+                if added_here {
+                    named.push(file.to_string());
+                }
+            }
         }
         let files = caches.manifests.snapshot_files(md, snapshot).map_err(|e| unreadable("its manifests", e))?;
-        if let Some(file) = files.data.iter().chain(&files.deletes).map(|e| e.file().file_path()).find(|p| outside(p)) {
-            return refused(format!("snapshot {id}: file {file} is not under the table's location {root}"));
-        }
-        if crate::io::object::is_object(md.location()) {
+        let Some(real_root) = self.real_table_folder(shown, md.location())? else {
             return Ok(files);
-        }
-        let real_root = format!("{}/", crate::io::canonical(md.location())?.trim_end_matches('/'));
-        let named = std::iter::once(snapshot.manifest_list())
-            .chain(manifests.iter().filter(|m| every || m.added_snapshot_id == id).map(|m| m.manifest_path.as_str()))
-            .chain(
-                files
-                    .data
-                    .iter()
-                    .chain(&files.deletes)
-                    .filter(|e| every || e.snapshot_id == id)
-                    .map(|e| e.file().file_path()),
-            );
-        for path in named {
+        };
+        for path in &named {
             let real = crate::io::canonical(path).map_err(|e| unreadable(path, e))?;
             if !real.starts_with(real_root.as_str()) {
                 return refused(format!(
@@ -353,6 +361,33 @@ impl Transaction {
         }
         Ok(files)
     }
+
+    /// On disk, the real path of the table's folder (with a trailing `/`), which must be the
+    /// lake's data folder's real path joined with the rest of the location, and whose `data` and
+    /// `metadata` folders, where they exist, must be its own: a folder that is a symbolic link
+    /// would lead the table's maintenance (orphan removal, expiry) to files elsewhere. None for a
+    /// bucket.
+    pub(super) fn real_table_folder(&self, shown: &str, location: &str) -> Result<Option<String>> {
+        if crate::io::object::is_object(location) {
+            return Ok(None);
+        }
+        let data = self.catalog().data_path().trim_end_matches('/').to_string();
+        let linked =
+            |what: &str| Error::invalid(format!("table {shown}: {what} is a symbolic link, or leads through one"));
+        let rest = location.strip_prefix(&format!("{data}/")).ok_or_else(|| linked("its folder"))?;
+        let real_data = crate::io::canonical(&data)?;
+        let real = crate::io::canonical(location)?;
+        if real != format!("{}/{rest}", real_data.trim_end_matches('/')) {
+            return Err(linked(&format!("its folder {location}")));
+        }
+        for folder in ["data", "metadata"] {
+            let path = format!("{location}/{folder}");
+            if std::path::Path::new(&path).exists() && crate::io::canonical(&path)? != format!("{real}/{folder}") {
+                return Err(linked(&format!("its folder {path}")));
+            }
+        }
+        Ok(Some(format!("{real}/")))
+    }
 }
 
 impl Transaction {
@@ -360,14 +395,26 @@ impl Transaction {
     /// deletes applied, its rows added) must have no key column NULL and no key twice, as
     /// ADD PRIMARY KEY checks a table. It reads every live row's key (a client's files carry no
     /// promise about them), hash-partitioned within the memory limit; the pointer this was
-    /// checked on is the one the commit expects, so no commit lands in between.
-    fn check_client_keys(&self, shown: &str, after: &TableRecord, key: &KeyColumns) -> Result<()> {
+    /// checked on is the one the commit expects, so no commit lands in between. (Not a read of
+    /// the transaction's: lineage names no input for it.)
+    pub(super) fn check_client_keys(&self, shown: &str, md: &TableMetadata, key: &KeyColumns) -> Result<()> {
+        use crate::read::scan::{ScanPlan, ScanRequest};
         use crate::write::key_check::{check_new_key, KeyBudget, KeyFault};
-        let table = self.info(Arc::new(after.clone()))?;
-        let columns = (0..table.metadata.current_schema().as_struct().fields().len()).collect();
-        let plan = self.scan(&table, columns, None, false)?.read_only(Some(&key.indexes));
+        let unreadable =
+            |e: Error| Error::invalid(format!("table {shown}: cannot read the commit's rows: {}", e.message));
+        let request = ScanRequest {
+            version: crate::read::time_travel::Version::Current,
+            columns: (0..md.current_schema().as_struct().fields().len()).collect(),
+            prune: None,
+            staged: &[],
+            staged_deletes: &[],
+            row_ids: None,
+        };
+        let caches = self.catalog().inner.read_caches.clone();
+        let (plan, snapshot) = ScanPlan::prepare(md, caches, &request).map_err(unreadable)?;
+        let plan = plan.plan_files(md, snapshot.as_deref(), request).map_err(unreadable)?.read_only(Some(&key.indexes));
         let budget = KeyBudget::for_memory_limit(self.memory_limit()).limit();
-        match check_new_key(&plan, key, budget)? {
+        match check_new_key(&plan, key, budget).map_err(unreadable)? {
             None => Ok(()),
             Some(KeyFault::Null(column)) => Err(Error::constraint(format!(
                 "table {shown}: the commit's rows hold NULL in PRIMARY KEY column \"{column}\""
@@ -382,29 +429,45 @@ impl Transaction {
     }
 
     /// A client's rows on a table whose DuckDB types are narrower than their Iceberg types
-    /// (TINYINT kept as int, ...): every value of those columns must fit its DuckDB type, or
-    /// every later read of the table would fail on it. Read as DuckDB reads them (the same
-    /// checked conversion), every live row's kept columns: a client's files carry no promise
-    /// about their values (bounds are optional), and the pointer checked is the one the commit
-    /// expects.
-    fn check_client_values(&self, shown: &str, after: &TableRecord) -> Result<()> {
+    /// (TINYINT kept as int, ...): every value the data files of `snapshots` add (whatever a
+    /// later snapshot deletes: time travel and the changelog read them) must fit its DuckDB
+    /// type, or every read of them would fail. Read through the checked conversion DuckDB's
+    /// reads use: a client's files carry no promise about their values (bounds are optional).
+    pub(super) fn check_client_values(&self, shown: &str, md: &TableMetadata, snapshots: &[i64]) -> Result<()> {
         use crate::format::duckdb_types::{DuckdbTypes, Facing};
-        let table = self.info(Arc::new(after.clone()))?;
-        let facing = Facing::of(&table.metadata)?;
+        use crate::read::scan::ScanPlan;
+        let facing = Facing::of(md)?;
         if facing.is_empty() {
             return Ok(());
         }
-        let kept = DuckdbTypes::of(table.metadata.properties())?;
-        let schema = table.metadata.current_schema();
+        let unreadable =
+            |e: Error| Error::invalid(format!("table {shown}: cannot read the commit's rows: {}", e.message));
+        let caches = &self.catalog().inner.read_caches;
+        let mut files = vec![];
+        for snapshot in snapshots.iter().filter_map(|id| md.snapshot_by_id(*id)) {
+            let manifests = caches.manifests.manifest_list(md, snapshot).map_err(unreadable)?;
+            for manifest in manifests.iter().filter(|m| m.added_snapshot_id == snapshot.snapshot_id()) {
+                for entry in caches.manifests.manifest(manifest).map_err(unreadable)?.iter() {
+                    let file = entry.file();
+                    let added = entry.snapshot_id == snapshot.snapshot_id();
+                    if added && file.content_type() == iceberg::spec::DataContentType::Data {
+                        files.push((file.file_path().to_string(), file.record_count(), Default::default()));
+                    }
+                }
+            }
+        }
+        let kept = DuckdbTypes::of(md.properties())?;
+        let schema = md.current_schema().clone();
         let fields = schema.as_struct().fields();
         let holds_kept = |field: &iceberg::spec::NestedFieldRef| {
             crate::format::field_path::ids(field).iter().any(|id| kept.0.contains_key(id))
         };
         let columns: Vec<usize> = (0..fields.len()).filter(|i| holds_kept(&fields[*i])).collect();
-        let plan = self.scan(&table, (0..fields.len()).collect(), None, false)?.read_only(Some(&columns));
+        let plan = ScanPlan::for_files(schema.clone(), caches.clone(), files, None).map_err(unreadable)?;
+        let plan = plan.read_only(Some(&columns));
         for task in 0..plan.task_count() {
-            for batch in plan.open(task)? {
-                let batch = batch?;
+            for batch in plan.open(task).map_err(unreadable)? {
+                let batch = batch.map_err(|e| unreadable(e.into()))?;
                 let target = facing.schema(&batch.schema());
                 facing
                     .batch(batch, &target)

@@ -287,6 +287,7 @@ impl Transaction {
                  {metadata_location}"
             )));
         }
+        self.real_table_folder(&shown, &location)?;
         if !crate::io::object::is_object(&location) {
             let real = crate::io::canonical(metadata_location)
                 .map_err(|e| refused(format!("cannot read {metadata_location}: {}", e.message)))?;
@@ -295,11 +296,9 @@ impl Transaction {
                 return Err(refused(format!("{metadata_location} leads to {real}, outside the table's location")));
             }
         }
-        let md = self
-            .catalog()
-            .inner
-            .metadata
-            .get(metadata_location)
+        // (read afresh, never from the cache: the client may have rewritten the file since an
+        // earlier attempt; the table will name skade's own copy of what was checked)
+        let md = metadata::read(metadata_location)
             .map_err(|e| refused(format!("cannot read {metadata_location}: {}", e.message)))?;
         if md.location().trim_end_matches('/') != location {
             return Err(refused(format!("its metadata places it at {}, not at {location}", md.location())));
@@ -322,9 +321,26 @@ impl Transaction {
         if self.lock()?.view.table_by_uuid(&md.uuid().to_string()).is_some() {
             return Err(refused(format!("uuid {} is another table's", md.uuid())));
         }
+        crate::format::client_schema::check_table(&shown, &md)?;
         crate::format::schema::arrow_schema(md.current_schema())
             .map_err(|e| refused(format!("its columns cannot be read: {}", e.message)))?;
-        KeyColumns::of(md.current_schema()).map_err(|e| refused(format!("its identifier fields: {}", e.message)))?;
+        let key = KeyColumns::of(md.current_schema())
+            .map_err(|e| refused(format!("its identifier fields: {}", e.message)))?;
+        // (expiry removes the files of the metadata log and statistics it trims: all the table's own)
+        let own = |path: &str| {
+            path.strip_prefix(&format!("{location}/"))
+                .is_some_and(|rest| rest.split('/').all(|part| !matches!(part, "" | "." | "..")))
+        };
+        let logged = md.metadata_log().iter().map(|l| l.metadata_file.as_str());
+        let statistics = md.statistics_iter().map(|s| s.statistics_path.as_str());
+        let partition_statistics = md.partition_statistics_iter().map(|s| s.statistics_path.as_str());
+        if let Some(path) = logged.chain(statistics).chain(partition_statistics).find(|p| !own(p)) {
+            return Err(refused(format!("its metadata names {path}, which is not under the table's location")));
+        }
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        if let Some(s) = md.snapshots().find(|s| s.timestamp_ms() > now_ms + 60_000) {
+            return Err(refused(format!("snapshot {} is stamped in the future", s.snapshot_id())));
+        }
         // (skade allocates its snapshot ids counting up, lake-wide: a registered table's ids in
         // that range must lie below the next, or one of skade's commits could reuse one)
         let next_id = self.catalog().allocate_snapshot_id()?;
@@ -337,16 +353,30 @@ impl Transaction {
             }
             self.check_snapshot_files(&shown, &md, snapshot, true)?;
         }
+        // its rows as skade's own checks hold them: the key, and the DuckDB types it keeps
+        if let Some(key) = key {
+            self.check_client_keys(&shown, &md, &key)?;
+        }
+        let every: Vec<i64> = md.snapshots().map(|s| s.snapshot_id()).collect();
+        self.check_client_values(&shown, &md, &every)?;
+        // the table names skade's copy of the file checked (a metadata file is never rewritten;
+        // the client's stays the client's)
+        let copy = metadata::metadata_location(&location, metadata::next_version(metadata_location));
+        let inner = &self.catalog().inner;
+        self.lock()?.written.push(copy.clone());
+        inner.metadata.write(&copy, &md)?;
+        let md = Arc::new(md);
+        inner.metadata.insert(&copy, md.clone());
         let record = TableRecord {
             schema: stored_schema,
             name: name.to_string(),
             uuid: md.uuid().to_string(),
-            metadata_location: metadata_location.to_string(),
+            metadata_location: copy.clone(),
             kind: EntryKind::Table,
         };
         let mut st = self.lock()?;
         Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(record.clone()));
         st.ddl.push(Ddl::CreateTable(record));
-        Ok(Updated { metadata_location: metadata_location.to_string(), metadata: md })
+        Ok(Updated { metadata_location: copy, metadata: md })
     }
 }

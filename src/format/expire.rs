@@ -122,7 +122,10 @@ pub fn referenced_files(caches: &ManifestCache, metadata: &TableMetadata, curren
 /// Anything elsewhere was adopted by `skade_add_files` and is never removed by maintenance.
 pub fn owns_file(location: &str, path: &str) -> bool {
     let folder = format!("{}/data/", local_path(location).trim_end_matches('/'));
-    local_path(path).starts_with(&folder)
+    // (a path that climbs out again, `data/../..`, is no file of the folder)
+    local_path(path)
+        .strip_prefix(&folder)
+        .is_some_and(|rest| rest.split('/').all(|part| !matches!(part, "" | "." | "..")))
 }
 
 /// `after` (metadata with the expired snapshots removed) without the metadata-log entries written
@@ -213,5 +216,8 @@ mod tests {
         assert!(!owns_file(table, "/w/lake.skade.data/main/t2/data/a.parquet"));
         assert!(!owns_file(table, "/w/lake.skade.data/main/t/data.parquet"));
         assert!(!owns_file(table, "/w/lake.skade.data/main/t/metadata/a.parquet"));
+        // (a path that climbs out of the folder again)
+        assert!(!owns_file(table, "/w/lake.skade.data/main/t/data/../../u/data/a.parquet"));
+        assert!(!owns_file(table, "/w/lake.skade.data/main/t/data//a.parquet"));
     }
 }

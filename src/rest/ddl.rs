@@ -1,7 +1,7 @@
 //! Namespace and table DDL over the protocol: a namespace is a skade schema (create, drop), a
-//! table is dropped or renamed as DROP TABLE and ALTER TABLE ... RENAME do. Each is a skade
-//! commit naming the client. Not served yet (406): namespace properties (a skade schema keeps
-//! none), a rename into another namespace (skade renames within a schema).
+//! table is dropped or renamed as DROP TABLE and ALTER TABLE ... RENAME do; a namespace's
+//! properties are kept in its schema's record. Each is a skade commit naming the client. Not
+//! served (406): a rename into another namespace (skade renames within a schema).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -70,17 +70,6 @@ pub(super) fn one_level(namespace: &[String]) -> RestResult<String> {
     }
 }
 
-fn no_properties(properties: &BTreeMap<String, String>) -> RestResult<()> {
-    match properties.is_empty() {
-        true => Ok(()),
-        false => Err(RestError::new(
-            StatusCode::NOT_ACCEPTABLE,
-            "UnsupportedOperationException",
-            "namespace properties are not kept: a skade schema has none",
-        )),
-    }
-}
-
 #[derive(Deserialize)]
 pub struct CreateNamespaceRequest {
     namespace: Vec<String>,
@@ -96,8 +85,8 @@ pub async fn create_namespace(
 ) -> RestResult<Json<NamespaceResponse>> {
     let request: CreateNamespaceRequest = body(&bytes, "create namespace")?;
     let name = one_level(&request.namespace)?;
-    no_properties(&request.properties)?;
     let created = name.clone();
+    let properties = request.properties.clone();
     committing(&shared, client, move |txn| {
         if txn.schema(&created)?.is_some() {
             return Err(RestError::new(
@@ -107,10 +96,13 @@ pub async fn create_namespace(
             ));
         }
         txn.create_schema(&created, false)?;
+        if !properties.is_empty() {
+            txn.alter_schema_properties(&created, properties, vec![])?;
+        }
         Ok(())
     })
     .await?;
-    Ok(Json(NamespaceResponse { namespace: vec![name], properties: BTreeMap::new() }))
+    Ok(Json(NamespaceResponse { namespace: vec![name], properties: request.properties }))
 }
 
 /// `DELETE /v1/namespaces/{namespace}`: DROP SCHEMA, of an empty one only.
@@ -151,10 +143,11 @@ pub struct UpdatePropertiesResponse {
     missing: Vec<String>,
 }
 
-/// `POST /v1/namespaces/{namespace}/properties`: a skade schema has no properties, so every
-/// removal is of one missing, and an update is refused.
+/// `POST /v1/namespaces/{namespace}/properties`: the schema's properties set and removed, one
+/// skade commit (none when nothing changes).
 pub async fn update_namespace_properties(
     State(shared): State<Shared>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(namespace): Path<String>,
     bytes: Bytes,
 ) -> RestResult<Json<UpdatePropertiesResponse>> {
@@ -167,9 +160,12 @@ pub async fn update_namespace_properties(
         ));
     }
     let name = schema_of(&namespace)?;
-    on_lake(&shared, move |catalog| existing_schema(&catalog.begin(), &name)).await?;
-    no_properties(&request.updates)?;
-    Ok(Json(UpdatePropertiesResponse { updated: vec![], removed: vec![], missing: request.removals }))
+    let changed = committing(&shared, client, move |txn| {
+        let schema = existing_schema(txn, &name)?;
+        Ok(txn.alter_schema_properties(&schema, request.updates, request.removals)?)
+    })
+    .await?;
+    Ok(Json(UpdatePropertiesResponse { updated: changed.updated, removed: changed.removed, missing: changed.missing }))
 }
 
 #[derive(Deserialize)]

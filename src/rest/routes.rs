@@ -195,8 +195,12 @@ async fn load_namespace(
     Path(namespace): Path<String>,
 ) -> RestResult<Json<NamespaceResponse>> {
     let schema = read_schema(&namespace)?;
-    let name = reading(&shared, move |txn| existing_schema(txn, &schema)).await?;
-    Ok(Json(NamespaceResponse { namespace: vec![name], properties: BTreeMap::new() }))
+    let record = reading(&shared, move |txn| {
+        txn.schema(&schema)?.ok_or_else(|| RestError::no_namespace(&super::names::shown(&schema)))
+    })
+    .await?;
+    let properties = record.properties.clone();
+    Ok(Json(NamespaceResponse { namespace: vec![record.name.clone()], properties }))
 }
 
 async fn namespace_exists(State(shared): State<Shared>, Path(namespace): Path<String>) -> RestResult<StatusCode> {

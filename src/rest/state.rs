@@ -45,12 +45,14 @@ impl StagedUuids {
         self.order.push_back(uuid);
     }
 
-    /// Takes `uuid` if this server staged it (once).
-    pub fn take(&mut self, uuid: uuid::Uuid) -> bool {
-        match self.order.iter().position(|u| *u == uuid) {
-            Some(i) => self.order.remove(i).is_some(),
-            None => false,
-        }
+    /// Whether this server staged `uuid` and no table took it yet.
+    pub fn holds(&self, uuid: uuid::Uuid) -> bool {
+        self.order.contains(&uuid)
+    }
+
+    /// `uuid` taken by a table (its commit landed): it is never kept again.
+    pub fn taken(&mut self, uuid: uuid::Uuid) {
+        self.order.retain(|u| *u != uuid);
     }
 }
 

@@ -133,6 +133,25 @@ pub async fn register_table(
     answer(registered.await)
 }
 
+/// The uuids a change creating its table assigns.
+fn assigned_uuids(requirements: &[TableRequirement], updates: &[TableUpdate]) -> Vec<uuid::Uuid> {
+    let assigned = updates.iter().filter_map(|u| match u {
+        TableUpdate::AssignUuid { uuid } => Some(*uuid),
+        _ => None,
+    });
+    match creates(requirements) {
+        true => assigned.collect(),
+        false => vec![],
+    }
+}
+
+/// After a commit landed: the staged uuids its creating changes assigned are taken (the commit
+/// still held the identity turn when it landed, so none was kept twice).
+fn take_staged_uuids(shared: &Shared, uuids: Vec<uuid::Uuid>) {
+    let mut staged = shared.staged.lock().unwrap_or_else(|p| p.into_inner());
+    uuids.into_iter().for_each(|u| staged.taken(u));
+}
+
 /// Whether a change creates its table (`assert-create`).
 fn creates(requirements: &[TableRequirement]) -> bool {
     requirements.iter().any(|r| matches!(r, TableRequirement::NotExist))
@@ -157,7 +176,8 @@ fn apply_change(
                 shown(table)
             )));
         }
-        let staged_here = |uuid| shared.staged.lock().unwrap_or_else(|p| p.into_inner()).take(uuid);
+        // (taken once the commit lands, `take_staged_uuids`: a commit that fails keeps it for its retry)
+        let staged_here = |uuid| shared.staged.lock().unwrap_or_else(|p| p.into_inner()).holds(uuid);
         return txn.create_table_by_commit(&schema, table, updates, staged_here).map_err(commit_error);
     }
     existing_table(txn, &schema, table)?;
@@ -178,12 +198,14 @@ pub async fn commit_table(
         let request: CommitTableRequest = body(&bytes, "commit")?;
         let for_work = shared.clone();
         let creates = creates(&request.requirements);
+        let assigned = assigned_uuids(&request.requirements, &request.updates);
         let json = committing_with(&shared, client, creates, move |txn| {
             let updated = apply_change(&for_work, txn, &schema, &table, &request.requirements, request.updates)?;
             let metadata_location = &updated.metadata_location;
             Ok(json(&CommitTableResponse { metadata_location, metadata: &updated.metadata }))
         })
         .await??;
+        take_staged_uuids(&shared, assigned);
         shared.stats.commits.fetch_add(1, Ordering::Relaxed);
         Ok(json)
     };
@@ -217,6 +239,7 @@ pub async fn commit_transaction(
     }
     let for_work = shared.clone();
     let any_creates = changes.iter().any(|(_, _, requirements, _)| creates(requirements));
+    let assigned: Vec<uuid::Uuid> = changes.iter().flat_map(|(_, _, r, u)| assigned_uuids(r, u)).collect();
     committing_with(&shared, client, any_creates, move |txn| {
         for (schema, table, requirements, updates) in changes {
             apply_change(&for_work, txn, &schema, &table, &requirements, updates)?;
@@ -224,6 +247,7 @@ pub async fn commit_transaction(
         Ok(())
     })
     .await?;
+    take_staged_uuids(&shared, assigned);
     shared.stats.commits.fetch_add(1, Ordering::Relaxed);
     Ok(StatusCode::NO_CONTENT)
 }

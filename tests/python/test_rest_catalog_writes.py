@@ -286,7 +286,9 @@ def test_register_brings_back_a_dropped_table_and_refuses_others(plain):
     rows_before = rows(con, "FROM lake.events")
     con.execute("DROP TABLE lake.events")
     table = catalog.register_table("main.events", kept)
-    assert table.metadata_location == kept
+    # (the table names skade's copy of the file it checked, beside it)
+    assert table.metadata_location != kept
+    assert os.path.dirname(table.metadata_location) == os.path.dirname(kept)
     assert rows(con, "FROM lake.events") == rows_before
     con.execute("INSERT INTO lake.events VALUES (1000, 'after', 1)")   # skade commits on top of it
     assert catalog.load_table("main.events").scan().to_arrow().num_rows == 101
@@ -436,3 +438,64 @@ def test_narrow_duckdb_types_take_client_values_that_fit(plain):
         with pytest.raises(Exception, match="DuckDB type cannot"):
             load_catalog("lake", type="rest", uri=address).load_table("main.small").append(bad)
     assert rows(con, "FROM lake.small") == [(1, 1, 1, [1]), (2, -128, 65535, [127])]
+
+
+def test_files_a_table_cannot_own_are_refused(plain, tmp_path):
+    import os
+    from test_rest_catalog import arrow_rows, tampered
+    con, address = plain
+    catalog = load_catalog("lake", type="rest", uri=address)
+    location = lambda t: con.execute(
+        "SELECT metadata_location FROM skade_tables('lake') WHERE table_name = ?", [t]).fetchone()[0]
+    # skade's own summary properties (the DuckDB types time travel reads with) stay skade's
+    def skade_summary(body):
+        for u in body["updates"]:
+            if u["action"] == "add-snapshot":
+                u["snapshot"]["summary"]["skade.duckdb-types"] = '{"1": "TINYINT"}'
+        return body
+    before = location("events")
+    with pytest.raises(Exception, match="skade's own"):
+        tampered(load_catalog("t1", type="rest", uri=address), skade_summary).load_table("main.events").append(
+            arrow_rows([900]))
+    assert location("events") == before
+    # a table whose data folder is a symbolic link to somewhere else takes no commit
+    table_folder = os.path.dirname(os.path.dirname(before))
+    elsewhere = tmp_path / "elsewhere"
+    os.rename(os.path.join(table_folder, "data"), elsewhere)
+    os.symlink(elsewhere, os.path.join(table_folder, "data"))
+    with pytest.raises(Exception, match="symbolic link"):
+        catalog.load_table("main.events").append(arrow_rows([901]))
+    assert location("events") == before
+    # a registered table's metadata log names only its own files (expiry removes those it trims)
+    os.unlink(os.path.join(table_folder, "data"))
+    os.rename(elsewhere, os.path.join(table_folder, "data"))
+    con.execute("CREATE TABLE lake.victim (a INTEGER)")
+    with open(before) as f:
+        metadata = json.load(f)
+    con.execute("DROP TABLE lake.events")
+    metadata["metadata-log"] = [{"timestamp-ms": 0, "metadata-file": location("victim")}]
+    logged = os.path.join(os.path.dirname(before), "00099-logged.metadata.json")
+    with open(logged, "w") as f:
+        json.dump(metadata, f)
+    got, answer = post(address, "/v1/namespaces/main/register", {"name": "events", "metadata-location": logged})
+    assert got == 400 and "not under the table's location" in answer["error"]["message"]
+
+
+def test_a_staged_uuid_survives_a_failed_commit(plain):
+    con, address = plain
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "a", "required": False, "type": "long"}]}
+    _, staged = post(address, "/v1/namespaces/main/tables", {"name": "retry", "schema": schema, "stage-create": True})
+    metadata = staged["metadata"]
+    commit = lambda more: {"requirements": [{"type": "assert-create"}], "updates": [
+        {"action": "assign-uuid", "uuid": metadata["table-uuid"]},
+        {"action": "add-schema", "schema": metadata["schemas"][0]},
+        {"action": "set-location", "location": metadata["location"]}, *more]}
+    bad = [{"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 12345}]
+    got, _ = post(address, "/v1/namespaces/main/tables/retry", commit(bad))
+    assert got == 400
+    got, answer = post(address, "/v1/namespaces/main/tables/retry", commit([]))
+    assert got == 200, answer
+    assert answer["metadata"]["table-uuid"] == metadata["table-uuid"]
+    # ... and taken once it landed: another table asking for it gets one of its own
+    got, answer = post(address, "/v1/namespaces/main/tables/again", commit([]))
+    assert got == 400 and "places its tables itself" in answer["error"]["message"]
