@@ -263,8 +263,7 @@ impl Transaction {
 }
 
 /// A client's schema, partition spec and sort order changes, checked against the table before
-/// them as skade's own ALTER TABLE checks them (`format::client_schema`). Tables whose key or
-/// kept DuckDB types skade checks on its own writes take no change yet.
+/// them as skade's own ALTER TABLE checks them (`format::client_schema`).
 fn check_shape(shown: &str, base: &TableMetadata, next: &TableMetadata) -> Result<()> {
     let same = next.current_schema_id() == base.current_schema_id()
         && next.schemas_iter().len() == base.schemas_iter().len()
@@ -275,16 +274,21 @@ fn check_shape(shown: &str, base: &TableMetadata, next: &TableMetadata) -> Resul
     if same {
         return Ok(());
     }
-    let not_served = |why: &str| {
-        Err(Error::not_implemented(format!(
-            "table {shown} {why}: its schema, partition spec and sort order change through DuckDB only for now"
-        )))
-    };
-    if KeyColumns::of(base.current_schema())?.is_some() {
-        return not_served("has a PRIMARY KEY");
-    }
-    if !crate::format::duckdb_types::Facing::of(base)?.is_empty() {
-        return not_served("has columns whose DuckDB types are narrower than their Iceberg types");
+    // The columns skade checks on its own writes keep their types: a key's (its rows are
+    // compared as they are), and those whose DuckDB types are narrower than Iceberg's (the kept
+    // type says how to read them); ALTER TABLE changes those.
+    let (old, new) = (base.current_schema(), next.current_schema());
+    let kept = crate::format::duckdb_types::DuckdbTypes::of(base.properties())?;
+    for id in old.identifier_field_ids().chain(kept.0.keys().copied()) {
+        if let (Some(was), Some(is)) = (old.field_by_id(id), new.field_by_id(id)) {
+            if was.field_type != is.field_type {
+                return Err(Error::not_implemented(format!(
+                    "table {shown}: column {} is a PRIMARY KEY column or keeps a DuckDB type narrower than Iceberg's: \
+                     its type changes through DuckDB's ALTER TABLE only",
+                    was.name
+                )));
+            }
+        }
     }
     crate::format::client_schema::check_change(shown, base, next)?;
     crate::format::client_schema::check_table(shown, next)?;

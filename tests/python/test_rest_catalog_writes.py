@@ -224,16 +224,28 @@ def test_schema_changes_are_checked_as_alter_table_is(plain):
     got, answer = change([*long_id[:2], {"id": long_id[2]["id"], "name": "amount2", "required": False, "type": "string"}])
     assert got == 400 and "reuses field id" in answer["error"]["message"]
     assert con.execute("SELECT count(*) FROM lake.events").fetchone() == (101,)
-    # a keyed table's shape is DuckDB's to change
-    con.execute("CREATE TABLE lake.kv (k BIGINT PRIMARY KEY, v VARCHAR)")
+    # a keyed table takes new columns; its key's type, and a narrower DuckDB type, are DuckDB's
+    con.execute("CREATE TABLE lake.kv (k INTEGER PRIMARY KEY, v VARCHAR, t TINYINT)")
+    con.execute("INSERT INTO lake.kv VALUES (1, 'a', 1)")
     _, kv = http("GET", address + "/v1/namespaces/main/tables/kv")
     kv_fields = kv["metadata"]["schemas"][0]["fields"]
-    got, answer = post(address, "/v1/namespaces/main/tables/kv", {"requirements": [], "updates": [
-        {"action": "add-schema", "schema": {"type": "struct", "schema-id": 3, "identifier-field-ids": [1],
-                                            "fields": [*kv_fields, {"id": 3, "name": "w", "required": False,
-                                                                    "type": "int"}]}},
-        {"action": "set-current-schema", "schema-id": -1}]})
-    assert got == 406 and "PRIMARY KEY" in answer["error"]["message"]
+
+    def change_kv(fields, schema_id):
+        return post(address, "/v1/namespaces/main/tables/kv", {"requirements": [], "updates": [
+            {"action": "add-schema", "schema": {"type": "struct", "schema-id": schema_id,
+                                                "identifier-field-ids": [1], "fields": fields}},
+            {"action": "set-current-schema", "schema-id": -1}]})
+
+    got, answer = change_kv([{**kv_fields[0], "type": "long"}, *kv_fields[1:]], 3)
+    assert got == 406 and "PRIMARY KEY column" in answer["error"]["message"]
+    got, answer = change_kv([*kv_fields[:2], {**kv_fields[2], "type": "long"}], 4)
+    assert got == 406 and "narrower" in answer["error"]["message"]
+    got, answer = change_kv([*kv_fields, {"id": 4, "name": "w", "required": False, "type": "int"}], 5)
+    assert got == 200, answer
+    assert con.execute("FROM lake.kv").fetchall() == [(1, "a", 1, None)]
+    assert con.execute("SELECT typeof(t) FROM lake.kv").fetchone() == ("TINYINT",)
+    with pytest.raises(Exception, match="(?i)duplicate key|primary key"):
+        con.execute("INSERT INTO lake.kv VALUES (1, 'again', 2, 3)")
 
 
 def test_a_transaction_over_several_tables_is_all_or_none(plain):
@@ -359,6 +371,7 @@ def test_duckdb_iceberg_extension_updates_a_keyed_table(plain):
     con, address = plain
     con.execute("CREATE TABLE lake.kv (k BIGINT PRIMARY KEY, v VARCHAR)")
     con.execute("INSERT INTO lake.kv SELECT i, 'v' || i FROM range(100) r(i)")
+    con.execute("CALL skade_create_consumer('lake', 'mirror', 'kv')")
     peer = iceberg_peer(address, "AUTHORIZATION_TYPE 'none'")
     try:
         peer.execute("UPDATE ice.main.kv SET v = 'changed' WHERE k < 10")   # deletes + the same keys again
@@ -369,6 +382,10 @@ def test_duckdb_iceberg_extension_updates_a_keyed_table(plain):
         ours = rows(con, "FROM lake.kv")
         assert len(ours) == 91 and (500, "new") in ours and (3, "changed") in ours
         assert con.execute("SELECT * FROM skade_lookup('lake.kv', 3)").fetchall() == [(3, "changed")]
+        # the client's position deletes and rows reach a consumer as DuckDB's would: paired by key
+        got = dict(con.execute("SELECT _change_type, count(*) FROM skade_consume('lake', 'mirror') GROUP BY 1")
+                   .fetchall())
+        assert got == {"UPDATE_BEFORE": 10, "UPDATE_AFTER": 10, "DELETE": 10, "INSERT": 1}
     finally:
         peer.close()
 
@@ -499,3 +516,25 @@ def test_a_staged_uuid_survives_a_failed_commit(plain):
     # ... and taken once it landed: another table asking for it gets one of its own
     got, answer = post(address, "/v1/namespaces/main/tables/again", commit([]))
     assert got == 400 and "places its tables itself" in answer["error"]["message"]
+
+
+@needs_iceberg
+def test_two_clients_racing_an_update_one_retries(plain):
+    """Two DuckDBs update one table at once through the server: the second to commit gets 409
+    CommitFailed (nothing of it lands), and its retry on the new state lands."""
+    con, address = plain
+    a, b = (iceberg_peer(address, "AUTHORIZATION_TYPE 'none'") for _ in range(2))
+    try:
+        for peer, amount in ((a, -1), (b, -2)):
+            peer.execute("BEGIN")
+            peer.execute(f"UPDATE ice.main.events SET amount = {amount} WHERE id < 10")
+        a.execute("COMMIT")
+        with pytest.raises(Exception, match="409|CommitFailed"):
+            b.execute("COMMIT")
+        assert con.execute("SELECT DISTINCT amount FROM lake.events WHERE id < 10").fetchall() == [(-1.0,)]
+        b.execute("UPDATE ice.main.events SET amount = -2 WHERE id < 10")
+        assert con.execute("SELECT DISTINCT amount FROM lake.events WHERE id < 10").fetchall() == [(-2.0,)]
+        assert con.execute("SELECT count(*) FROM lake.events").fetchone() == (100,)
+    finally:
+        a.close()
+        b.close()
