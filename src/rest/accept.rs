@@ -37,6 +37,9 @@ pub async fn run(listener: TcpListener, app: Router, mut stop: oneshot::Receiver
                 Err(_) => { tokio::time::sleep(Duration::from_millis(20)).await; continue }
             },
         };
+        // (an answer is written as soon as it is whole: no wait on Nagle's algorithm for the
+        // client's ACK of the previous segment)
+        let _ = stream.set_nodelay(true);
         let app = app.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
