@@ -25,6 +25,7 @@ static void LoadInternal(ExtensionLoader &loader) {
 	loader.RegisterFunction(SkadeExpireSnapshotsFunction());
 	loader.RegisterFunction(SkadeRemoveOrphanFilesFunction());
 	loader.RegisterFunction(SkadeCompactFunction());
+	loader.RegisterFunction(SkadeUpgradeTableFunction());
 	loader.RegisterFunction(SkadeAddFilesFunctions());
 	loader.RegisterFunction(SkadeChangelogFunctions());
 	loader.RegisterFunction(SkadeLookupFunction());

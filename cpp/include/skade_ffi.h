@@ -258,6 +258,8 @@ skade_status *skade_fn_serve_stop(const char *lake_or_address, struct ArrowArray
 // Rewrites table `uuid`'s live rows into new files, deletes applied, as its own `replace` commit;
 // one row: removed_data_files, removed_delete_files, added_data_files, rows.
 skade_status *skade_fn_compact(const skade_txn *txn, const char *uuid, struct ArrowArrayStream *result);
+skade_status *skade_fn_upgrade_table(const skade_txn *txn, const char *uuid, int64_t version,
+                                     struct ArrowArrayStream *result);
 // Adopts the Parquet files `paths` (n_paths of them, globs already expanded) into table `uuid`
 // where they lie, staged in `txn` (they commit with it, as one append); all of them or none, the
 // error naming the file and column that do not fit. One row: added_data_files, rows.

@@ -45,6 +45,8 @@ pub struct Catalog {
     pub(crate) target_file_size: Option<u64>,
     /// The ATTACH's TIMESTAMP_NS.
     nanoseconds: Nanoseconds,
+    /// The ATTACH's FORMAT_VERSION: the Iceberg format of the tables it creates.
+    format_version: iceberg::spec::FormatVersion,
 }
 
 pub(crate) struct Inner {
@@ -163,6 +165,7 @@ impl Catalog {
                 read_only: options.read_only,
                 target_file_size: options.target_file_size,
                 nanoseconds: options.timestamp_ns,
+                format_version: options.format_version,
             });
         }
         // A handle of this process that is closing (flushing at DETACH) still holds the file for
@@ -219,6 +222,7 @@ impl Catalog {
             read_only: options.read_only,
             target_file_size: options.target_file_size,
             nanoseconds: options.timestamp_ns,
+            format_version: options.format_version,
         })
     }
 
@@ -246,6 +250,11 @@ impl Catalog {
     /// How this ATTACH stores new TIMESTAMP_NS columns (TIMESTAMP_NS option).
     pub fn nanoseconds(&self) -> Nanoseconds {
         self.nanoseconds
+    }
+
+    /// The Iceberg format version of the tables this ATTACH creates (FORMAT_VERSION option).
+    pub fn format_version(&self) -> iceberg::spec::FormatVersion {
+        self.format_version
     }
 
     /// The caches every read of this catalog shares (manifests, footers, delete files).
@@ -813,6 +822,7 @@ pub struct WeakCatalog {
     actor: String,
     target_file_size: Option<u64>,
     nanoseconds: Nanoseconds,
+    format_version: iceberg::spec::FormatVersion,
 }
 
 impl Catalog {
@@ -822,6 +832,7 @@ impl Catalog {
             actor: self.actor.clone(),
             target_file_size: self.target_file_size,
             nanoseconds: self.nanoseconds,
+            format_version: self.format_version,
         }
     }
 }
@@ -841,6 +852,7 @@ impl WeakCatalog {
             read_only,
             target_file_size: self.target_file_size,
             nanoseconds: self.nanoseconds,
+            format_version: self.format_version,
         })
     }
 
@@ -863,6 +875,7 @@ impl Clone for Catalog {
             read_only: self.read_only,
             target_file_size: self.target_file_size,
             nanoseconds: self.nanoseconds,
+            format_version: self.format_version,
         }
     }
 }

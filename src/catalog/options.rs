@@ -69,6 +69,8 @@ pub struct AttachOptions {
     pub commit_log_poll: std::time::Duration,
     /// TIMESTAMP_NS: how new TIMESTAMP_NS columns are stored ('refuse', or 'microseconds').
     pub timestamp_ns: crate::format::duckdb_types::Nanoseconds,
+    /// FORMAT_VERSION: the Iceberg format of the tables this ATTACH creates (2, the default, or 3).
+    pub format_version: iceberg::spec::FormatVersion,
     /// CACHE_PATH: the folder of this host's fold of a lake in a bucket (`catalog::lake`).
     pub cache_path: Option<String>,
     /// CACHE_RESET: move this host's cache of a lake aside and rebuild it from the bucket (after
@@ -165,6 +167,7 @@ impl Default for AttachOptions {
             commit_log_location: None,
             commit_log_poll: DEFAULT_COMMIT_LOG_POLL,
             timestamp_ns: Default::default(),
+            format_version: iceberg::spec::FormatVersion::V2,
             cache_path: None,
             cache_reset: false,
         }
@@ -232,6 +235,18 @@ impl AttachOptions {
                         }
                     };
                 }
+                "format_version" => {
+                    o.format_version = match value.trim() {
+                        "2" => iceberg::spec::FormatVersion::V2,
+                        "3" => iceberg::spec::FormatVersion::V3,
+                        _ => {
+                            return Err(Error::invalid(format!(
+                                "FORMAT_VERSION '{value}': expected 2 (Iceberg v2, the default) or 3 (Iceberg v3: \
+                                 row lineage)"
+                            )))
+                        }
+                    };
+                }
                 "commit_log_poll_ms" => {
                     let ms: u64 =
                         value.trim().parse().ok().filter(|ms| (1..=3_600_000).contains(ms)).ok_or_else(|| {
@@ -247,7 +262,7 @@ impl AttachOptions {
                 other => {
                     return Err(Error::invalid(format!(
                         "unknown ATTACH option '{}' for a skade catalog (known: DATA_PATH, \
-                         READ_ONLY, DURABILITY, ACTOR, TARGET_FILE_SIZE, TIMESTAMP_NS, COMMIT_LOG, COMMIT_LOG_POLL_MS, \
+                         READ_ONLY, DURABILITY, ACTOR, TARGET_FILE_SIZE, TIMESTAMP_NS, FORMAT_VERSION, COMMIT_LOG, COMMIT_LOG_POLL_MS, \
                          CACHE_PATH, CACHE_RESET, LINEAGE, OPENLINEAGE_URL, OPENLINEAGE_ENDPOINT, OPENLINEAGE_NAMESPACE, \
                          OPENLINEAGE_API_KEY)",
                         other.to_uppercase()

@@ -707,7 +707,17 @@ impl Transaction {
         let shown = names::table_shown(self.database(), &stored_schema_name, name);
         let spec = partition::unbound_spec(&iceberg_schema, partitioned_by, &shown)?;
         let order = sort_order::sort_order(&iceberg_schema, sorted_by, &shown)?;
-        let md = metadata::new_table(iceberg_schema, spec, order, &location, table_uuid, &kept, primary_key)?;
+        let md = metadata::new_table_with(
+            iceberg_schema,
+            spec,
+            order,
+            &location,
+            table_uuid,
+            &kept,
+            primary_key,
+            Default::default(),
+            self.catalog.format_version(),
+        )?;
         let md_location = metadata::metadata_location(&location, 0);
         self.lock()?.written.push(md_location.clone());
         self.catalog.inner.metadata.write(&md_location, &md)?;
@@ -900,6 +910,7 @@ impl Transaction {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
         self.check_table_writable(&table)?;
+        check_no_v3_deletes(&table, "DELETE, UPDATE, MERGE and upserts")?;
         let inner = &self.catalog.inner;
         let mut st = self.lock()?;
         let mut by_path: BTreeMap<String, Vec<u64>> = BTreeMap::new();
@@ -987,6 +998,7 @@ impl Transaction {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
         self.check_table_writable(&table)?;
+        check_no_v3_deletes(&table, "adding delete files")?;
         if let Some(f) = files.iter().find(|f| f.content_type() == iceberg::spec::DataContentType::Data) {
             return Err(Error::invalid(format!("{} is a data file, not a delete file", f.file_path())));
         }
@@ -1010,6 +1022,7 @@ impl Transaction {
     ) -> Result<()> {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
+        check_no_v3_deletes(&table, "rewriting files (compaction)")?;
         let mut st = self.lock()?;
         st.written.extend(added.iter().map(|f| f.file_path().to_string()));
         let changes = st.changes.entry(uuid.to_string()).or_default();
@@ -1506,6 +1519,20 @@ impl Transaction {
         self.catalog.inner.lookup_cache.forget(written.iter().map(String::as_str));
         remove_files(written.iter().map(String::as_str));
     }
+}
+
+/// A v3 table takes no deletes yet: Iceberg v3 replaces position delete files with deletion
+/// vectors, which come in the next increment of issue 46 (docs/design/iceberg-v3.md); rewrites
+/// wait for row ids to be carried over.
+fn check_no_v3_deletes(table: &TableInfo, what: &str) -> Result<()> {
+    if table.metadata.format_version() < iceberg::spec::FormatVersion::V3 {
+        return Ok(());
+    }
+    Err(Error::not_implemented(format!(
+        "table {} is an Iceberg v3 table: {what} on v3 tables are not supported yet (v3 deletes are deletion \
+         vectors, which skade does not write yet); INSERT and reads are",
+        table.shown_name()
+    )))
 }
 
 impl Drop for Transaction {

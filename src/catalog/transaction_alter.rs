@@ -136,4 +136,59 @@ impl Transaction {
         }
         Error::catalog(format!("Table with name {} does not exist!", names::table_shown(self.database(), schema, name)))
     }
+
+    /// `skade_upgrade_table`: the table's Iceberg format version raised to `version` in place,
+    /// as one commit (Iceberg allows upgrades only; 2 -> 3 starts row lineage: the rows written
+    /// before have no row id, the ones after do). Returns the versions before and after; none
+    /// committed when the table has the version already.
+    pub fn upgrade_table(&self, schema: &str, name: &str, version: i64) -> Result<(u8, u8)> {
+        use iceberg::spec::FormatVersion;
+        self.check_writable()?;
+        let table = self.table(schema, name)?.ok_or_else(|| self.missing(schema, name))?;
+        self.check_table_writable(&table)?;
+        let shown = table.shown_name();
+        let number = |v: FormatVersion| v as u8;
+        let target = match version {
+            2 => FormatVersion::V2,
+            3 => FormatVersion::V3,
+            other => {
+                return Err(Error::invalid(format!(
+                    "skade_upgrade_table: format version {other} is not one skade writes (2 or 3)"
+                )))
+            }
+        };
+        let before = table.metadata.format_version();
+        if target < before {
+            return Err(Error::invalid(format!(
+                "table {shown} is Iceberg v{}: it cannot go back to v{} (Iceberg tables are upgraded, never downgraded)",
+                number(before),
+                number(target)
+            )));
+        }
+        if target == before {
+            return Ok((number(before), number(target)));
+        }
+        if self.lock()?.wrote_to(&table.record.uuid) {
+            return Err(Error::invalid(format!(
+                "cannot upgrade table {shown} in a transaction that already wrote to it: commit the writes first"
+            )));
+        }
+        let record = table.record.clone();
+        let location = record.metadata_location.clone();
+        let next = iceberg::spec::TableMetadata::clone(&table.metadata)
+            .into_builder(Some(location.clone()))
+            .upgrade_format_version(target)?
+            .build()?
+            .metadata;
+        let md_location = metadata::metadata_location(next.location(), metadata::next_version(&location));
+        let inner = &self.catalog().inner;
+        self.lock()?.written.push(md_location.clone());
+        inner.metadata.write(&md_location, &next)?;
+        inner.metadata.insert(&md_location, Arc::new(next));
+        let after = TableRecord { metadata_location: md_location, ..(*record).clone() };
+        let mut st = self.lock()?;
+        Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(after.clone()));
+        st.ddl.push(Ddl::AlterTable { before: record, after, operation: "upgrade_format_version", snapshot_id: None });
+        Ok((number(before), number(target)))
+    }
 }

@@ -181,6 +181,11 @@ impl Transaction {
     ) -> Result<()> {
         let refused = |why: String| Err(Error::invalid(format!("table {shown}: {why}")));
         let head = next.current_snapshot().map(|s| s.snapshot_id());
+        if !added.is_empty() && base.format_version() >= iceberg::spec::FormatVersion::V3 {
+            return Err(Error::not_implemented(format!(
+                "table {shown} is an Iceberg v3 table: snapshots over the REST protocol to v3 tables are not served yet"
+            )));
+        }
         if added.is_empty() {
             return match head == base.current_snapshot().map(|s| s.snapshot_id()) {
                 true => Ok(()),

@@ -145,6 +145,7 @@ impl Transaction {
             &DuckdbTypes::default(),
             &[],
             properties,
+            iceberg::spec::FormatVersion::V2,
         )
         .map_err(|e| Error::invalid(format!("table {shown}: {}", e.message)))?;
         // (what skade could not read, show or key, refused before anything is written)

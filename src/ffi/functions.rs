@@ -15,7 +15,7 @@ use crate::changelog::filters::Filters;
 use crate::error::Error;
 use crate::functions::{
     add_files, changelog, check, commit_log, commits_since, compact, consumers, expire_snapshots, lineage,
-    lineage_delivery, lookup_stats, remove_orphan_files, serve, snapshots, tables,
+    lineage_delivery, lookup_stats, remove_orphan_files, serve, snapshots, tables, upgrade_table,
 };
 
 #[no_mangle]
@@ -35,6 +35,7 @@ pub unsafe extern "C" fn skade_function_schema(name: *const c_char, result: *mut
             "skade_servers" => serve::servers_schema(),
             "skade_serve_stop" => serve::stop_schema(),
             "skade_compact" => compact::schema(),
+            "skade_upgrade_table" => upgrade_table::schema(),
             "skade_add_files" => add_files::schema(),
             "skade_lookup_stats" => lookup_stats::schema(),
             "skade_consumers" => consumers::schema(),
@@ -201,6 +202,21 @@ pub unsafe extern "C" fn skade_fn_compact(
     guard(|| {
         let batch = compact::run(&handle(txn, "transaction")?.0, arg(uuid, "table id")?)?;
         let reader = RecordBatchIterator::new([Ok(batch)], compact::schema());
+        out(result, super::export_stream(reader))
+    })
+}
+
+/// Raises the format version of table `uuid` to `version`, as its own commit.
+#[no_mangle]
+pub unsafe extern "C" fn skade_fn_upgrade_table(
+    txn: *const SkadeTxn,
+    uuid: *const c_char,
+    version: i64,
+    result: *mut FFI_ArrowArrayStream,
+) -> *mut SkadeStatus {
+    guard(|| {
+        let batch = upgrade_table::run(&handle(txn, "transaction")?.0, arg(uuid, "table id")?, version)?;
+        let reader = RecordBatchIterator::new([Ok(batch)], upgrade_table::schema());
         out(result, super::export_stream(reader))
     })
 }

@@ -98,6 +98,7 @@ pub const ALTER_OPERATIONS: &[&str] = &[
     "set_comment",
     "set_column_comment",
     "rename_table",
+    "upgrade_format_version",
 ];
 
 impl SchemaChange {

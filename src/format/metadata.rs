@@ -43,11 +43,12 @@ pub fn new_table(
     kept: &DuckdbTypes,
     primary_key: &[String],
 ) -> Result<TableMetadata> {
-    new_table_with(schema, spec, sort_order, location, table_uuid, kept, primary_key, HashMap::new())
+    new_table_with(schema, spec, sort_order, location, table_uuid, kept, primary_key, HashMap::new(), FormatVersion::V2)
 }
 
 /// [`new_table`] with `extra` table properties (another engine's, for a table it creates over
-/// the REST protocol); skade's own defaults win over none of them but its creation stamps.
+/// the REST protocol; skade's own defaults win over none of them but its creation stamps), in
+/// Iceberg format `version` (2, or 3: row lineage).
 #[allow(clippy::too_many_arguments)]
 pub fn new_table_with(
     schema: Schema,
@@ -58,6 +59,7 @@ pub fn new_table_with(
     kept: &DuckdbTypes,
     primary_key: &[String],
     extra: HashMap<String, String>,
+    version: FormatVersion,
 ) -> Result<TableMetadata> {
     let mut properties = HashMap::from([
         ("write.format.default".to_string(), "parquet".to_string()),
@@ -76,7 +78,7 @@ pub fn new_table_with(
             spec.clone(),
             sort_order.clone(),
             location.to_string(),
-            FormatVersion::V2,
+            version,
             properties,
         )?
         .assign_uuid(table_uuid)

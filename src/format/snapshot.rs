@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, ManifestContentType, ManifestEntry, ManifestFile, ManifestListWriter, ManifestStatus,
-    ManifestWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, SnapshotRetention,
+    DataContentType, DataFile, FormatVersion, ManifestContentType, ManifestEntry, ManifestFile, ManifestListWriter,
+    ManifestStatus, ManifestWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, SnapshotRetention,
     SnapshotSummaryCollector, Summary, TableMetadata, TableMetadataBuilder, MAIN_BRANCH, UNASSIGNED_SEQUENCE_NUMBER,
 };
 use uuid::Uuid;
@@ -166,19 +166,35 @@ pub async fn produce(
             }
             manifests.extend(removals.0);
         }
-        manifests.extend(merge_small_manifests(file_io, caches, base, staged.snapshot_id, &inherited, written).await?);
+        // (a v3 table's manifests are not merged yet: a merged manifest must carry each entry's
+        // inherited first_row_id, or its rows would get new row ids; docs/design/iceberg-v3.md)
+        if base.format_version() < FormatVersion::V3 {
+            manifests
+                .extend(merge_small_manifests(file_io, caches, base, staged.snapshot_id, &inherited, written).await?);
+        } else {
+            manifests.extend(inherited);
+        }
     } else if let Some(path) = staged.removed.first() {
         return Err(Error::conflict(format!("{path} is no longer part of the table: a concurrent commit removed it")));
     }
     let sequence_number = base.next_sequence_number();
     let list_path = format!("{}/metadata/snap-{}-{}.avro", base.location(), staged.snapshot_id, Uuid::new_v4());
     written.push(list_path.clone());
-    let mut list = ManifestListWriter::v2(
-        file_io.new_output(&list_path)?.writer().await?,
-        staged.snapshot_id,
-        parent.as_ref().map(|p| p.snapshot_id()),
-        sequence_number,
-    );
+    // Row lineage (v3): the data manifests without a first row id get the next ones, in list
+    // order, as the list writer would assign them (assigned here so the list as cached below and
+    // the snapshot's range agree with the file).
+    let v3 = base.format_version() >= FormatVersion::V3;
+    let first_row_id = base.next_row_id();
+    let next_row_id = match v3 {
+        true => assign_row_ids(&mut manifests, first_row_id)?,
+        false => first_row_id,
+    };
+    let output = file_io.new_output(&list_path)?.writer().await?;
+    let parent_id = parent.as_ref().map(|p| p.snapshot_id());
+    let mut list = match v3 {
+        true => ManifestListWriter::v3(output, staged.snapshot_id, parent_id, sequence_number, Some(first_row_id)),
+        false => ManifestListWriter::v2(output, staged.snapshot_id, parent_id, sequence_number),
+    };
     // The list as a reader will see it: new manifests get this snapshot's sequence number.
     let listed: Vec<ManifestFile> = manifests.iter().cloned().map(|m| listed(m, sequence_number)).collect();
     list.add_manifests(manifests.into_iter())?;
@@ -207,8 +223,11 @@ pub async fn produce(
         .with_timestamp_ms(timestamp_ms)
         .with_manifest_list(list_path.clone())
         .with_summary(summary)
-        .with_schema_id(base.current_schema_id())
-        .build();
+        .with_schema_id(base.current_schema_id());
+    let snapshot = match v3 {
+        true => snapshot.with_row_range(first_row_id, next_row_id - first_row_id).build(),
+        false => snapshot.build(),
+    };
     let mut builder = TableMetadataBuilder::new_from_metadata(base.clone(), Some(base_location.to_string()));
     if !staged.names.is_empty() {
         // (merged into the head's mapping, not the one the files were checked on: a concurrent
@@ -229,6 +248,29 @@ pub async fn produce(
     written.push(location.clone());
     metadata_files.write(&location, &metadata)?;
     Ok((metadata, location))
+}
+
+/// Assigns row ids (Iceberg v3 row lineage) to the data manifests of a new list that have none,
+/// from `next`, in list order, each taking as many as it holds rows (added and existing), as the
+/// spec and the list writer do; delete manifests have none. The next free row id.
+fn assign_row_ids(manifests: &mut [ManifestFile], mut next: u64) -> Result<u64> {
+    for manifest in manifests.iter_mut() {
+        match manifest.content {
+            ManifestContentType::Deletes => manifest.first_row_id = None,
+            ManifestContentType::Data if manifest.first_row_id.is_none() => {
+                let (Some(added), Some(existing)) = (manifest.added_rows_count, manifest.existing_rows_count) else {
+                    return Err(Error::internal(format!(
+                        "manifest {} has no row counts: it cannot take row ids",
+                        manifest.manifest_path
+                    )));
+                };
+                manifest.first_row_id = Some(next);
+                next += added + existing;
+            }
+            ManifestContentType::Data => {}
+        }
+    }
+    Ok(next)
 }
 
 /// A manifest as its entry in a new list reads back: the list's writer assigns the snapshot's
@@ -262,7 +304,10 @@ fn manifest_writer(
         table.current_schema().clone(),
         spec.as_ref().clone(),
     );
+    let v3 = table.format_version() >= FormatVersion::V3;
     Ok(match content {
+        ManifestContentType::Data if v3 => builder.build_v3_data(),
+        ManifestContentType::Deletes if v3 => builder.build_v3_deletes(),
         ManifestContentType::Data => builder.build_v2_data(),
         ManifestContentType::Deletes => builder.build_v2_deletes(),
     })

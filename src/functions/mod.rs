@@ -16,6 +16,7 @@ pub(crate) mod remove_orphan_files;
 pub(crate) mod serve;
 pub(crate) mod snapshots;
 pub(crate) mod tables;
+pub(crate) mod upgrade_table;
 
 use arrow::datatypes::{DataType, TimeUnit};
 

@@ -117,6 +117,7 @@ TableFunction SkadeCheckFunction();
 TableFunction SkadeExpireSnapshotsFunction();
 TableFunction SkadeRemoveOrphanFilesFunction();
 TableFunction SkadeCompactFunction();
+TableFunction SkadeUpgradeTableFunction();
 //! skade_add_files(table, path | glob | [paths and globs]).
 TableFunctionSet SkadeAddFilesFunctions();
 TableFunctionSet SkadeChangelogFunctions();

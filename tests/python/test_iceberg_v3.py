@@ -1,0 +1,120 @@
+"""Iceberg v3 tables (issue 46, docs/design/iceberg-v3.md), increment 1: tables made v3 by the
+ATTACH option FORMAT_VERSION 3 or upgraded in place by skade_upgrade_table, with row lineage
+assigned at every commit (first-row-id, next-row-id) that DuckDB's iceberg extension reads as
+`_row_id`; PyIceberg reads them too. Deletes on v3 (deletion vectors) come next: refused clearly."""
+import json
+
+import pytest
+from pyiceberg.table import StaticTable
+
+from conftest import connect, needs_iceberg, site_extension
+
+
+def metadata_of(con, table):
+    location = con.execute("SELECT metadata_location FROM skade_tables('lake') WHERE table_name = ?",
+                           [table]).fetchone()[0]
+    with open(location) as f:
+        return location, json.load(f)
+
+
+def iceberg_reader():
+    peer = connect()
+    for name in ("httpfs", "avro", "iceberg"):
+        peer.execute(f"LOAD '{site_extension('duckdb_extension_' + name, name)}'")
+    return peer
+
+
+@pytest.fixture
+def v3(tmp_path):
+    con = connect()
+    con.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade, FORMAT_VERSION 3)")
+    yield con
+    con.close()
+
+
+def test_new_tables_are_v3_with_row_lineage(v3):
+    v3.execute("CREATE TABLE lake.t (id BIGINT, s VARCHAR)")
+    v3.execute("INSERT INTO lake.t SELECT i, 's' || i FROM range(5) r(i)")
+    v3.execute("INSERT INTO lake.t SELECT i, 's' || i FROM range(5, 8) r(i)")
+    v3.execute("INSERT INTO lake.t VALUES (100, 'x')")
+    _, md = metadata_of(v3, "t")
+    assert md["format-version"] == 3 and md["next-row-id"] == 9
+    ranges = sorted((s["first-row-id"], s["added-rows"]) for s in md["snapshots"])
+    assert ranges == [(0, 5), (5, 3), (8, 1)]
+    assert v3.execute("SELECT count(*), sum(id) FROM lake.t").fetchone() == (9, 128)
+
+
+@needs_iceberg
+def test_duckdb_iceberg_extension_reads_row_ids(v3):
+    v3.execute("CREATE TABLE lake.t (id BIGINT, s VARCHAR) PARTITIONED BY (s)")
+    for k in range(4):
+        v3.execute(f"INSERT INTO lake.t SELECT i, 'p' || (i % 2) FROM range({k * 10}, {k * 10 + 10}) r(i)")
+    location, _ = metadata_of(v3, "t")
+    peer = iceberg_reader()
+    try:
+        got = peer.execute(f"SELECT _row_id, _last_updated_sequence_number, id, s FROM iceberg_scan('{location}') "
+                           "ORDER BY _row_id").fetchall()
+    finally:
+        peer.close()
+    # every row an id of its own, 0 .. 39, each commit's rows in the commit's range
+    assert [r[0] for r in got] == list(range(40))
+    by_commit = {}
+    for row_id, sequence, id_, _ in got:
+        by_commit.setdefault(sequence, []).append(row_id)
+    assert sorted(len(v) for v in by_commit.values()) == [10, 10, 10, 10]
+    assert sorted(r[2] for r in got) == list(range(40))
+    assert sorted(got, key=lambda r: r[2])[:2] and sorted(v3.execute("SELECT id, s FROM lake.t").fetchall()) == \
+        sorted((r[2], r[3]) for r in got)
+
+
+def test_pyiceberg_reads_v3_tables(v3):
+    v3.execute("CREATE TABLE lake.t (id INTEGER, ts TIMESTAMPTZ, tags VARCHAR[])")
+    v3.execute("INSERT INTO lake.t SELECT i, TIMESTAMPTZ '2024-01-01 00:00:00+00', ['a'] FROM range(100) r(i)")
+    v3.execute("INSERT INTO lake.t VALUES (1000, NULL, NULL)")
+    location, _ = metadata_of(v3, "t")
+    table = StaticTable.from_metadata(location)
+    assert table.metadata.format_version == 3
+    rows = table.scan().to_arrow().sort_by("id")
+    assert rows.num_rows == 101 and rows.column("id").to_pylist()[-1] == 1000
+
+
+def test_deletes_on_v3_are_refused_until_deletion_vectors(v3):
+    v3.execute("CREATE TABLE lake.t (id BIGINT PRIMARY KEY, s VARCHAR)")
+    v3.execute("INSERT INTO lake.t VALUES (1, 'a')")
+    v3.execute("INSERT INTO lake.t VALUES (2, 'b')")     # (two files: a compaction has work)
+    before, _ = metadata_of(v3, "t")
+    for sql in ["DELETE FROM lake.t WHERE id = 1", "UPDATE lake.t SET s = 'x' WHERE id = 2",
+                "INSERT OR REPLACE INTO lake.t VALUES (1, 'z')",
+                "SELECT * FROM skade_compact('lake.t')"]:
+        with pytest.raises(Exception, match="Iceberg v3 table"):
+            v3.execute(sql)
+    assert metadata_of(v3, "t")[0] == before
+    assert v3.execute("FROM lake.t ORDER BY id").fetchall() == [(1, "a"), (2, "b")]
+
+
+def test_upgrade_in_place_and_never_back(tmp_path):
+    con = connect()
+    con.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
+    con.execute("CREATE TABLE lake.t (id BIGINT, s VARCHAR)")
+    con.execute("INSERT INTO lake.t SELECT i, 's' FROM range(10) r(i)")
+    con.execute("DELETE FROM lake.t WHERE id = 0")       # a v2 position delete, kept across
+    assert metadata_of(con, "t")[1]["format-version"] == 2
+    seq = con.execute("SELECT max(commit_seq) FROM skade_commits_since('lake', 0)").fetchone()[0]
+    assert con.execute("SELECT * FROM skade_upgrade_table('lake.t', 3)").fetchall() == [("lake.t", 2, 3)]
+    # one commit, named as an ALTER
+    assert con.execute("SELECT operation FROM skade_commits_since('lake', ?)", [seq]).fetchall() == \
+        [("upgrade_format_version",)]
+    _, md = metadata_of(con, "t")
+    assert md["format-version"] == 3 and md["next-row-id"] == 0
+    con.execute("INSERT INTO lake.t VALUES (100, 'new')")
+    _, md = metadata_of(con, "t")
+    # the first commit after the upgrade gives the rows written before ids too (their manifests
+    # had none), then its own
+    assert md["next-row-id"] >= 10
+    assert con.execute("SELECT count(*) FROM lake.t").fetchone() == (10,)
+    assert con.execute("SELECT * FROM skade_upgrade_table('lake.t', 3)").fetchall() == [("lake.t", 3, 3)]
+    for version, message in [(2, "cannot go back"), (4, "not one skade writes")]:
+        with pytest.raises(Exception, match=message):
+            con.execute(f"SELECT * FROM skade_upgrade_table('lake.t', {version})")
+    with pytest.raises(Exception, match="FORMAT_VERSION '4'"):
+        con.execute(f"ATTACH '{tmp_path / 'other.skade'}' AS other (TYPE skade, FORMAT_VERSION 4)")
