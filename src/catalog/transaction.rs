@@ -755,6 +755,39 @@ impl Transaction {
         }
     }
 
+    /// Writes `md` as metadata file `location`, one of this transaction's files (removed if it
+    /// does not commit), and caches it.
+    pub(super) fn write_metadata(&self, location: &str, md: TableMetadata) -> Result<Arc<TableMetadata>> {
+        let inner = &self.catalog.inner;
+        self.lock()?.written.push(location.to_string());
+        inner.metadata.write(location, &md)?;
+        let md = Arc::new(md);
+        inner.metadata.insert(location, md.clone());
+        Ok(md)
+    }
+
+    /// Stages `before`'s pointer moving to `after` (checked at commit against the one read).
+    pub(super) fn stage_alter(
+        &self,
+        before: Arc<TableRecord>,
+        after: TableRecord,
+        operation: &'static str,
+        snapshot_id: Option<i64>,
+    ) -> Result<()> {
+        let mut st = self.lock()?;
+        Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(after.clone()));
+        st.ddl.push(Ddl::AlterTable { before, after, operation, snapshot_id });
+        Ok(())
+    }
+
+    /// Stages a new table's pointer (checked at commit: the name must still be free).
+    pub(super) fn stage_created(&self, record: TableRecord) -> Result<()> {
+        let mut st = self.lock()?;
+        Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(record.clone()));
+        st.ddl.push(Ddl::CreateTable(record));
+        Ok(())
+    }
+
     pub(super) fn stage_drop_table(st: &mut TxnState, table: Arc<TableRecord>) {
         Arc::make_mut(&mut st.view)
             .apply(&StateChange::DropTable { schema: table.schema.clone(), name: table.name.clone() });

@@ -51,14 +51,9 @@ impl Transaction {
         }
         let table_location = next.location().to_string();
         let md_location = metadata::metadata_location(&table_location, metadata::next_version(&location));
-        let inner = &self.catalog().inner;
-        self.lock()?.written.push(md_location.clone());
-        inner.metadata.write(&md_location, &next)?;
-        inner.metadata.insert(&md_location, Arc::new(next));
+        self.write_metadata(&md_location, next)?;
         let after = TableRecord { metadata_location: md_location, ..(*record).clone() };
-        let mut st = self.lock()?;
-        Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(after.clone()));
-        st.ddl.push(Ddl::AlterTable { before: record, after, operation: change.operation(), snapshot_id: None });
+        self.stage_alter(record, after, change.operation(), None)?;
         Ok(true)
     }
 
@@ -181,14 +176,9 @@ impl Transaction {
             .build()?
             .metadata;
         let md_location = metadata::metadata_location(next.location(), metadata::next_version(&location));
-        let inner = &self.catalog().inner;
-        self.lock()?.written.push(md_location.clone());
-        inner.metadata.write(&md_location, &next)?;
-        inner.metadata.insert(&md_location, Arc::new(next));
+        self.write_metadata(&md_location, next)?;
         let after = TableRecord { metadata_location: md_location, ..(*record).clone() };
-        let mut st = self.lock()?;
-        Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(after.clone()));
-        st.ddl.push(Ddl::AlterTable { before: record, after, operation: "upgrade_format_version", snapshot_id: None });
+        self.stage_alter(record, after, "upgrade_format_version", None)?;
         Ok((number(before), number(target)))
     }
 }

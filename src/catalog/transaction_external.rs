@@ -11,8 +11,8 @@ use std::sync::Arc;
 use iceberg::spec::{Operation, TableMetadata};
 use iceberg::{TableRequirement, TableUpdate};
 
-use super::state::{StateChange, TableRecord};
-use super::transaction::{Ddl, Transaction};
+use super::state::TableRecord;
+use super::transaction::Transaction;
 use crate::error::{Error, Result};
 use crate::format::metadata;
 use crate::read::keys::KeyColumns;
@@ -142,11 +142,7 @@ impl Transaction {
         check_shape(&shown, base, &next)?;
         self.check_added_snapshots(&shown, base, &next, &added)?;
         let md_location = metadata::metadata_location(next.location(), metadata::next_version(&location));
-        let inner = &self.catalog().inner;
-        self.lock()?.written.push(md_location.clone());
-        inner.metadata.write(&md_location, &next)?;
-        let next = Arc::new(next);
-        inner.metadata.insert(&md_location, next.clone());
+        let next = self.write_metadata(&md_location, next)?;
         let record = table.record.clone();
         let after = TableRecord { metadata_location: md_location.clone(), ..(*record).clone() };
         if !added.is_empty() {
@@ -159,10 +155,7 @@ impl Transaction {
             true => None,
             false => next.current_snapshot().map(|s| s.snapshot_id()),
         };
-        let operation = operation_of(&next, &added);
-        let mut st = self.lock()?;
-        Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(after.clone()));
-        st.ddl.push(Ddl::AlterTable { before: record, after, operation, snapshot_id });
+        self.stage_alter(record, after, operation_of(&next, &added), snapshot_id)?;
         Ok(Updated { metadata_location: md_location, metadata: next })
     }
 

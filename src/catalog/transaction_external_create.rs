@@ -6,15 +6,14 @@
 //! any client commit is, in the same skade commit.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use iceberg::spec::{FormatVersion, Schema, SortOrder, TableMetadata, UnboundPartitionSpec};
 use iceberg::TableUpdate;
 use uuid::Uuid;
 
 use super::names;
-use super::state::{EntryKind, StateChange, TableRecord};
-use super::transaction::{Ddl, Transaction};
+use super::state::{EntryKind, TableRecord};
+use super::transaction::Transaction;
 use super::transaction_external::Updated;
 use crate::error::{Error, Result};
 use crate::format::duckdb_types::DuckdbTypes;
@@ -183,22 +182,7 @@ impl Transaction {
             .map(|s| s.name.clone())
             .ok_or_else(|| Error::catalog(format!("namespace {} does not exist", names::shown(schema_name))))?;
         let md_location = metadata::metadata_location(md.location(), 0);
-        let inner = &self.catalog().inner;
-        self.lock()?.written.push(md_location.clone());
-        inner.metadata.write(&md_location, &md)?;
-        let md = Arc::new(md);
-        inner.metadata.insert(&md_location, md.clone());
-        let record = TableRecord {
-            schema: stored_schema,
-            name: name.to_string(),
-            uuid: md.uuid().to_string(),
-            metadata_location: md_location.clone(),
-            kind: EntryKind::Table,
-        };
-        let mut st = self.lock()?;
-        Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(record.clone()));
-        st.ddl.push(Ddl::CreateTable(record));
-        Ok(Updated { metadata_location: md_location, metadata: md })
+        self.created(stored_schema, name, md_location, md)
     }
 
     /// An `assert-create` commit: the table its updates describe, created, then its snapshots
@@ -363,21 +347,16 @@ impl Transaction {
         // the table names skade's copy of the file checked (a metadata file is never rewritten;
         // the client's stays the client's)
         let copy = metadata::metadata_location(&location, metadata::next_version(metadata_location));
-        let inner = &self.catalog().inner;
-        self.lock()?.written.push(copy.clone());
-        inner.metadata.write(&copy, &md)?;
-        let md = Arc::new(md);
-        inner.metadata.insert(&copy, md.clone());
-        let record = TableRecord {
-            schema: stored_schema,
-            name: name.to_string(),
-            uuid: md.uuid().to_string(),
-            metadata_location: copy.clone(),
-            kind: EntryKind::Table,
-        };
-        let mut st = self.lock()?;
-        Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(record.clone()));
-        st.ddl.push(Ddl::CreateTable(record));
-        Ok(Updated { metadata_location: copy, metadata: md })
+        self.created(stored_schema, name, copy, md)
+    }
+
+    /// A table of `schema` named `name` whose metadata `md` is written at `md_location`, staged.
+    fn created(&self, schema: String, name: &str, md_location: String, md: TableMetadata) -> Result<Updated> {
+        let md = self.write_metadata(&md_location, md)?;
+        let uuid = md.uuid().to_string();
+        let kind = EntryKind::Table;
+        let record = TableRecord { schema, name: name.to_string(), uuid, metadata_location: md_location.clone(), kind };
+        self.stage_created(record)?;
+        Ok(Updated { metadata_location: md_location, metadata: md })
     }
 }
