@@ -316,6 +316,8 @@ impl Catalog {
         let Some(current) = table.metadata.current_snapshot() else {
             return Ok(CompactReport::default());
         };
+        // (refused before the rewrite is written: v3 rewrites must carry row ids over)
+        super::transaction::check_no_v3_deletes(&table, "compaction")?;
         let live = self.inner.read_caches.manifests.snapshot_files(&table.metadata, current)?;
         let order = table.metadata.default_sort_order();
         let in_order = |f: &iceberg::spec::DataFile| {

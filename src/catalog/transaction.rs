@@ -716,7 +716,12 @@ impl Transaction {
             &kept,
             primary_key,
             Default::default(),
-            self.catalog.format_version(),
+            // (skade's own lineage history stays v2: its maintenance compacts it, which v3
+            // tables do not take yet)
+            match names::is_reserved(schema_name) {
+                true => iceberg::spec::FormatVersion::V2,
+                false => self.catalog.format_version(),
+            },
         )?;
         let md_location = metadata::metadata_location(&location, 0);
         self.lock()?.written.push(md_location.clone());
@@ -1070,6 +1075,11 @@ impl Transaction {
         changes.operation = Some(operation);
         changes.delete_base = Some(table.record.metadata_location.clone());
         Ok(())
+    }
+
+    /// Whether this transaction staged rows or deletes for table `uuid`.
+    pub fn wrote_to_table(&self, uuid: &str) -> Result<bool> {
+        Ok(self.lock()?.wrote_to(uuid))
     }
 
     pub fn has_changes(&self) -> bool {
@@ -1557,7 +1567,7 @@ impl Transaction {
 /// A v3 table takes no deletes yet: Iceberg v3 replaces position delete files with deletion
 /// vectors, which come in the next increment of issue 46 (docs/design/iceberg-v3.md); rewrites
 /// wait for row ids to be carried over.
-fn check_no_v3_deletes(table: &TableInfo, what: &str) -> Result<()> {
+pub(super) fn check_no_v3_deletes(table: &TableInfo, what: &str) -> Result<()> {
     if table.metadata.format_version() < iceberg::spec::FormatVersion::V3 {
         return Ok(());
     }

@@ -128,6 +128,13 @@ impl Transaction {
         for update in &updates {
             check_served(update, base, &shown)?;
         }
+        if base.format_version() >= iceberg::spec::FormatVersion::V3
+            && updates.iter().any(|u| matches!(u, TableUpdate::AddSnapshot { .. }))
+        {
+            return Err(Error::not_implemented(format!(
+                "table {shown} is an Iceberg v3 table: snapshots over the REST protocol to v3 tables are not served yet"
+            )));
+        }
         let location = table.record.metadata_location.clone();
         let mut builder = TableMetadata::clone(base).into_builder(Some(location.clone()));
         for update in updates {
@@ -174,11 +181,6 @@ impl Transaction {
     ) -> Result<()> {
         let refused = |why: String| Err(Error::invalid(format!("table {shown}: {why}")));
         let head = next.current_snapshot().map(|s| s.snapshot_id());
-        if !added.is_empty() && base.format_version() >= iceberg::spec::FormatVersion::V3 {
-            return Err(Error::not_implemented(format!(
-                "table {shown} is an Iceberg v3 table: snapshots over the REST protocol to v3 tables are not served yet"
-            )));
-        }
         if added.is_empty() {
             return match head == base.current_snapshot().map(|s| s.snapshot_id()) {
                 true => Ok(()),

@@ -79,7 +79,8 @@ fn check_version(shown: &str, version: FormatVersion) -> Result<()> {
     match version {
         FormatVersion::V2 => Ok(()),
         other => Err(Error::not_implemented(format!(
-            "table {shown}: format version {other} is not served: a skade lake's tables are Iceberg v2"
+            "table {shown}: format version {other} is not served over the REST protocol yet: tables created or \
+             registered through it are Iceberg v2"
         ))),
     }
 }
@@ -127,7 +128,8 @@ impl Transaction {
         if let Some(version) = properties.remove("format-version") {
             if version.trim() != "2" {
                 return Err(Error::not_implemented(format!(
-                    "table {shown}: format version {version} is not served: a skade lake's tables are Iceberg v2"
+                    "table {shown}: format version {version} is not served over the REST protocol yet: tables \
+                     created through it are Iceberg v2"
                 )));
             }
         }

@@ -184,6 +184,16 @@ pub async fn produce(
     // order, as the list writer would assign them (assigned here so the list as cached below and
     // the snapshot's range agree with the file).
     let v3 = base.format_version() >= FormatVersion::V3;
+    let deletes = staged.manifests.iter().any(|m| m.content == ManifestContentType::Deletes);
+    if v3 && (deletes || !staged.removed.is_empty()) {
+        // (the table became v3 since this transaction read it: v3 takes no position deletes, and
+        // a rewrite would give carried-over rows new ids)
+        return Err(Error::conflict(format!(
+            "transaction conflict on table at {}: it was upgraded to Iceberg v3 meanwhile, which takes no position \
+             deletes or rewrites yet; nothing was committed",
+            base.location()
+        )));
+    }
     let first_row_id = base.next_row_id();
     let next_row_id = match v3 {
         true => assign_row_ids(&mut manifests, first_row_id)?,
@@ -265,7 +275,9 @@ fn assign_row_ids(manifests: &mut [ManifestFile], mut next: u64) -> Result<u64> 
                     )));
                 };
                 manifest.first_row_id = Some(next);
-                next += added + existing;
+                next = next.checked_add(added).and_then(|n| n.checked_add(existing)).ok_or_else(|| {
+                    Error::invalid(format!("row ids overflow at manifest {}", manifest.manifest_path))
+                })?;
             }
             ManifestContentType::Data => {}
         }

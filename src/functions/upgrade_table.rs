@@ -19,11 +19,20 @@ pub fn schema() -> SchemaRef {
 
 pub fn run(txn: &Transaction, uuid: &str, version: i64) -> Result<RecordBatch> {
     let table = txn.table_by_uuid(uuid)?;
+    // (the upgrade is a commit of its own: rows this transaction staged would then commit
+    // onto a v3 table as a v2 writer wrote them)
+    if txn.wrote_to_table(uuid)? {
+        return Err(crate::error::Error::invalid(format!(
+            "cannot upgrade table {} in a transaction that wrote to it: commit the writes first",
+            table.shown_name()
+        )));
+    }
     let own = match txn.database() {
         Some(database) => txn.catalog().begin_as(database),
         None => txn.catalog().begin(),
     };
-    let (before, after) = own.upgrade_table(&table.record.schema, &table.record.name, version)?;
+    let current = own.table_by_uuid(uuid)?;
+    let (before, after) = own.upgrade_table(&current.record.schema, &current.record.name, version)?;
     own.commit()?;
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(vec![table.shown_name()])),

@@ -118,3 +118,56 @@ def test_upgrade_in_place_and_never_back(tmp_path):
             con.execute(f"SELECT * FROM skade_upgrade_table('lake.t', {version})")
     with pytest.raises(Exception, match="FORMAT_VERSION '4'"):
         con.execute(f"ATTACH '{tmp_path / 'other.skade'}' AS other (TYPE skade, FORMAT_VERSION 4)")
+
+
+def test_the_lineage_history_of_a_v3_lake_stays_v2(tmp_path):
+    con = connect()
+    con.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade, FORMAT_VERSION 3, LINEAGE true)")
+    con.execute("CREATE TABLE lake.t (a INTEGER)")
+    for i in range(3):
+        con.execute(f"INSERT INTO lake.t VALUES ({i})")
+    con.execute("SELECT * FROM skade_lineage_flush('lake')").fetchall()
+    assert metadata_of(con, "t")[1]["format-version"] == 3
+    assert metadata_of(con, "events")[1]["format-version"] == 2   # (skade's maintenance compacts it)
+    con.execute("SELECT * FROM skade_compact('lake.skade_lineage.events')").fetchall()
+    assert con.execute("SELECT count(*) FROM lake.skade_lineage.events").fetchone()[0] >= 4
+
+
+def test_an_upgrade_never_lets_position_deletes_onto_a_v3_table(tmp_path):
+    con = connect()
+    con.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
+    con.execute("CREATE TABLE lake.t (id BIGINT)")
+    con.execute("INSERT INTO lake.t SELECT * FROM range(10)")
+    # in the transaction that deletes
+    con.execute("BEGIN")
+    con.execute("DELETE FROM lake.t WHERE id = 1")
+    with pytest.raises(Exception, match="wrote to it"):
+        con.execute("SELECT * FROM skade_upgrade_table('lake.t', 3)")
+    con.execute("ROLLBACK")
+    # in another connection while a DELETE is staged: the DELETE's commit loses
+    other = con.cursor()
+    con.execute("BEGIN")
+    con.execute("DELETE FROM lake.t WHERE id = 2")
+    assert other.execute("SELECT * FROM skade_upgrade_table('lake.t', 3)").fetchall() == [("lake.t", 2, 3)]
+    with pytest.raises(Exception, match="upgraded to Iceberg v3"):
+        con.execute("COMMIT")
+    assert con.execute("SELECT count(*) FROM lake.t").fetchone() == (10,)
+    location, md = metadata_of(con, "t")
+    assert md["format-version"] == 3
+
+
+@needs_iceberg
+def test_rest_clients_cannot_commit_to_v3_tables_yet(v3):
+    v3.execute("CREATE TABLE lake.t (id BIGINT)")
+    v3.execute("INSERT INTO lake.t VALUES (1)")
+    address = v3.execute("CALL skade_serve('lake', port := 0)").fetchone()[0]
+    peer = iceberg_reader()
+    try:
+        peer.execute(f"ATTACH '' AS ice (TYPE iceberg, ENDPOINT '{address}', AUTHORIZATION_TYPE 'none', "
+                     "DEFAULT_SCHEMA 'main')")
+        assert peer.execute("SELECT * FROM ice.main.t").fetchall() == [(1,)]
+        with pytest.raises(Exception, match="v3"):
+            peer.execute("INSERT INTO ice.main.t VALUES (2)")
+    finally:
+        peer.close()
+    assert v3.execute("FROM lake.t").fetchall() == [(1,)]
