@@ -459,25 +459,27 @@ fn slow_down_past_the_retries_fails_naming_the_object() {
 
 #[test]
 fn a_timeout_fails_naming_the_object_and_a_conditional_put_is_not_retried() {
-    // 300 ms per request and one retry; the server holds faulted requests for 1 s, then serves
-    // them (nothing waits for that: a held request only needs to outlast the timeout).
-    let bucket = fresh_with("timeouts", Duration::from_millis(300), 1);
+    // 1 s per request and one retry; the server holds faulted requests for 3 s, then serves
+    // them (nothing waits for that: a held request only needs to outlast the timeout). (300 ms
+    // timed out unheld requests too on a loaded 2-core machine, where the server shares the
+    // cores with builds.)
+    let bucket = fresh_with("timeouts", Duration::from_secs(1), 1);
     let location = format!("{bucket}/k");
     put(&location, "bytes");
     let path = format!("/{}/k", name(&bucket));
 
-    server().fault(json!({"method": "GET", "prefix": path, "delay": 1.0, "count": 2}));
+    server().fault(json!({"method": "GET", "prefix": path, "delay": 3.0, "count": 2}));
     let e = object::wait(object::get(&location)).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Io);
     assert_names(&e, &location);
     // One held GET: the retry (a GET is idempotent) answers.
-    server().fault(json!({"method": "GET", "prefix": path, "delay": 1.0, "count": 1}));
+    server().fault(json!({"method": "GET", "prefix": path, "delay": 3.0, "count": 1}));
     assert_eq!(get(&location).unwrap(), "bytes");
 
     // A conditional PUT that timed out may have landed: it is not retried (its caller settles
     // it by reading back). Had it been, the unheld second attempt would have succeeded.
     let offer = format!("{bucket}/new");
-    server().fault(json!({"method": "PUT", "prefix": format!("/{}/new", name(&bucket)), "delay": 1.0, "count": 1}));
+    server().fault(json!({"method": "PUT", "prefix": format!("/{}/new", name(&bucket)), "delay": 3.0, "count": 1}));
     let e = object::wait(object::put_new(&offer, Bytes::from_static(b"offer"))).unwrap_err();
     assert_names(&e, &offer);
 }
