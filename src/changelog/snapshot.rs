@@ -224,15 +224,22 @@ fn deleted_rows(d: &Decoding<'_>, files: &SnapshotFiles, parent: &Snapshot) -> R
     let live: HashMap<&str, (i64, &DataFile)> =
         at_parent.data.iter().map(|e| (e.file().file_path(), (e.sequence_number, e.file()))).collect();
     let removed: HashSet<&str> = files.removed_data.iter().map(|f| f.file_path()).collect();
-    // A removed delete file un-deletes its rows, unless their files are gone as well.
+    // A removed delete file un-deletes its rows, unless their files are gone as well, or a
+    // delete file the snapshot adds deletes them again (an Iceberg v3 deletion vector replaces
+    // the file's previous one with one holding its positions and the new ones).
+    let mut added: HashMap<String, HashSet<u64>> = HashMap::new();
+    for f in files.of_kind(DataContentType::PositionDeletes) {
+        for (path, positions) in &d.caches.deletes.positions(f)?.by_path {
+            added.entry(path.clone()).or_default().extend(positions);
+        }
+    }
     for f in &files.removed_deletes {
         let harmless = f.content_type() == DataContentType::PositionDeletes
-            && d.caches
-                .deletes
-                .positions(f)?
-                .by_path
-                .keys()
-                .all(|p| removed.contains(p.as_str()) || !live.contains_key(p.as_str()));
+            && d.caches.deletes.positions(f)?.by_path.iter().all(|(p, old)| {
+                removed.contains(p.as_str())
+                    || !live.contains_key(p.as_str())
+                    || added.get(p).is_some_and(|new| old.iter().all(|pos| new.contains(pos)))
+            });
         if !harmless {
             return Ok(None);
         }

@@ -4,6 +4,7 @@
 
 pub(crate) mod avro_names;
 pub mod client_schema;
+pub mod deletion_vector;
 pub mod duckdb_types;
 pub mod evolve;
 pub(crate) mod evolve_nested;

@@ -150,6 +150,9 @@ impl DeleteCache {
     }
 
     pub fn positions(&self, file: &DataFile) -> Result<Arc<PositionDeletes>> {
+        if file.file_format() == iceberg::spec::DataFileFormat::Puffin {
+            return self.deletion_vector(file);
+        }
         let path = file.file_path();
         if let Some(p) = self.positions.lock().unwrap().get(path) {
             return Ok(p.clone());
@@ -179,6 +182,41 @@ impl DeleteCache {
             cache.clear();
         }
         cache.insert(path.to_string(), deletes.clone());
+        Ok(deletes)
+    }
+
+    /// An Iceberg v3 deletion vector: one blob of a Puffin file (at `content_offset`, of
+    /// `content_size_in_bytes`), the deleted positions of its `referenced_data_file`. Cached by
+    /// file and offset (a Puffin file may hold several).
+    fn deletion_vector(&self, file: &DataFile) -> Result<Arc<PositionDeletes>> {
+        let path = file.file_path();
+        let missing =
+            |what: &str| Error::corrupt(format!("deletion vector in {path} has no {what} in its manifest entry"));
+        let offset = file.content_offset().ok_or_else(|| missing("content_offset"))?;
+        let size = file.content_size_in_bytes().ok_or_else(|| missing("content_size_in_bytes"))?;
+        let data_file = file.referenced_data_file().ok_or_else(|| missing("referenced_data_file"))?;
+        let key = format!("{path}@{offset}");
+        if let Some(p) = self.positions.lock().unwrap().get(&key) {
+            return Ok(p.clone());
+        }
+        let (Ok(start), Ok(len)) = (u64::try_from(offset), usize::try_from(size)) else {
+            return Err(Error::corrupt(format!("deletion vector in {path} has a negative offset or size")));
+        };
+        let blob = InputFile::open(path, "deletion vector file")?.read_range(start, len)?;
+        let positions = crate::format::deletion_vector::decode(&blob, &key)?;
+        if positions.len() as u64 != file.record_count() {
+            return Err(Error::corrupt(format!(
+                "deletion vector {key} holds {} positions, its manifest entry says {}",
+                positions.len(),
+                file.record_count()
+            )));
+        }
+        let deletes = Arc::new(PositionDeletes { by_path: HashMap::from([(data_file, positions)]) });
+        let mut cache = self.positions.lock().unwrap();
+        if cache.len() >= MAX_CACHED_DELETE_FILES {
+            cache.clear();
+        }
+        cache.insert(key, deletes.clone());
         Ok(deletes)
     }
 
