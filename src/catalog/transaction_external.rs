@@ -259,7 +259,12 @@ impl Transaction {
                     let kept: std::collections::HashSet<&str> =
                         files.data.iter().map(|e| e.file().file_path()).collect();
                     let removed = parent_files.data.iter().any(|e| !kept.contains(e.file().file_path()));
-                    if removed || files.deletes.len() > parent_files.deletes.len() {
+                    // (a delete file by its place: a Puffin file holds several deletion vectors)
+                    let place = |e: &crate::format::manifests::FileEntry| {
+                        (e.file().file_path().to_string(), e.file().content_offset())
+                    };
+                    let had: std::collections::HashSet<_> = parent_files.deletes.iter().map(place).collect();
+                    if removed || files.deletes.iter().any(|e| !had.contains(&place(e))) {
                         return refused(format!("snapshot {id} says it appends, yet it removes rows"));
                     }
                 }
@@ -489,27 +494,69 @@ impl Transaction {
         Ok(())
     }
 
-    /// A client's snapshot of a v3 table: every data manifest of its list has row ids, and the
-    /// ones it assigned lie within the range the snapshot claims (`first-row-id`, `added-rows`),
-    /// which moves the table's `next-row-id`: ids beyond it would be handed out again.
+    /// A client's snapshot of a v3 table: every data manifest of its list has row ids; those
+    /// carried from the parent keep the ones they had there; the others (its own, and the
+    /// parent's that had none, written before an upgrade) take disjoint ranges within the one the
+    /// snapshot claims (`first-row-id`, `added-rows`), each as many ids as it holds rows (counted
+    /// in its entries, not taken from the list): the table's `next-row-id` moves past them all,
+    /// so no id is handed out twice.
     fn check_row_range(&self, shown: &str, md: &TableMetadata, snapshot: &iceberg::spec::Snapshot) -> Result<()> {
         let Some((first, added)) = snapshot.row_range() else { return Ok(()) };
         let id = snapshot.snapshot_id();
         let refused = |why: String| Err(Error::invalid(format!("table {shown}: snapshot {id}: {why}")));
-        let manifests = self.catalog().inner.read_caches.manifests.manifest_list(md, snapshot)?;
+        let unreadable = |e: Error| Error::invalid(format!("table {shown}: snapshot {id}: {}", e.message));
+        let Some(end) = first.checked_add(added).filter(|end| *end <= i64::MAX as u64) else {
+            return refused(format!("its row ids {first} + {added} overflow"));
+        };
+        let caches = &self.catalog().inner.read_caches.manifests;
+        let before: std::collections::HashMap<String, Option<u64>> =
+            match snapshot.parent_snapshot_id().and_then(|p| md.snapshot_by_id(p)) {
+                Some(parent) => caches
+                    .manifest_list(md, parent)
+                    .map_err(unreadable)?
+                    .iter()
+                    .map(|m| (m.manifest_path.clone(), m.first_row_id))
+                    .collect(),
+                None => Default::default(),
+            };
+        let mut ranges = vec![];
+        let manifests = caches.manifest_list(md, snapshot).map_err(unreadable)?;
         for m in manifests.iter().filter(|m| m.content == iceberg::spec::ManifestContentType::Data) {
             let Some(start) = m.first_row_id else {
                 return refused(format!("data manifest {} has no first_row_id", m.manifest_path));
             };
-            let rows = m.added_rows_count.unwrap_or(0) + m.existing_rows_count.unwrap_or(0);
-            if start >= first && start.saturating_add(rows) > first.saturating_add(added) {
+            if let Some(Some(had)) = before.get(&m.manifest_path) {
+                if *had != start {
+                    return refused(format!("data manifest {} had row ids from {had}, not {start}", m.manifest_path));
+                }
+                continue;
+            }
+            let rows: u64 = caches
+                .manifest(m)
+                .map_err(unreadable)?
+                .iter()
+                .filter(|e| e.is_live())
+                .map(|e| e.file().record_count())
+                .sum();
+            let listed = m.added_rows_count.unwrap_or(0) + m.existing_rows_count.unwrap_or(0);
+            if rows != listed {
                 return refused(format!(
-                    "data manifest {} takes row ids {start}..{} beyond the snapshot's range {first}..{}",
-                    m.manifest_path,
-                    start.saturating_add(rows),
-                    first.saturating_add(added)
+                    "data manifest {} holds {rows} rows, its list entry says {listed}",
+                    m.manifest_path
                 ));
             }
+            if start < first || start.saturating_add(rows) > end {
+                return refused(format!(
+                    "data manifest {} takes row ids {start}..{} outside the snapshot's range {first}..{end}",
+                    m.manifest_path,
+                    start.saturating_add(rows)
+                ));
+            }
+            ranges.push((start, start + rows));
+        }
+        ranges.sort_unstable();
+        if let Some(w) = ranges.windows(2).find(|w| w[1].0 < w[0].1) {
+            return refused(format!("two data manifests share row ids {}..{}", w[1].0, w[0].1));
         }
         Ok(())
     }

@@ -14,8 +14,10 @@ use crate::error::{Error, Result};
 
 const MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
 
-/// The deleted positions a blob holds, ascending. `what` names it in errors (its file and offset).
-pub fn decode(blob: &[u8], what: &str) -> Result<Vec<u64>> {
+/// The deleted positions a blob holds, ascending: exactly `count` of them (its manifest entry's
+/// `record_count`, checked before they are listed: a few bytes of runs can name billions).
+/// `what` names it in errors (its file and offset).
+pub fn decode(blob: &[u8], what: &str, count: u64) -> Result<Vec<u64>> {
     let damaged = |why: &str| Error::corrupt(format!("deletion vector {what} is damaged: {why}"));
     if blob.len() < 12 {
         return Err(damaged(&format!("{} bytes is shorter than any deletion vector", blob.len())));
@@ -32,7 +34,15 @@ pub fn decode(blob: &[u8], what: &str) -> Result<Vec<u64>> {
     if crc32fast::hash(body) != stored {
         return Err(damaged("its checksum does not match its contents"));
     }
-    let bitmap = RoaringTreemap::deserialize_from(&body[4..]).map_err(|e| damaged(&format!("its bitmap: {e}")))?;
+    let mut bitmap_bytes = std::io::Cursor::new(&body[4..]);
+    let bitmap =
+        RoaringTreemap::deserialize_from(&mut bitmap_bytes).map_err(|e| damaged(&format!("its bitmap: {e}")))?;
+    if bitmap_bytes.position() != body.len() as u64 - 4 {
+        return Err(damaged("bytes follow its bitmap"));
+    }
+    if bitmap.len() != count {
+        return Err(damaged(&format!("it holds {} positions, its manifest entry says {count}", bitmap.len())));
+    }
     Ok(bitmap.iter().collect())
 }
 
@@ -57,8 +67,10 @@ mod tests {
     fn positions_round_trip_across_32_bit_keys() {
         let positions = vec![0, 1, 7, 65_535, 65_536, 1 << 31, (1 << 32) + 5, (3 << 32) + 1];
         let blob = encode(positions.iter().rev().copied().chain([7])).unwrap();
-        assert_eq!(decode(&blob, "t").unwrap(), positions);
-        assert_eq!(decode(&encode([]).unwrap(), "t").unwrap(), Vec::<u64>::new());
+        assert_eq!(decode(&blob, "t", 8).unwrap(), positions);
+        assert_eq!(decode(&encode([]).unwrap(), "t", 0).unwrap(), Vec::<u64>::new());
+        // (a count other than the entry's is refused before any position is listed)
+        assert!(decode(&encode(0..1_000_000).unwrap(), "t", 3).unwrap_err().message.contains("entry says 3"));
     }
 
     /// The spec's layout, byte by byte, for positions {1, 3}: one 32-bit bitmap (key 0) holding
@@ -81,11 +93,11 @@ mod tests {
         let mut flipped = blob.clone();
         let i = flipped.len() - 6;
         flipped[i] ^= 1;
-        assert!(decode(&flipped, "f.puffin@4").unwrap_err().message.contains("checksum"));
+        assert!(decode(&flipped, "f.puffin@4", 3).unwrap_err().message.contains("checksum"));
         let mut magic = blob.clone();
         magic[4] = 0;
-        assert!(decode(&magic, "f").unwrap_err().message.contains("magic"));
-        assert!(decode(&blob[..blob.len() - 1], "f").unwrap_err().message.contains("says it holds"));
-        assert!(decode(&[0; 5], "f").unwrap_err().message.contains("shorter"));
+        assert!(decode(&magic, "f", 3).unwrap_err().message.contains("magic"));
+        assert!(decode(&blob[..blob.len() - 1], "f", 3).unwrap_err().message.contains("says it holds"));
+        assert!(decode(&[0; 5], "f", 3).unwrap_err().message.contains("shorter"));
     }
 }

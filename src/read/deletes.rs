@@ -195,22 +195,24 @@ impl DeleteCache {
         let offset = file.content_offset().ok_or_else(|| missing("content_offset"))?;
         let size = file.content_size_in_bytes().ok_or_else(|| missing("content_size_in_bytes"))?;
         let data_file = file.referenced_data_file().ok_or_else(|| missing("referenced_data_file"))?;
-        let key = format!("{path}@{offset}");
+        let key = format!("{path}@{offset}:{data_file}");
         if let Some(p) = self.positions.lock().unwrap().get(&key) {
             return Ok(p.clone());
         }
-        let (Ok(start), Ok(len)) = (u64::try_from(offset), usize::try_from(size)) else {
+        // (the entry's offset and size are another writer's: they must lie within the file as it
+        // is, before anything is allocated for them)
+        let input = InputFile::open(path, "deletion vector file")?;
+        let file_size = input.size()?;
+        let (Ok(start), Ok(len)) = (u64::try_from(offset), u64::try_from(size)) else {
             return Err(Error::corrupt(format!("deletion vector in {path} has a negative offset or size")));
         };
-        let blob = InputFile::open(path, "deletion vector file")?.read_range(start, len)?;
-        let positions = crate::format::deletion_vector::decode(&blob, &key)?;
-        if positions.len() as u64 != file.record_count() {
+        if start.checked_add(len).is_none_or(|end| end > file_size) {
             return Err(Error::corrupt(format!(
-                "deletion vector {key} holds {} positions, its manifest entry says {}",
-                positions.len(),
-                file.record_count()
+                "deletion vector in {path} at {offset} of {size} bytes lies beyond the file's {file_size} bytes"
             )));
         }
+        let blob = input.read_range(start, len as usize)?;
+        let positions = crate::format::deletion_vector::decode(&blob, &key, file.record_count())?;
         let deletes = Arc::new(PositionDeletes { by_path: HashMap::from([(data_file, positions)]) });
         let mut cache = self.positions.lock().unwrap();
         if cache.len() >= MAX_CACHED_DELETE_FILES {

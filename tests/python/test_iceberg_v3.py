@@ -189,3 +189,30 @@ def test_deletion_vectors_duckdb_writes_over_rest_are_read(v3):
         == expected
     got = dict(v3.execute("SELECT _change_type, count(*) FROM skade_consume('lake', 'mirror') GROUP BY 1").fetchall())
     assert got.get("DELETE") == 15 + 1 and got.get("INSERT") == 1 + 1, got
+
+
+@needs_iceberg
+def test_after_an_upgrade_skades_first_commit_gives_the_old_rows_ids(tmp_path):
+    """DuckDB's iceberg extension counts `added-rows` from its own new manifests only, so its
+    commit that would also give the rows written before the upgrade their ids claims too short a
+    range: refused, naming it (the table's next-row-id would fall behind ids handed out). Once
+    one of skade's commits gave them ids, its commits land."""
+    con = connect()
+    con.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
+    con.execute("CREATE TABLE lake.t (id BIGINT)")
+    con.execute("INSERT INTO lake.t SELECT * FROM range(10)")
+    con.execute("SELECT * FROM skade_upgrade_table('lake.t', 3)").fetchall()
+    address = con.execute("CALL skade_serve('lake', port := 0)").fetchone()[0]
+    peer = iceberg_reader()
+    try:
+        peer.execute(f"ATTACH '' AS ice (TYPE iceberg, ENDPOINT '{address}', AUTHORIZATION_TYPE 'none', "
+                     "DEFAULT_SCHEMA 'main')")
+        with pytest.raises(Exception, match="outside the snapshot's range"):
+            peer.execute("INSERT INTO ice.main.t VALUES (100)")
+        con.execute("INSERT INTO lake.t VALUES (200)")
+        peer.execute("INSERT INTO ice.main.t VALUES (300)")
+    finally:
+        peer.close()
+    assert con.execute("SELECT count(*), max(id) FROM lake.t").fetchone() == (12, 300)
+    _, md = metadata_of(con, "t")
+    assert md["next-row-id"] == 12
