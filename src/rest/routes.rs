@@ -235,20 +235,11 @@ async fn load_table(State(shared): State<Shared>, Path((namespace, table)): Path
                 metadata: &info.metadata,
                 config: BTreeMap::new(),
             };
-            serde_json::to_vec(&body).map_err(|e| {
-                RestError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "InternalServerError",
-                    format!("cannot write table metadata as JSON: {e}"),
-                )
-            })
+            tables::json(&body)
         })
         .await
     };
-    match found.await {
-        Ok(json) => ([(axum::http::header::CONTENT_TYPE, "application/json")], json).into_response(),
-        Err(e) => e.into_response(),
-    }
+    tables::answer(found.await)
 }
 
 async fn table_exists(

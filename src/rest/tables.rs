@@ -25,7 +25,8 @@ use crate::catalog::transaction_external_create::NewTable;
 use crate::catalog::Transaction;
 use crate::error::{Error, ErrorKind};
 
-fn json<T: Serialize>(value: &T) -> RestResult<Vec<u8>> {
+/// A value as the JSON body of an answer.
+pub(super) fn json<T: Serialize>(value: &T) -> RestResult<Vec<u8>> {
     serde_json::to_vec(value).map_err(|e| {
         RestError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -35,7 +36,8 @@ fn json<T: Serialize>(value: &T) -> RestResult<Vec<u8>> {
     })
 }
 
-fn answer(outcome: RestResult<Vec<u8>>) -> Response {
+/// A JSON body, or the error, as the answer.
+pub(super) fn answer(outcome: RestResult<Vec<u8>>) -> Response {
     match outcome {
         Ok(json) => ([(axum::http::header::CONTENT_TYPE, "application/json")], json).into_response(),
         Err(e) => e.into_response(),
