@@ -121,7 +121,7 @@ SinkResultType SkadeInsert::Sink(ExecutionContext &context, DataChunk &chunk, Op
 			SkadeCheck(skade_ordered_write_writer(global.ordered.get(), local.writer.out()));
 		} else {
 			SkadeCheck(skade_writer_open(global.transaction->Handle(), global.table->Uuid().c_str(),
-			                            global.memory_limit, local.writer.out()));
+			                            global.memory_limit, false, local.writer.out()));
 		}
 	}
 	if (global.ordered) {

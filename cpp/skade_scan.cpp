@@ -44,7 +44,10 @@ struct SkadeScanGlobalState : public GlobalTableFunctionState {
 	//! the empty column, ROW_ID_INDEX for the row id (streamed after the columns).
 	vector<idx_t> stream_index;
 	bool row_ids = false;
+	//! The table columns the core streams, in its order (the lineage columns last, when asked),
+	//! and their types.
 	vector<column_t> stream_columns;
+	vector<LogicalType> stream_types;
 	vector<LogicalType> scanned_types;
 	vector<idx_t> projection_ids;
 	unique_ptr<Expression> filter;
@@ -58,14 +61,7 @@ struct SkadeScanLocalState : public LocalTableFunctionState {
 	SkadeScanLocalState(ClientContext &context, const SkadeScanGlobalState &global)
 	    : arrow(make_uniq<ArrowArrayWrapper>(), context) {
 		arrow.column_ids = global.stream_columns;
-		vector<LogicalType> stream_types;
-		for (idx_t i = 0; i < global.scanned_types.size(); i++) {
-			auto index = global.stream_index[i];
-			if (index != DConstants::INVALID_INDEX && index != ROW_ID_INDEX) {
-				stream_types.push_back(global.scanned_types[i]);
-			}
-		}
-		streamed.Initialize(context, stream_types);
+		streamed.Initialize(context, global.stream_types);
 		scanned.Initialize(context, global.scanned_types);
 		if (global.filter) {
 			executor = make_uniq<ExpressionExecutor>(context, *global.filter);
@@ -128,8 +124,10 @@ void TakeStreamTypes(ClientContext &context, const SkadeScanBindData &bind, cons
 	auto &table_columns = bind.table.Shape().columns;
 	for (idx_t i = 0; i < global.stream_columns.size(); i++) {
 		auto &child = *schema.arrow_schema.children[i];
-		local.task_has_own_types |=
-		    child.dictionary != nullptr || table_columns[global.stream_columns[i]].second != child.format;
+		auto column = global.stream_columns[i];
+		// (the lineage columns are no table column: their types come from the stream)
+		local.task_has_own_types |= IsVirtualColumn(column) || child.dictionary != nullptr ||
+		                            table_columns[column].second != child.format;
 	}
 	if (!local.task_has_own_types) {
 		return;
@@ -153,6 +151,7 @@ unique_ptr<GlobalTableFunctionState> ScanInitGlobal(ClientContext &context, Tabl
 	auto &types = table.GetArrowTable().GetTypes();
 
 	vector<uint64_t> columns;
+	bool lineage = false;
 	for (auto col : input.column_ids) {
 		if (col == COLUMN_IDENTIFIER_EMPTY) {
 			result->stream_index.push_back(DConstants::INVALID_INDEX);
@@ -165,13 +164,32 @@ unique_ptr<GlobalTableFunctionState> ScanInitGlobal(ClientContext &context, Tabl
 			result->row_ids = true;
 			continue;
 		}
+		if (col == SKADE_COLUMN_ROW_ID || col == SKADE_COLUMN_LAST_UPDATED) {
+			lineage = true;
+			result->stream_index.push_back(col); // (its place in the stream is known below)
+			result->scanned_types.push_back(LogicalType::BIGINT);
+			continue;
+		}
 		if (IsVirtualColumn(col)) {
 			throw NotImplementedException("skade tables do not expose this virtual column yet");
 		}
 		result->stream_index.push_back(columns.size());
 		result->stream_columns.push_back(col);
+		result->stream_types.push_back(types[col]);
 		result->scanned_types.push_back(types[col]);
 		columns.push_back(col);
+	}
+	if (lineage) {
+		// The core streams _row_id and _last_updated_sequence_number after the columns.
+		for (auto &index : result->stream_index) {
+			if (index == SKADE_COLUMN_ROW_ID || index == SKADE_COLUMN_LAST_UPDATED) {
+				index = columns.size() + (index == SKADE_COLUMN_LAST_UPDATED ? 1 : 0);
+			}
+		}
+		for (auto col : {SKADE_COLUMN_ROW_ID, SKADE_COLUMN_LAST_UPDATED}) {
+			result->stream_columns.push_back(col);
+			result->stream_types.push_back(LogicalType::BIGINT);
+		}
 	}
 	result->projection_ids = input.projection_ids;
 
@@ -181,7 +199,7 @@ unique_ptr<GlobalTableFunctionState> ScanInitGlobal(ClientContext &context, Tabl
 		SkadeDescribeFilters(context, *input.filters, input.column_ids, filters);
 		result->filter = SkadeFilterExpression(*input.filters, result->scanned_types);
 	}
-	auto status = skade_scan_open(txn.Handle(), bind.Version(), columns.data(), columns.size(), result->row_ids,
+	auto status = skade_scan_open(txn.Handle(), bind.Version(), columns.data(), columns.size(), lineage, result->row_ids,
 	                              filters.json.c_str(), filters.Constants(), filters.ConstantsSchema(),
 	                              result->scan.out());
 	SkadeCheck(status);

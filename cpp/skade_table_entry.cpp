@@ -184,6 +184,8 @@ virtual_column_map_t SkadeTableEntry::GetVirtualColumns() const {
 	result.insert(make_pair(COLUMN_IDENTIFIER_EMPTY, TableColumn("", LogicalType::BOOLEAN)));
 	// Row ids name a row within one transaction (file and position), for DELETE and UPDATE.
 	result.insert(make_pair(COLUMN_IDENTIFIER_ROW_ID, TableColumn("rowid", LogicalType::ROW_TYPE)));
+	result.insert(make_pair(SKADE_COLUMN_ROW_ID, TableColumn("_row_id", LogicalType::BIGINT)));
+	result.insert(make_pair(SKADE_COLUMN_LAST_UPDATED, TableColumn("_last_updated_sequence_number", LogicalType::BIGINT)));
 	return result;
 }
 

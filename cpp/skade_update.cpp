@@ -1,6 +1,7 @@
 // UPDATE as delete + insert (merge-on-read): each sink thread evaluates the new rows and streams
-// them into its own data files; the old rows' ids are deleted once, at the end of the statement.
-// RETURNING returns the new rows.
+// them into its own data files (on an Iceberg v3 table each with the `_row_id` of the row it
+// replaces); the old rows' ids are deleted once, at the end of the statement. RETURNING returns
+// the new rows.
 #include "skade/modify.hpp"
 
 #include "skade/table_entry.hpp"
@@ -121,7 +122,8 @@ SinkResultType SkadeUpdate::Sink(ExecutionContext &context, DataChunk &chunk, Op
 	}
 	if (!local.writer) {
 		SkadeCheck(skade_writer_open(global.transaction->Handle(), table.Uuid().c_str(),
-		                            BufferManager::GetBufferManager(context.client).GetMaxMemory(), local.writer.out()));
+		                            BufferManager::GetBufferManager(context.client).GetMaxMemory(), true,
+		                            local.writer.out()));
 	}
 	if (returning) {
 		global.Return(local.rows);
@@ -129,7 +131,9 @@ SinkResultType SkadeUpdate::Sink(ExecutionContext &context, DataChunk &chunk, Op
 	ArrowArray array;
 	unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;
 	ArrowConverter::ToArrowArray(local.rows, &array, global.props, no_extensions);
-	auto status = skade_writer_write(local.writer.get(), &array, &global.schema.arrow_schema);
+	// (each new row keeps the Iceberg row id of the row it replaces, on a v3 table)
+	auto status = skade_writer_write_carried(local.writer.get(), &array, &global.schema.arrow_schema,
+	                                         local.row_ids.data() + first, kept);
 	if (array.release) {
 		array.release(&array);
 	}

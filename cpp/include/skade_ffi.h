@@ -170,10 +170,13 @@ bool skade_table_keeps_arrival_order(const skade_table *table);
 // ---- scans ----
 // Plans a scan of `table` as it was bound, at its version (see skade_table_at). columns:
 // top-level indexes (none: count only). constants (may be NULL) is taken over.
-// row_ids: append a BIGINT row-id column (for DELETE/UPDATE; valid within the transaction).
+// lineage: append Iceberg v3's `_row_id` and `_last_updated_sequence_number` (nullable BIGINTs)
+// after the columns (an error naming the way out on a v2 table).
+// row_ids: append a BIGINT row-id column last (for DELETE/UPDATE; valid within the transaction).
 skade_status *skade_scan_open(const skade_txn *txn, const skade_table *table, const uint64_t *columns,
-                              size_t n_columns, bool row_ids, const char *filter_json, struct ArrowArray *constants,
-                              const struct ArrowSchema *constants_schema, skade_scan **result);
+                              size_t n_columns, bool lineage, bool row_ids, const char *filter_json,
+                              struct ArrowArray *constants, const struct ArrowSchema *constants_schema,
+                              skade_scan **result);
 void skade_scan_free(skade_scan *scan);
 uint64_t skade_scan_task_count(const skade_scan *scan);
 uint64_t skade_scan_task_rows(const skade_scan *scan, uint64_t task);
@@ -188,9 +191,15 @@ skade_status *skade_scan_column_stats(const skade_txn *txn, const skade_table *t
 
 // ---- inserts ----
 // `memory_limit`: DuckDB's, in bytes; a statement's primary-key check holds its keys within a share of it.
-skade_status *skade_writer_open(const skade_txn *txn, const char *uuid, uint64_t memory_limit, skade_writer **result);
+// `carries_rows`: an UPDATE's writer, whose rows replace rows (skade_writer_write_carried).
+skade_status *skade_writer_open(const skade_txn *txn, const char *uuid, uint64_t memory_limit, bool carries_rows,
+                                skade_writer **result);
 // Takes over `array` (a struct array of the table's columns).
 skade_status *skade_writer_write(skade_writer *writer, struct ArrowArray *array, const struct ArrowSchema *schema);
+// As skade_writer_write, for rows that replace the rows `row_ids` (one each, from the transaction's
+// scans): on an Iceberg v3 table each keeps the replaced row's `_row_id`.
+skade_status *skade_writer_write_carried(skade_writer *writer, struct ArrowArray *array,
+                                         const struct ArrowSchema *schema, const int64_t *row_ids, size_t n_row_ids);
 // Stages the writer's files in the running statement; `rows` gets its row count. (A writer of an
 // ordered write hands its last batch to that write instead.)
 skade_status *skade_writer_finish(skade_writer *writer, uint64_t *rows);

@@ -15,6 +15,7 @@ use crate::format::expire::{
 use crate::format::metadata;
 use crate::io::input::list_all;
 use crate::io::{local_path, remove_files, remove_files_checked, sync_files};
+use crate::write::writer::Carries;
 
 /// What an expiry did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -316,8 +317,6 @@ impl Catalog {
         let Some(current) = table.metadata.current_snapshot() else {
             return Ok(CompactReport::default());
         };
-        // (refused before the rewrite is written: v3 rewrites must carry row ids over)
-        super::transaction::check_no_v3_deletes(&table, "compaction")?;
         let live = self.inner.read_caches.manifests.snapshot_files(&table.metadata, current)?;
         let order = table.metadata.default_sort_order();
         let in_order = |f: &iceberg::spec::DataFile| {
@@ -326,12 +325,19 @@ impl Catalog {
         if live.deletes.is_empty() && live.data.len() <= 1 && live.data.iter().all(|e| in_order(e.file())) {
             return Ok(CompactReport::default());
         }
-        let columns = (0..table.metadata.current_schema().as_struct().fields().len()).collect();
-        let plan = txn.scan(&table, columns, None, false)?;
-        let mut writer = txn.writer(&table.record.uuid)?;
+        let width = table.metadata.current_schema().as_struct().fields().len();
+        // An Iceberg v3 table's rows keep their lineage: each row's `_row_id` and
+        // `_last_updated_sequence_number`, read and stored in the new files (a compaction changes
+        // no row, so no reader sees a difference).
+        let v3 = table.metadata.format_version() >= iceberg::spec::FormatVersion::V3;
+        let plan = txn.scan_with_lineage(&table, (0..width).collect(), None, false, v3)?;
+        let mut writer =
+            txn.writer_carrying(&table.record.uuid, if v3 { Carries::Lineage } else { Carries::Nothing })?;
         for task in 0..plan.task_count() {
             for batch in plan.open(task)? {
-                writer.write(&StructArray::from(batch?))?;
+                let batch = batch?;
+                let table_columns = batch.project(&(0..width).collect::<Vec<_>>())?;
+                writer.write_carried(&StructArray::from(table_columns), &batch.columns()[width..])?;
             }
         }
         let rows = writer.rows();

@@ -26,8 +26,10 @@ pub mod transaction;
 mod transaction_add_files;
 mod transaction_alter;
 mod transaction_consumers;
+mod transaction_deletes;
 pub mod transaction_external;
 pub mod transaction_external_create;
+mod transaction_lineage;
 pub mod transaction_namespace;
 pub mod views;
 

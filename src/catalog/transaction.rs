@@ -36,7 +36,7 @@ use crate::read::time_travel::{self, Version};
 use crate::runtime::block_on;
 use crate::write::delete_writer;
 use crate::write::key_check::{check_partitioned, find_live, KeyBudget, KeyClash};
-use crate::write::writer::{TableWriter, Written};
+use crate::write::writer::{Carries, TableWriter, Written};
 
 /// How often an append-only commit rebases onto a newer head before giving up.
 const MAX_REBASES: usize = 32;
@@ -162,13 +162,13 @@ pub(super) struct TxnState {
     /// The statement (query id) that last read each consumer, by name key.
     pub(super) consumed_in: BTreeMap<String, u64>,
     /// Uncommitted data and delete files per table uuid.
-    changes: BTreeMap<String, TableChanges>,
+    pub(super) changes: BTreeMap<String, TableChanges>,
     /// Those of tables this transaction dropped (or replaced): never committed, but a statement
     /// already reading the table sees them (CREATE OR REPLACE TABLE t AS SELECT ... FROM t creates
     /// the new table before the old one is read).
     dropped: BTreeMap<String, TableChanges>,
     /// Numbers for the data files this transaction's scans read, for row ids.
-    file_ids: FileIds,
+    pub(super) file_ids: FileIds,
     /// Files this transaction created; removed if it does not commit.
     pub(super) written: Vec<String>,
     /// Staged moves of lineage sinks' cursors, by sink name.
@@ -218,7 +218,7 @@ impl TxnState {
     }
 
     /// This transaction's uncommitted files of table `uuid`, dropped tables' included.
-    fn staged(&self, uuid: &str) -> Option<&TableChanges> {
+    pub(super) fn staged(&self, uuid: &str) -> Option<&TableChanges> {
         self.changes.get(uuid).or_else(|| self.dropped.get(uuid))
     }
 
@@ -229,15 +229,21 @@ impl TxnState {
 }
 
 #[derive(Default)]
-struct TableChanges {
-    appends: Vec<DataFile>,
-    deletes: Vec<DataFile>,
+pub(super) struct TableChanges {
+    pub(super) appends: Vec<DataFile>,
+    pub(super) deletes: Vec<DataFile>,
     /// The metadata location the deletes were computed on: they may be rebased over concurrent
     /// appends, never over concurrent deletes.
-    delete_base: Option<String>,
+    pub(super) delete_base: Option<String>,
+    /// Committed deletion vectors (v3) this transaction's merged ones replace: (Puffin file, data
+    /// file), removed from the table by the commit.
+    pub(super) replaced_dvs: Vec<(String, String)>,
+    /// How many deleted positions of each data file its new deletion vector carries from deletes
+    /// committed before (they delete nothing new: a consumer's estimate of rows behind).
+    pub(super) carried_deletes: HashMap<String, u64>,
     /// Files the running statement wrote, and their keys: they join `appends` when the statement
     /// ends and its keys proved unique ([`Transaction::end_statement`]).
-    pending: Vec<DataFile>,
+    pub(super) pending: Vec<DataFile>,
     pending_keys: PackedKeys,
     /// What the running statement's writers may hold of their rows' keys.
     statement_budget: Option<Arc<KeyBudget>>,
@@ -245,7 +251,7 @@ struct TableChanges {
     removed: Vec<String>,
     operation: Option<Operation>,
     /// The partition spec of each delete file not of the table's default spec, by path.
-    spec_ids: HashMap<String, i32>,
+    pub(super) spec_ids: HashMap<String, i32>,
     /// The statistics of `appends[..n]` (scans ask for them per statement; `appends` only grows
     /// while the transaction runs, so the first `n` are the same files).
     appends_stats: (usize, FileStats),
@@ -258,17 +264,39 @@ struct TableChanges {
 
 impl TableChanges {
     fn is_empty(&self) -> bool {
-        self.appends.is_empty() && self.deletes.is_empty() && self.pending.is_empty() && self.removed.is_empty()
+        self.appends.is_empty()
+            && self.deletes.is_empty()
+            && self.pending.is_empty()
+            && self.removed.is_empty()
+            && self.replaced_dvs.is_empty()
     }
 }
 
 #[derive(Default)]
-struct FileIds {
-    paths: Vec<String>,
+pub(super) struct FileIds {
+    pub(super) paths: Vec<String>,
     ids: HashMap<String, u32>,
 }
 
 impl FileIds {
+    /// The files and positions (ascending, distinct) the row ids `row_ids` name.
+    pub(super) fn positions(&self, row_ids: &[i64]) -> Result<BTreeMap<String, Vec<u64>>> {
+        let mut by_path: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for &id in row_ids {
+            let (file, pos) = split_row_id(id);
+            let path = self
+                .paths
+                .get(file as usize)
+                .ok_or_else(|| Error::internal(format!("row id {id} names no file of this transaction")))?;
+            by_path.entry(path.clone()).or_default().push(pos);
+        }
+        for positions in by_path.values_mut() {
+            positions.sort_unstable();
+            positions.dedup();
+        }
+        Ok(by_path)
+    }
+
     fn id(&mut self, path: &str) -> u32 {
         if let Some(id) = self.ids.get(path) {
             return *id;
@@ -458,6 +486,27 @@ impl Transaction {
         prune: Option<Prune>,
         row_ids: bool,
     ) -> Result<ScanPlan> {
+        self.scan_with_lineage(table, columns, prune, row_ids, false)
+    }
+
+    /// [`Self::scan`], with Iceberg v3's `_row_id` and `_last_updated_sequence_number` after the
+    /// columns when `lineage` (see [`ScanPlan::with_lineage`]; a v2 table refuses them).
+    pub fn scan_with_lineage(
+        &self,
+        table: &TableInfo,
+        columns: Vec<usize>,
+        prune: Option<Prune>,
+        row_ids: bool,
+        lineage: bool,
+    ) -> Result<ScanPlan> {
+        if lineage && table.metadata.format_version() < iceberg::spec::FormatVersion::V3 {
+            return Err(Error::invalid(format!(
+                "table {} is an Iceberg v2 table: _row_id and _last_updated_sequence_number are Iceberg v3's row \
+                 lineage (upgrade it with CALL skade_upgrade_table('{}', 3))",
+                table.shown_name(),
+                table.shown_name()
+            )));
+        }
         let mut st = self.lock()?;
         st.read(table);
         let (staged, staged_deletes, staged_names) = match (table.version, st.staged(&table.record.uuid)) {
@@ -478,6 +527,10 @@ impl Transaction {
         let planned = (|| {
             let (plan, snapshot) = ScanPlan::prepare(&table.metadata, inner.read_caches.clone(), &request)?;
             let plan = plan.with_names(&staged_names);
+            if lineage {
+                // (a lookup's rows carry no positions to compute row ids from: the files are read)
+                return plan.with_lineage().plan_files(&table.metadata, snapshot.as_deref(), request);
+            }
             // Filters that pin the primary key: a lookup of those keys, not a read of every file.
             if let Some(keys) = request.prune.as_ref().zip(plan.key()).and_then(|(p, key)| pinned_keys(p, key)) {
                 let caches = (inner.read_caches.as_ref(), &inner.lookup_cache);
@@ -812,6 +865,12 @@ impl Transaction {
     /// A writer of new data files for `uuid`; hand what it wrote back with [`Self::stage_files`],
     /// then end the statement with [`Self::end_statement`].
     pub fn writer(&self, uuid: &str) -> Result<TableWriter> {
+        self.writer_carrying(uuid, Carries::Nothing)
+    }
+
+    /// [`Self::writer`] of rows that carry rows over (see [`Carries`]): on an Iceberg v3 table,
+    /// the writer stores the lineage it is handed.
+    pub fn writer_carrying(&self, uuid: &str, carries: Carries) -> Result<TableWriter> {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
         self.check_table_writable(&table)?;
@@ -822,8 +881,13 @@ impl Transaction {
             changes.statement_budget.get_or_insert_with(|| KeyBudget::for_memory_limit(limit)).clone()
         };
         let target = self.catalog.target_file_size;
-        // (the writer's name is for its messages only)
-        TableWriter::new(&table.metadata, &self.catalog.inner.file_io, &table.shown_name(), budget, target)
+        // (the writer's name is for its messages only; on a v3 table, the writer of an UPDATE
+        // or a compaction stores the row lineage it carries over)
+        let carries = match table.metadata.format_version() >= iceberg::spec::FormatVersion::V3 {
+            true => carries,
+            false => Carries::Nothing,
+        };
+        TableWriter::new(&table.metadata, &self.catalog.inner.file_io, &table.shown_name(), budget, target, carries)
     }
 
     /// Adds one writer's files to the running statement (several writers may share a statement).
@@ -948,26 +1012,16 @@ impl Transaction {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
         self.check_table_writable(&table)?;
-        check_no_v3_deletes(&table, "DELETE, UPDATE, MERGE and upserts")?;
         let inner = &self.catalog.inner;
         let mut st = self.lock()?;
-        let mut by_path: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-        for &id in row_ids {
-            let (file, pos) = split_row_id(id);
-            let path = st
-                .file_ids
-                .paths
-                .get(file as usize)
-                .ok_or_else(|| Error::internal(format!("row id {id} names no file of this transaction")))?;
-            by_path.entry(path.clone()).or_default().push(pos);
-        }
-        for positions in by_path.values_mut() {
-            positions.sort_unstable();
-            positions.dedup();
-        }
+        let by_path = st.file_ids.positions(row_ids)?;
         let count = by_path.values().map(|p| p.len() as u64).sum();
         if count == 0 {
             return Ok(0);
+        }
+        if table.metadata.format_version() >= iceberg::spec::FormatVersion::V3 {
+            self.stage_deletion_vectors(&table, &mut st, by_path)?;
+            return Ok(count);
         }
         // (a position delete file is in the partition of the data files it deletes from: Iceberg
         // readers such as PyIceberg match them by partition)
@@ -1004,7 +1058,7 @@ impl Transaction {
 
     /// The partition spec and values of data files `paths` of `table` (its live files, and this
     /// transaction's own); empty when the table was never partitioned.
-    fn partitions_of<'a>(
+    pub(super) fn partitions_of<'a>(
         &self,
         table: &TableInfo,
         st: &TxnState,
@@ -1036,7 +1090,12 @@ impl Transaction {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
         self.check_table_writable(&table)?;
-        check_no_v3_deletes(&table, "adding delete files")?;
+        if table.metadata.format_version() >= iceberg::spec::FormatVersion::V3 {
+            return Err(Error::invalid(format!(
+                "table {} is an Iceberg v3 table: it takes deletion vectors, not position delete files",
+                table.shown_name()
+            )));
+        }
         if let Some(f) = files.iter().find(|f| f.content_type() == iceberg::spec::DataContentType::Data) {
             return Err(Error::invalid(format!("{} is a data file, not a delete file", f.file_path())));
         }
@@ -1060,7 +1119,6 @@ impl Transaction {
     ) -> Result<()> {
         self.check_writable()?;
         let table = self.table_by_uuid(uuid)?;
-        check_no_v3_deletes(&table, "rewriting files (compaction)")?;
         let mut st = self.lock()?;
         st.written.extend(added.iter().map(|f| f.file_path().to_string()));
         let changes = st.changes.entry(uuid.to_string()).or_default();
@@ -1184,6 +1242,8 @@ impl Transaction {
                 data: changes.appends,
                 deletes: changes.deletes,
                 removed: changes.removed,
+                replaced_dvs: changes.replaced_dvs,
+                carried_deletes: changes.carried_deletes.values().sum(),
                 operation: changes.operation,
                 delete_base: changes.delete_base,
                 spec_ids: changes.spec_ids,
@@ -1558,24 +1618,10 @@ impl Transaction {
     }
 
     /// Removes files this transaction wrote and will not commit (lookups may hold them open).
-    fn discard(&self, written: &[String]) {
+    pub(super) fn discard(&self, written: &[String]) {
         self.catalog.inner.lookup_cache.forget(written.iter().map(String::as_str));
         remove_files(written.iter().map(String::as_str));
     }
-}
-
-/// A v3 table takes no deletes yet: Iceberg v3 replaces position delete files with deletion
-/// vectors, which come in the next increment of issue 46 (docs/design/iceberg-v3.md); rewrites
-/// wait for row ids to be carried over.
-pub(super) fn check_no_v3_deletes(table: &TableInfo, what: &str) -> Result<()> {
-    if table.metadata.format_version() < iceberg::spec::FormatVersion::V3 {
-        return Ok(());
-    }
-    Err(Error::not_implemented(format!(
-        "table {} is an Iceberg v3 table: {what} on v3 tables are not supported yet (v3 deletes are deletion \
-         vectors, which skade does not write yet); INSERT and reads are",
-        table.shown_name()
-    )))
 }
 
 impl Drop for Transaction {

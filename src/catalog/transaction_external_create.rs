@@ -31,6 +31,8 @@ pub struct NewTable {
     /// The uuid a staged create answered with, which the client's commit assigns: kept only
     /// when the caller vouches for it (`create_table_by_commit`), else a new one.
     pub uuid: Option<Uuid>,
+    /// The format version an `assert-create` commit asks for (`upgrade-format-version`).
+    pub version: Option<FormatVersion>,
 }
 
 impl NewTable {
@@ -38,12 +40,16 @@ impl NewTable {
     /// creation (snapshots, refs), in their order.
     pub fn from_updates(shown: &str, updates: Vec<TableUpdate>) -> Result<(NewTable, Vec<TableUpdate>)> {
         let (mut schema, mut spec, mut order, mut location, mut uuid) = (None, None, None, None, None);
+        let mut version = None;
         let mut properties = HashMap::new();
         let mut rest = vec![];
         for update in updates {
             match update {
                 TableUpdate::AssignUuid { uuid: u } => uuid = Some(u),
-                TableUpdate::UpgradeFormatVersion { format_version } => check_version(shown, format_version)?,
+                TableUpdate::UpgradeFormatVersion { format_version } => {
+                    check_version(shown, format_version)?;
+                    version = Some(format_version);
+                }
                 TableUpdate::AddSchema { schema: s } => schema = Some(s),
                 TableUpdate::SetCurrentSchema { schema_id } => {
                     let added = schema.as_ref().map(|s: &Schema| s.schema_id());
@@ -70,17 +76,17 @@ impl NewTable {
         let schema = schema.ok_or_else(|| {
             Error::invalid(format!("table {shown}: a commit that creates a table must add its schema (add-schema)"))
         })?;
-        Ok((NewTable { schema, spec, order, location, properties, uuid }, rest))
+        Ok((NewTable { schema, spec, order, location, properties, uuid, version }, rest))
     }
 }
 
-/// skade writes v2 tables; v3 (row lineage, deletion vectors) is issue 46's.
+/// skade serves Iceberg v2 and v3 tables (v1 has no sequence numbers, which its commits need).
 fn check_version(shown: &str, version: FormatVersion) -> Result<()> {
     match version {
-        FormatVersion::V2 => Ok(()),
+        FormatVersion::V2 | FormatVersion::V3 => Ok(()),
         other => Err(Error::not_implemented(format!(
-            "table {shown}: format version {other} is not served over the REST protocol yet: tables created or \
-             registered through it are Iceberg v2"
+            "table {shown}: format version {other} is not served over the REST protocol: tables created through \
+             it are Iceberg v2 or v3"
         ))),
     }
 }
@@ -88,8 +94,8 @@ fn check_version(shown: &str, version: FormatVersion) -> Result<()> {
 impl Transaction {
     /// The metadata a table created over the protocol gets (what a staged create answers; it is
     /// written nowhere). Refuses what `CREATE TABLE` would: an existing name, a missing schema;
-    /// and a location other than the lake's, a format version other than 2, skade's own
-    /// properties, columns skade cannot read.
+    /// and a location other than the lake's, a format version other than 2 or 3 (the client's,
+    /// else the lake's), skade's own properties, columns skade cannot read.
     pub fn new_external_table(&self, schema_name: &str, name: &str, new: NewTable) -> Result<TableMetadata> {
         self.check_writable()?;
         self.check_not_reserved(schema_name, &format!("create table {}", names::shown(name)))?;
@@ -125,14 +131,20 @@ impl Transaction {
             }
         }
         let mut properties = new.properties;
-        if let Some(version) = properties.remove("format-version") {
-            if version.trim() != "2" {
+        // The version the client asks for (a property, or its commit's upgrade), else the lake's
+        // (ATTACH ... FORMAT_VERSION).
+        let asked = match properties.remove("format-version").map(|v| v.trim().to_string()).as_deref() {
+            None => None,
+            Some("2") => Some(FormatVersion::V2),
+            Some("3") => Some(FormatVersion::V3),
+            Some(other) => {
                 return Err(Error::not_implemented(format!(
-                    "table {shown}: format version {version} is not served over the REST protocol yet: tables \
-                     created through it are Iceberg v2"
-                )));
+                    "table {shown}: format version {other} is not served over the REST protocol: tables created \
+                     through it are Iceberg v2 or v3"
+                )))
             }
-        }
+        };
+        let version = new.version.or(asked).unwrap_or_else(|| self.catalog().format_version());
         // (skade's own properties are skade's to set: a client echoing a staged answer sends them)
         properties.retain(|k, _| !k.starts_with(super::transaction_external::SKADE_PROPERTIES));
         let spec = new.spec.unwrap_or_else(|| UnboundPartitionSpec::builder().build());
@@ -146,7 +158,7 @@ impl Transaction {
             &DuckdbTypes::default(),
             &[],
             properties,
-            iceberg::spec::FormatVersion::V2,
+            version,
         )
         .map_err(|e| Error::invalid(format!("table {shown}: {}", e.message)))?;
         // (what skade could not read, show or key, refused before anything is written)
@@ -290,7 +302,14 @@ impl Transaction {
         if md.location().trim_end_matches('/') != location {
             return Err(refused(format!("its metadata places it at {}, not at {location}", md.location())));
         }
-        check_version(&shown, md.format_version())?;
+        if md.format_version() != FormatVersion::V2 {
+            // (a v3 table's row ranges would have to be checked as a commit's are)
+            return Err(Error::not_implemented(format!(
+                "table {shown}: registering an Iceberg {} table is not served yet; tables registered through the \
+                 REST protocol are Iceberg v2",
+                md.format_version()
+            )));
+        }
         // (skade keeps the main branch only: a snapshot off its line would belong to another)
         let mut on_main = std::collections::HashSet::new();
         let mut at = md.current_snapshot();

@@ -18,6 +18,7 @@ use super::compare::{comparable, comparable_type};
 use super::types::{change_column, change_keys, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
 use crate::error::{Error, Result};
 use crate::read::keys::{encode_rows, KeyColumns, KeySet};
+use crate::read::scan::{ROW_ID_FIELD_ID, ROW_ID_NAME};
 use crate::read::select::kept_rows;
 
 /// (batch, row) of a changelog row.
@@ -44,6 +45,32 @@ pub fn collapse(
         Some(key) => net_keys(schema, batches, columns, &full, key),
         None => net_values(schema, batches, columns, &full),
     }
+}
+
+/// `collapse := true` on an Iceberg v3 table without a key: the window (its batches carry each
+/// row's `_row_id` as a last table column: `RowIds::Kept`) netted per row id, as a key nets a
+/// keyed table's, into `schema` (without it). A window holding a row with no id (written before
+/// its table became v3, and not given one since) nets by value instead.
+pub fn collapse_by_row_id(schema: &ArrowSchemaRef, batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
+    let Some(first) = batches.first() else {
+        return Ok(vec![]);
+    };
+    let columns = schema.fields().len() - 3; // (the table's; the batches' `_row_id` follows them)
+    let without_id = |b: &RecordBatch| -> Result<RecordBatch> {
+        let kept: Vec<usize> = (0..b.num_columns()).filter(|&i| i != columns).collect();
+        Ok(RecordBatch::try_new(schema.clone(), b.project(&kept)?.columns().to_vec())?)
+    };
+    if batches.iter().any(|b| b.column(columns).null_count() > 0) {
+        let plain = batches.iter().map(without_id).collect::<Result<Vec<_>>>()?;
+        return collapse(schema, &plain, None);
+    }
+    let row_id = KeyColumns {
+        field_ids: vec![ROW_ID_FIELD_ID],
+        indexes: vec![columns],
+        names: vec![ROW_ID_NAME.to_string()],
+        types: vec![arrow::datatypes::DataType::Int64],
+    };
+    collapse(&first.schema(), batches, Some(&row_id))?.iter().map(without_id).collect()
 }
 
 /// Per key of a table with a primary key (see the module's documentation).

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 use super::filters::Filters;
 use super::snapshot::{read_all, read_deferred, snapshot_changes, Decoded};
-use super::types::{changelog_schema, tag, DELETE, INSERT};
+use super::types::{changelog_schema, tag, with_row_id, RowIds, DELETE, INSERT};
 use crate::error::Result;
 use crate::format::schema::{arrow_schema, by_field_id};
 use crate::read::caches::ReadCaches;
@@ -49,6 +49,7 @@ pub fn changelog(
     used: Option<&[usize]>,
     filters: &Filters,
     netting: Option<&[usize]>,
+    row_ids: RowIds,
 ) -> Result<Feed> {
     if let Some(p) = window.first().and_then(|s| s.parent_snapshot_id()) {
         if metadata.snapshot_by_id(p).is_none() {
@@ -57,13 +58,18 @@ pub fn changelog(
     }
     let schema = metadata.current_schema().clone();
     let key = KeyColumns::of(&schema)?;
-    let out_schema = changelog_schema(arrow_schema(&schema)?.as_ref());
+    let out_schema = match row_ids {
+        RowIds::Kept => changelog_schema(&with_row_id(arrow_schema(&schema)?.as_ref())),
+        _ => changelog_schema(arrow_schema(&schema)?.as_ref()),
+    };
     let read: Option<Vec<usize>> = used.map(|u| u.iter().chain(key.iter().flat_map(|k| &k.indexes)).copied().collect());
     let decode: Vec<&Arc<Snapshot>> = window.iter().filter(|s| filters.may_match_snapshot(s)).collect();
+    // An Iceberg v3 table without a key pairs updates by row id (a feed netted by value, none).
+    let lineage = row_ids != RowIds::None;
     // Decoding, pairing and tagging run per snapshot, in parallel; the batches keep window order.
     let decoded: Vec<Result<Decoded>> = decode
         .par_iter()
-        .map(|s| snapshot_changes(metadata, caches, s, read.as_deref(), filters, netting.is_some()))
+        .map(|s| snapshot_changes(metadata, caches, s, read.as_deref(), filters, netting.is_some(), lineage))
         .collect();
     let mut changes = vec![];
     for d in decoded {
@@ -78,7 +84,7 @@ pub fn changelog(
     let tagged: Vec<Vec<RecordBatch>> = changes
         .into_par_iter()
         .zip(decode.par_iter())
-        .map(|(c, s)| c.into_batches(&out_schema, s.snapshot_id(), snapshot_key(metadata, s, key.as_ref())))
+        .map(|(c, s)| c.into_batches(&out_schema, s.snapshot_id(), snapshot_key(metadata, s, key.as_ref()), row_ids))
         .collect::<Result<_>>()?;
     Ok(Feed::Rows(tagged.into_iter().flatten().collect()))
 }

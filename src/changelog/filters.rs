@@ -17,7 +17,8 @@ use crate::read::keys::KeyColumns;
 pub struct Filters {
     /// On the table's columns: files and row groups whose bounds exclude them are not read. On a
     /// table with a primary key only the key columns' part: both images of an update share the
-    /// key, while a filter on another column could drop the one that pairs it.
+    /// key, while a filter on another column could drop the one that pairs it (on an Iceberg v3
+    /// table without a key, which pairs by row id, none).
     pub rows: Option<Prune>,
     /// On `_commit_snapshot_id`: the window's snapshots that cannot match are not decoded (plain
     /// feeds only: netting needs every snapshot).
@@ -29,8 +30,16 @@ const COMMIT_FIELD_ID: i32 = i32::MAX;
 
 impl Filters {
     /// From the shim's description of the filters on the changelog's columns (the table's, then
-    /// `_change_type`, `_commit_snapshot_id`).
-    pub fn parse(json: &str, constants: Option<&StructArray>, table: &Schema, collapse: bool) -> Result<Filters> {
+    /// `_change_type`, `_commit_snapshot_id`). `v3`: the table's rows have Iceberg v3 row ids,
+    /// which pair its updates when it has no key (a filter on a column could then drop the image
+    /// that pairs another: its rows are not pruned).
+    pub fn parse(
+        json: &str,
+        constants: Option<&StructArray>,
+        table: &Schema,
+        collapse: bool,
+        v3: bool,
+    ) -> Result<Filters> {
         let mut fields: Vec<NestedFieldRef> = table.as_struct().fields().to_vec();
         let id = table.highest_field_id();
         let change = NestedField::optional(id + 1, CHANGE_TYPE, Type::Primitive(PrimitiveType::String));
@@ -42,10 +51,11 @@ impl Filters {
             return Ok(Filters::default());
         };
         let key: Option<HashSet<i32>> = KeyColumns::of(table)?.map(|k| k.field_ids.into_iter().collect());
-        let rows = prune.restrict(&|f| match &key {
-            Some(key) => key.contains(&f),
-            None => f <= id,
-        });
+        let rows = match (&key, v3) {
+            (Some(key), _) => prune.restrict(&|f| key.contains(&f)),
+            (None, true) => None,
+            (None, false) => prune.restrict(&|f| f <= id),
+        };
         let snapshots = if collapse { None } else { prune.restrict(&|f| f == COMMIT_FIELD_ID) };
         Ok(Filters { rows, snapshots })
     }

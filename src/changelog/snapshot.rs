@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use super::compare::{comparable, comparable_type};
 use super::filters::Filters;
-use super::types::{change_column, with_tags, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
+use super::types::{change_column, with_tags, RowIds, DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE};
 use crate::error::Result;
 use crate::format::name_mapping::FileNames;
 use crate::read::caches::ReadCaches;
@@ -23,7 +23,7 @@ use crate::read::deletes::{with_sequence, DeleteIndex, FileDeletes};
 use crate::read::filter::Prune;
 use crate::read::key_bounds::ColumnEncoders;
 use crate::read::keys::{probe, KeyColumns, KeySet};
-use crate::read::scan::{ScanPlan, ScanRequest};
+use crate::read::scan::{FileLineage, ScanPlan, ScanRequest};
 use crate::read::time_travel::Version;
 
 /// The full images one snapshot inserted and deleted.
@@ -99,6 +99,8 @@ pub enum Decoded {
 #[derive(Default)]
 struct SnapshotFiles {
     added_data: Vec<DataFile>,
+    /// The added data files' row lineage (Iceberg v3), by path.
+    added_lineage: HashMap<String, FileLineage>,
     added_deletes: Vec<DataFile>,
     removed_data: Vec<DataFile>,
     removed_deletes: Vec<DataFile>,
@@ -117,6 +119,11 @@ impl SnapshotFiles {
                     continue;
                 }
                 let data = e.file().content_type() == DataContentType::Data;
+                if data && e.entry.status == ManifestStatus::Added {
+                    let lineage =
+                        FileLineage { first_row_id: e.first_row_id, sequence_number: Some(e.sequence_number) };
+                    files.added_lineage.insert(e.file().file_path().to_string(), lineage);
+                }
                 let list = match (e.entry.status, data) {
                     (ManifestStatus::Added, true) => &mut files.added_data,
                     (ManifestStatus::Added, false) => &mut files.added_deletes,
@@ -148,19 +155,27 @@ struct Decoding<'a> {
     /// The columns to read (None: all of them).
     read: Option<&'a [usize]>,
     filters: &'a Filters,
+    /// With Iceberg v3 row ids (to pair updates by): the row lineage of the files read (the
+    /// snapshot's added ones and those live at its parent), by path.
+    lineage: Option<HashMap<String, FileLineage>>,
 }
 
 impl Decoding<'_> {
     /// A plan over given files, pruned by the filters, reading the wanted columns.
     fn read_files(&self, files: Vec<(String, u64, FileDeletes)>) -> Result<Vec<RecordBatch>> {
         let names = FileNames::of(self.metadata)?;
-        let plan = ScanPlan::for_files(self.schema.clone(), self.caches.clone(), files, names)?;
+        let mut plan = ScanPlan::for_files(self.schema.clone(), self.caches.clone(), files, names)?;
+        if let Some(lineage) = &self.lineage {
+            plan = plan.with_file_lineage(lineage);
+        }
         read_all(plan.with_prune(self.filters.rows.clone()).read_only(self.read))
     }
 }
 
 /// One snapshot's changes (see the module's documentation). `netting`: the inserted side of a
-/// snapshot that removes no file is left to [`read_deferred`].
+/// snapshot that removes no file is left to [`read_deferred`]. `lineage` (a v3 table, not
+/// netted): every row read comes with its `_row_id` and `_last_updated_sequence_number` as two
+/// last columns, for [`SnapshotChanges::into_batches`] to pair updates by.
 pub fn snapshot_changes(
     metadata: &TableMetadata,
     caches: &Arc<ReadCaches>,
@@ -168,6 +183,7 @@ pub fn snapshot_changes(
     read: Option<&[usize]>,
     filters: &Filters,
     netting: bool,
+    lineage: bool,
 ) -> Result<Decoded> {
     if snapshot.summary().operation == Operation::Replace {
         return Ok(Decoded::Changes(SnapshotChanges::default())); // by Iceberg's definition: same rows
@@ -175,9 +191,14 @@ pub fn snapshot_changes(
     let files = SnapshotFiles::of(metadata, caches, snapshot)?;
     // Whether a rewrite keeps rows unchanged is told by comparing whole rows: read them all.
     let read = if files.removed_data.is_empty() { read } else { None };
-    let decoding = Decoding { metadata, caches, schema: metadata.current_schema().clone(), snapshot, read, filters };
-    let (inserted, deferred) = inserted_rows(&decoding, &files, netting && files.removed_data.is_empty())?;
     let parent = snapshot.parent_snapshot_id().and_then(|p| metadata.snapshot_by_id(p));
+    let lineage = match lineage {
+        true => Some(files_lineage(metadata, caches, &files, parent.map(|p| p.as_ref()))?),
+        false => None,
+    };
+    let schema = metadata.current_schema().clone();
+    let decoding = Decoding { metadata, caches, schema, snapshot, read, filters, lineage };
+    let (inserted, deferred) = inserted_rows(&decoding, &files, netting && files.removed_data.is_empty())?;
     let deleted = match parent.filter(|_| files.removes()) {
         Some(parent) => match deleted_rows(&decoding, &files, parent)? {
             Some(rows) => rows,
@@ -193,6 +214,24 @@ pub fn snapshot_changes(
         Some(changes) => Decoded::Changes(changes),
         None => Decoded::Undecodable, // a rewrite whose rows' types cannot be compared
     })
+}
+
+/// The row lineage of the files a snapshot's decoding reads: those it added, and those live at
+/// its parent.
+fn files_lineage(
+    metadata: &TableMetadata,
+    caches: &ReadCaches,
+    files: &SnapshotFiles,
+    parent: Option<&Snapshot>,
+) -> Result<HashMap<String, FileLineage>> {
+    let mut out = files.added_lineage.clone();
+    if let Some(parent) = parent {
+        for e in caches.manifests.snapshot_files(metadata, parent)?.data {
+            let lineage = FileLineage { first_row_id: e.first_row_id, sequence_number: Some(e.sequence_number) };
+            out.insert(e.file().file_path().to_string(), lineage);
+        }
+    }
+    Ok(out)
 }
 
 /// A data file whose rows are read later, with the deletes that apply to it.
@@ -332,9 +371,13 @@ fn equality_deleted(
         };
         // the delete's key columns are read too: rows are matched on them
         let with_keys: Option<Vec<usize>> = d.read.map(|c| c.iter().chain(&set_key.indexes).copied().collect());
-        let plan = ScanPlan::plan(d.metadata, d.caches.clone(), request)?
-            .without_files(removed)
-            .read_only(with_keys.as_deref());
+        let (plan, at) = ScanPlan::prepare(d.metadata, d.caches.clone(), &request)?;
+        let plan = match d.lineage {
+            Some(_) => plan.with_lineage(),
+            None => plan,
+        };
+        let plan =
+            plan.plan_files(d.metadata, at.as_deref(), request)?.without_files(removed).read_only(with_keys.as_deref());
         let converter = set_key.converter()?;
         for batch in read_all(plan)? {
             let columns: Vec<ArrayRef> = set_key.indexes.iter().map(|&i| batch.column(i).clone()).collect();
@@ -396,6 +439,39 @@ pub fn read_all(plan: ScanPlan) -> Result<Vec<RecordBatch>> {
     Ok(out)
 }
 
+/// On a table without a key, with Iceberg v3 row ids: a row deleted and one inserted with the
+/// same `_row_id` (the second last column) by one snapshot are an update of that row.
+fn pair_by_row_id(
+    deleted: &[RecordBatch],
+    inserted: &[RecordBatch],
+    deleted_tags: &mut [Vec<i8>],
+    inserted_tags: &mut [Vec<i8>],
+) {
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+    let row_ids = |b: &RecordBatch| b.column(b.num_columns() - 2).as_primitive::<Int64Type>().clone();
+    let old: HashSet<i64> = deleted.iter().flat_map(|b| row_ids(b).iter().flatten().collect::<Vec<_>>()).collect();
+    if old.is_empty() {
+        return;
+    }
+    let mut updated = HashSet::new();
+    for (b, tags) in inserted.iter().zip(inserted_tags.iter_mut()) {
+        for (i, id) in row_ids(b).iter().enumerate() {
+            if let Some(id) = id.filter(|id| old.contains(id)) {
+                tags[i] = UPDATE_AFTER;
+                updated.insert(id);
+            }
+        }
+    }
+    for (b, tags) in deleted.iter().zip(deleted_tags.iter_mut()) {
+        for (i, id) in row_ids(b).iter().enumerate() {
+            if id.is_some_and(|id| updated.contains(&id)) {
+                tags[i] = UPDATE_BEFORE;
+            }
+        }
+    }
+}
+
 impl SnapshotChanges {
     /// The tagged rows, deletions first (a snapshot's deletes apply to older rows), batches kept
     /// as read. On a primary-key table a key both deleted and inserted here is an UPDATE_BEFORE
@@ -405,9 +481,14 @@ impl SnapshotChanges {
         schema: &ArrowSchemaRef,
         snapshot_id: i64,
         key: Option<&KeyColumns>,
+        row_ids: RowIds,
     ) -> Result<Vec<RecordBatch>> {
+        let lineage = row_ids != RowIds::None;
         let mut deleted_tags: Vec<Vec<i8>> = self.deleted.iter().map(|b| vec![DELETE; b.num_rows()]).collect();
         let mut inserted_tags: Vec<Vec<i8>> = self.inserted.iter().map(|b| vec![INSERT; b.num_rows()]).collect();
+        if lineage && key.is_none() {
+            pair_by_row_id(&self.deleted, &self.inserted, &mut deleted_tags, &mut inserted_tags);
+        }
         if let (Some(key), false, false) = (key, self.deleted.is_empty(), self.inserted.is_empty()) {
             let converter = key.converter()?;
             let old: Vec<Rows> = self.deleted.iter().map(|b| key.encode(&converter, b)).collect::<Result<_>>()?;
@@ -431,9 +512,16 @@ impl SnapshotChanges {
             }
         }
         let parts = self.deleted.iter().zip(deleted_tags).chain(self.inserted.iter().zip(inserted_tags));
+        // (the lineage columns were read to pair rows by: the changelog's rows are the table's,
+        // and `_row_id` when it is kept)
+        let table_columns = |b: &RecordBatch| match row_ids {
+            RowIds::None => Ok(b.clone()),
+            RowIds::Paired => b.project(&(0..b.num_columns().saturating_sub(2)).collect::<Vec<_>>()),
+            RowIds::Kept => b.project(&(0..b.num_columns().saturating_sub(1)).collect::<Vec<_>>()),
+        };
         parts
             .filter(|(b, _)| b.num_rows() > 0)
-            .map(|(batch, tags)| with_tags(schema, batch, change_column(tags), snapshot_id, false))
+            .map(|(batch, tags)| with_tags(schema, &table_columns(batch)?, change_column(tags), snapshot_id, false))
             .collect()
     }
 

@@ -8,7 +8,11 @@ use arrow::array::{ArrayRef, AsArray, BooleanArray, DictionaryArray, Int64Array,
 use arrow::datatypes::Int8Type;
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 
+use iceberg::spec::{FormatVersion, TableMetadata};
+
 use crate::error::Result;
+use crate::read::keys::KeyColumns;
+use crate::read::scan::ROW_ID_NAME;
 
 pub const CHANGE_TYPE: &str = "_change_type";
 pub const COMMIT_SNAPSHOT_ID: &str = "_commit_snapshot_id";
@@ -72,4 +76,35 @@ pub fn with_tags(
     columns.push(Arc::new(Int64Array::from(vec![snapshot_id; batch.num_rows()])));
     columns.push(Arc::new(BooleanArray::from(vec![reload; batch.num_rows()])));
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+/// What a window's feed does with Iceberg v3 row ids (see [`RowIds::of`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RowIds {
+    /// Not read (a v2 table, or one with a key: updates pair by key).
+    None,
+    /// Read to pair each snapshot's updates by, then dropped.
+    Paired,
+    /// Paired, and kept as a last table column `_row_id` (for netting by row id; see
+    /// [`with_row_id`]).
+    Kept,
+}
+
+impl RowIds {
+    /// Row ids pair the updates of an Iceberg v3 table without a key (`key`: the window's).
+    /// `kept`: a netted feed, netted by row id.
+    pub fn of(metadata: &TableMetadata, key: Option<&KeyColumns>, kept: bool) -> RowIds {
+        match (key.is_none() && metadata.format_version() >= FormatVersion::V3, kept) {
+            (false, _) => RowIds::None,
+            (true, false) => RowIds::Paired,
+            (true, true) => RowIds::Kept,
+        }
+    }
+}
+
+/// A table's Arrow schema with `_row_id` after its columns (see [`RowIds::Kept`]).
+pub fn with_row_id(table: &ArrowSchema) -> ArrowSchema {
+    let mut fields: Vec<Field> = table.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(ROW_ID_NAME, DataType::Int64, true));
+    ArrowSchema::new_with_metadata(fields, table.metadata().clone())
 }

@@ -9,7 +9,7 @@ use iceberg::spec::{Snapshot, TableMetadata};
 use super::collapse;
 use super::decode::{changelog, full_reload, snapshot_difference, window_key, Feed};
 use super::filters::Filters;
-use super::types::changelog_schema;
+use super::types::{changelog_schema, RowIds};
 use crate::error::{Error, Result};
 use crate::format::schema::arrow_schema;
 use crate::read::caches::ReadCaches;
@@ -133,14 +133,17 @@ pub fn rows(
     };
     // (a key added since the window began does not net it: rows before could share a key)
     let key = window_key(metadata, &snapshots)?;
+    // An Iceberg v3 table without a key pairs updates by row id, and nets by it.
+    let row_ids = RowIds::of(metadata, key.as_ref(), collapse);
     // Netting without a key reads whole only the added files that may hold a removed row.
-    let netting: Option<Vec<usize>> = match (collapse, &key, used.is_empty()) {
-        (true, None, false) => Some(used.iter().copied().filter(|&c| c < columns).collect()),
+    let netting: Option<Vec<usize>> = match (collapse, &key, used.is_empty(), row_ids) {
+        (true, None, false, RowIds::None) => Some(used.iter().copied().filter(|&c| c < columns).collect()),
         _ => None,
     };
     let to_snapshot = snapshots.last().map(|s| s.as_ref());
-    let feed = changelog(metadata, caches, &snapshots, read.as_deref(), &filters, netting.as_deref())?;
+    let feed = changelog(metadata, caches, &snapshots, read.as_deref(), &filters, netting.as_deref(), row_ids)?;
     Ok(match feed {
+        Feed::Rows(batches) if row_ids == RowIds::Kept => collapse::collapse_by_row_id(&schema, &batches)?,
         Feed::Rows(batches) if collapse => collapse::collapse(&schema, &batches, key.as_ref())?,
         Feed::Rows(batches) => batches,
         // Netted, the window is exactly the difference between its two ends: no guess needed.

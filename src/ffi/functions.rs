@@ -280,7 +280,8 @@ pub unsafe extern "C" fn skade_fn_changelog(
         let bound = |b: i64| if times { changelog::Bound::Time(b) } else { changelog::Bound::Snapshot(b) };
         let used = column_list(columns, n_columns);
         let (from, to) = (has_from.then(|| bound(from)), has_to.then(|| bound(to)));
-        let filters = Filters::parse(json, constants.as_ref(), table.metadata.current_schema(), collapse)?;
+        let v3 = table.metadata.format_version() >= iceberg::spec::FormatVersion::V3;
+        let filters = Filters::parse(json, constants.as_ref(), table.metadata.current_schema(), collapse, v3)?;
         let request = changelog::Request { from, to, collapse, used: &used, filters };
         let reader = changelog::rows(txn, &table, request)?;
         out(result, super::export_stream(reader))

@@ -27,6 +27,7 @@ pub unsafe extern "C" fn skade_scan_open(
     table: *const SkadeTable,
     columns: *const u64,
     n_columns: usize,
+    lineage: bool,
     row_ids: bool,
     filter_json: *const c_char,
     constants: *mut FFI_ArrowArray,
@@ -45,7 +46,7 @@ pub unsafe extern "C" fn skade_scan_open(
         let prune = Prune::parse(json, constants.as_ref(), table.schema()?.as_ref())?;
         // each task's stream carries its own schema (dictionary-encoded strings, narrow
         // decimals): the shim converts per stream
-        let plan = txn.scan(table, columns, prune, row_ids)?.with_duckdb_types();
+        let plan = txn.scan_with_lineage(table, columns, prune, row_ids, lineage)?.with_duckdb_types();
         let facing = table.facing()?;
         out(result, Box::into_raw(Box::new(SkadeScan(plan, facing))))
     })

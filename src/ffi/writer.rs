@@ -5,6 +5,7 @@
 use std::ffi::c_char;
 use std::sync::Arc;
 
+use arrow::array::Array;
 use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 
 use super::transaction::SkadeTxn;
@@ -13,7 +14,7 @@ use crate::catalog::Transaction;
 use crate::error::Error;
 use crate::io::remove_files;
 use crate::write::ordered::{BatchWriter, OrderedWrite};
-use crate::write::writer::TableWriter;
+use crate::write::writer::{Carries, TableWriter};
 
 pub struct SkadeWriter {
     txn: Arc<Transaction>,
@@ -40,13 +41,14 @@ pub unsafe extern "C" fn skade_writer_open(
     txn: *const SkadeTxn,
     uuid: *const c_char,
     memory_limit: u64,
+    carries_rows: bool,
     result: *mut *mut SkadeWriter,
 ) -> *mut SkadeStatus {
     guard(|| {
         let txn = handle(txn, "transaction")?.0.clone();
         let uuid = arg(uuid, "table id")?.to_string();
         txn.set_memory_limit(memory_limit);
-        let writer = txn.writer(&uuid)?;
+        let writer = txn.writer_carrying(&uuid, if carries_rows { Carries::RowIds } else { Carries::Nothing })?;
         out(result, Box::into_raw(Box::new(SkadeWriter { txn, uuid, writer: Some(Inner::Plain(writer)) })))
     })
 }
@@ -69,6 +71,42 @@ pub unsafe extern "C" fn skade_writer_write(
         match w.writer.as_mut().ok_or_else(|| Error::internal("writer already finished"))? {
             Inner::Plain(inner) => inner.write(&columns),
             Inner::Batches(inner) => inner.write(&columns),
+        }
+    })
+}
+
+/// Appends one chunk of rows that replace the rows `row_ids` (an UPDATE's: one row id, from this
+/// transaction's scans of the table, per row): on an Iceberg v3 table each keeps the `_row_id` of
+/// the row it replaces. Takes ownership of `array`.
+#[no_mangle]
+pub unsafe extern "C" fn skade_writer_write_carried(
+    writer: *mut SkadeWriter,
+    array: *mut FFI_ArrowArray,
+    schema: *const FFI_ArrowSchema,
+    row_ids: *const i64,
+    n_row_ids: usize,
+) -> *mut SkadeStatus {
+    guard(|| {
+        if array.is_null() || (row_ids.is_null() && n_row_ids > 0) {
+            return Err(Error::internal("array or row ids are null"));
+        }
+        let array = unsafe { std::ptr::replace(array, FFI_ArrowArray::empty()) };
+        let w = unsafe { writer.as_mut() }.ok_or_else(|| Error::internal("writer handle is null"))?;
+        let data = unsafe { from_ffi(array, handle(schema, "schema")?) }?;
+        let columns = super::struct_array(data, "updated rows")?;
+        let row_ids: &[i64] = match n_row_ids {
+            0 => &[],
+            n => unsafe { std::slice::from_raw_parts(row_ids, n) },
+        };
+        if row_ids.len() != columns.len() {
+            return Err(Error::internal(format!("{} rows come with {} row ids", columns.len(), row_ids.len())));
+        }
+        match w.writer.as_mut().ok_or_else(|| Error::internal("writer already finished"))? {
+            Inner::Plain(inner) => {
+                let carried = w.txn.carried_row_ids(&w.uuid, row_ids)?;
+                inner.write_carried(&columns, &[std::sync::Arc::new(carried)])
+            }
+            Inner::Batches(_) => Err(Error::internal("an ordered write carries no rows over")),
         }
     })
 }

@@ -9,16 +9,22 @@ use std::sync::Arc;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, ManifestContentType, ManifestEntry, ManifestFile, ManifestListWriter,
-    ManifestStatus, ManifestWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, SnapshotRetention,
-    SnapshotSummaryCollector, Summary, TableMetadata, TableMetadataBuilder, MAIN_BRANCH, UNASSIGNED_SEQUENCE_NUMBER,
+    DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestEntry, ManifestFile,
+    ManifestListWriter, ManifestStatus, ManifestWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference,
+    SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata, TableMetadataBuilder, MAIN_BRANCH,
+    UNASSIGNED_SEQUENCE_NUMBER,
 };
 use uuid::Uuid;
 
-use super::manifests::{inherit, FileEntry, ManifestCache};
+use super::manifests::{inherit_all, with_first_row_id, FileEntry, ManifestCache};
 use super::metadata::{self, MetadataCache};
 use super::name_mapping;
 use crate::error::{Error, Result};
+
+/// The snapshot summary property counting the deleted positions its deletion vectors carry from
+/// deletes committed before (`added-position-deletes` counts them again): what a consumer's
+/// estimate of rows behind subtracts.
+pub const CARRIED_DELETES: &str = "skade.carried-position-deletes";
 
 /// New files staged for one table in one transaction, with the snapshot id they will commit as.
 pub struct StagedSnapshot {
@@ -38,6 +44,9 @@ pub struct StagedSnapshot {
     /// Paths of live data and delete files the snapshot removes (a rewrite). They must still be
     /// live in the head it lands on.
     pub removed: Vec<String>,
+    /// Deletion vectors (v3) the snapshot replaces by merged ones: (Puffin file, data file).
+    /// Like `removed`, they must still be live in the head it lands on.
+    pub replaced_dvs: Vec<(String, String)>,
     /// The column names files without field ids (adopted ones) use, by field id: merged into the
     /// table's name mapping of the head the snapshot lands on (see `name_mapping::merged`).
     pub names: BTreeMap<String, i32>,
@@ -45,6 +54,9 @@ pub struct StagedSnapshot {
     /// the table): on a rebase they must not be live in the head either (a concurrent adoption of
     /// the same file would hold its rows twice).
     pub adopted: Vec<String>,
+    /// Whether the table was Iceberg v3 when the files were written (their deletes deletion
+    /// vectors, their rewrites carrying row lineage).
+    pub written_for_v3: bool,
 }
 
 pub struct KeyCheck {
@@ -59,6 +71,10 @@ pub struct TableDelta {
     pub deletes: Vec<DataFile>,
     /// Live files removed (see [`StagedSnapshot::removed`]).
     pub removed: Vec<String>,
+    /// See [`StagedSnapshot::replaced_dvs`].
+    pub replaced_dvs: Vec<(String, String)>,
+    /// Deleted positions the new deletion vectors carry from deletes committed before.
+    pub carried_deletes: u64,
     /// Iceberg's operation when the caller knows better than the files tell (a compaction is a
     /// `replace`: same rows).
     pub operation: Option<Operation>,
@@ -79,13 +95,15 @@ pub async fn stage_snapshot(
     delta: TableDelta,
     written: &mut Vec<String>,
 ) -> Result<StagedSnapshot> {
-    let TableDelta { data, deletes, removed, operation, delete_base, spec_ids, names } = delta;
+    let TableDelta { data, deletes, removed, replaced_dvs, carried_deletes, operation, delete_base, spec_ids, names } =
+        delta;
     let operation = operation.unwrap_or(match (data.is_empty(), deletes.is_empty(), removed.is_empty()) {
         (false, true, true) => Operation::Append,
         (true, false, true) => Operation::Delete,
         _ => Operation::Overwrite,
     });
     let mut collector = SnapshotSummaryCollector::default();
+    let dvs = deletes.iter().filter(|f| f.file_format() == DataFileFormat::Puffin).count();
     let schema = table.current_schema().clone();
     let default_spec = table.default_partition_spec_id();
     // one manifest per content and partition spec (a manifest's entries share its spec)
@@ -121,17 +139,33 @@ pub async fn stage_snapshot(
         manifests.push(writer.write_manifest_file().await?);
         entries.push(Arc::new(added));
     }
+    let mut summary = collector.build();
+    if dvs > 0 {
+        // (Iceberg's summary counts deletion vectors apart from position delete files; the
+        // crate's collector counts them as such)
+        summary.insert("added-dvs".to_string(), dvs.to_string());
+        if carried_deletes > 0 {
+            summary.insert(CARRIED_DELETES.to_string(), carried_deletes.to_string());
+        }
+        let key = "added-position-delete-files";
+        match summary.get(key).and_then(|v| v.parse::<usize>().ok()).unwrap_or(0).saturating_sub(dvs) {
+            0 => summary.remove(key),
+            n => summary.insert(key.to_string(), n.to_string()),
+        };
+    }
     Ok(StagedSnapshot {
         snapshot_id,
         operation,
         manifests,
         entries,
-        summary: collector.build(),
+        summary,
         delete_base,
         key_check: None,
         removed,
+        replaced_dvs,
         names,
         adopted: vec![],
+        written_for_v3: table.format_version() >= FormatVersion::V3,
     })
 }
 
@@ -157,24 +191,19 @@ pub async fn produce(
             .filter(|m| m.added_files_count.unwrap_or(1) + m.existing_files_count.unwrap_or(1) > 0)
             .cloned()
             .collect();
-        if !staged.removed.is_empty() {
+        if !staged.removed.is_empty() || !staged.replaced_dvs.is_empty() {
+            let removing = Removing { files: &staged.removed, dvs: &staged.replaced_dvs };
             let (kept, removals) =
-                remove_files(file_io, caches, base, staged.snapshot_id, inherited, &staged.removed, written).await?;
+                remove_files(file_io, caches, base, staged.snapshot_id, inherited, removing, written).await?;
             inherited = kept;
             for file in &removals.1 {
                 add_removed(&mut summary, file);
             }
             manifests.extend(removals.0);
         }
-        // (a v3 table's manifests are not merged yet: a merged manifest must carry each entry's
-        // inherited first_row_id, or its rows would get new row ids; docs/design/iceberg-v3.md)
-        if base.format_version() < FormatVersion::V3 {
-            manifests
-                .extend(merge_small_manifests(file_io, caches, base, staged.snapshot_id, &inherited, written).await?);
-        } else {
-            manifests.extend(inherited);
-        }
-    } else if let Some(path) = staged.removed.first() {
+        // (a v3 table's merged entries carry their inherited first_row_id: `with_first_row_id`)
+        manifests.extend(merge_small_manifests(file_io, caches, base, staged.snapshot_id, &inherited, written).await?);
+    } else if let Some(path) = staged.removed.first().or(staged.replaced_dvs.first().map(|dv| &dv.0)) {
         return Err(Error::conflict(format!("{path} is no longer part of the table: a concurrent commit removed it")));
     }
     let sequence_number = base.next_sequence_number();
@@ -184,13 +213,16 @@ pub async fn produce(
     // order, as the list writer would assign them (assigned here so the list as cached below and
     // the snapshot's range agree with the file).
     let v3 = base.format_version() >= FormatVersion::V3;
-    let deletes = staged.manifests.iter().any(|m| m.content == ManifestContentType::Deletes);
-    if v3 && (deletes || !staged.removed.is_empty()) {
-        // (the table became v3 since this transaction read it: v3 takes no position deletes, and
-        // a rewrite would give carried-over rows new ids)
+    let position_deletes = staged.entries.iter().flat_map(|e| e.iter()).any(|e| {
+        e.data_file.content_type() != DataContentType::Data && e.data_file.file_format() != DataFileFormat::Puffin
+    });
+    if v3 && !staged.written_for_v3 && (position_deletes || !staged.removed.is_empty()) {
+        // (the table became v3 since this transaction read it: v3 takes no position delete
+        // files, and a rewrite would give carried-over rows new ids)
         return Err(Error::conflict(format!(
-            "transaction conflict on table at {}: it was upgraded to Iceberg v3 meanwhile, which takes no position \
-             deletes or rewrites yet; nothing was committed",
+            "transaction conflict on table at {}: it was upgraded to Iceberg v3 meanwhile, which takes deletion \
+             vectors, not position delete files, and rewrites that keep row ids; nothing was committed (retry the \
+             transaction)",
             base.location()
         )));
     }
@@ -213,7 +245,7 @@ pub async fn produce(
     // a later merge of small manifests finds them cached instead of parsing each one.
     for (m, entries) in staged.manifests.iter().zip(&staged.entries) {
         if let Some(m) = listed.iter().find(|l| l.manifest_path == m.manifest_path) {
-            caches.remember(&m.manifest_path, Arc::new(entries.iter().map(|e| inherit(e.clone(), m)).collect()));
+            caches.remember(m, Arc::new(inherit_all(entries.iter().cloned(), m)));
         }
     }
     caches.remember_list(&list_path, Arc::new(listed));
@@ -350,6 +382,13 @@ fn check_partition(spec: &iceberg::spec::PartitionSpec, f: &DataFile) -> Result<
 /// Removed entries written by [`remove_files`]: the manifests holding them, and the files.
 type Removals = (Vec<ManifestFile>, Vec<DataFile>);
 
+/// What [`remove_files`] takes out: files by path, and deletion vectors by (Puffin file, data
+/// file) (a Puffin file may hold the deletion vectors of several data files).
+struct Removing<'a> {
+    files: &'a [String],
+    dvs: &'a [(String, String)],
+}
+
 /// Takes the files `removed` out of the `inherited` manifests: each manifest holding one is
 /// rewritten with its other live entries (EXISTING, ids and sequence numbers kept); the removed
 /// entries go to new manifests as DELETED. Every removed file must be live in `inherited`, else
@@ -360,29 +399,35 @@ async fn remove_files(
     base: &TableMetadata,
     snapshot_id: i64,
     inherited: Vec<ManifestFile>,
-    removed: &[String],
+    removing: Removing<'_>,
     written: &mut Vec<String>,
 ) -> Result<(Vec<ManifestFile>, Removals)> {
-    let wanted: HashSet<&str> = removed.iter().map(String::as_str).collect();
+    let files: HashSet<&str> = removing.files.iter().map(String::as_str).collect();
+    let dvs: HashSet<(&str, &str)> = removing.dvs.iter().map(|(p, d)| (p.as_str(), d.as_str())).collect();
+    let wanted = |f: &DataFile| {
+        files.contains(f.file_path())
+            || (f.file_format() == DataFileFormat::Puffin
+                && f.referenced_data_file().is_some_and(|d| dvs.contains(&(f.file_path(), d.as_str()))))
+    };
     let mut kept = vec![];
     let mut gone: BTreeMap<(bool, i32), Vec<FileEntry>> = BTreeMap::new();
     let mut found = 0;
     for m in inherited {
         let entries = caches.manifest(&m)?;
-        if !entries.iter().any(|e| e.is_live() && wanted.contains(e.file().file_path())) {
+        if !entries.iter().any(|e| e.is_live() && wanted(e.file())) {
             kept.push(m);
             continue;
         }
         let mut writer = manifest_writer(file_io, base, snapshot_id, m.content, m.partition_spec_id, written)?;
         let mut rest = 0;
         for e in entries.iter().filter(|e| e.is_live()) {
-            if wanted.contains(e.file().file_path()) {
+            if wanted(e.file()) {
                 found += 1;
                 gone.entry((m.content != ManifestContentType::Data, m.partition_spec_id)).or_default().push(e.clone());
             } else {
                 rest += 1;
                 writer.add_existing_file(
-                    e.file().clone(),
+                    with_first_row_id(e)?,
                     e.snapshot_id,
                     e.sequence_number,
                     Some(e.file_sequence_number),
@@ -395,7 +440,7 @@ async fn remove_files(
             written.pop(); // nothing left to write
         }
     }
-    if found < wanted.len() {
+    if found < files.len() + dvs.len() {
         return Err(Error::conflict(
             "a file this commit removes is no longer part of the table: a concurrent commit removed it",
         ));
@@ -406,7 +451,7 @@ async fn remove_files(
         let content = if deletes { ManifestContentType::Deletes } else { ManifestContentType::Data };
         let mut writer = manifest_writer(file_io, base, snapshot_id, content, spec_id, written)?;
         for e in entries {
-            writer.add_delete_file(e.file().clone(), e.sequence_number, Some(e.file_sequence_number))?;
+            writer.add_delete_file(with_first_row_id(&e)?, e.sequence_number, Some(e.file_sequence_number))?;
             files.push(e.file().clone());
         }
         manifests.push(writer.write_manifest_file().await?);
@@ -426,6 +471,9 @@ fn add_removed(summary: &mut HashMap<String, String>, file: &DataFile) {
             add("deleted-records", file.record_count());
         }
         DataContentType::PositionDeletes => {
+            if file.file_format() == DataFileFormat::Puffin {
+                add("removed-dvs", 1);
+            }
             add("removed-delete-files", 1);
             add("removed-position-deletes", file.record_count());
         }
@@ -487,34 +535,36 @@ async fn merge_small_manifests(
         let mut merged = vec![];
         for m in small {
             for e in caches.manifest(m)?.iter().filter(|e| e.is_live()) {
+                let file = with_first_row_id(e)?;
                 writer.add_existing_file(
-                    e.file().clone(),
+                    file.clone(),
                     e.snapshot_id,
                     e.sequence_number,
                     Some(e.file_sequence_number),
                 )?;
-                merged.push(existing(e));
+                merged.push(existing(e, file));
             }
         }
         let manifest = writer.write_manifest_file().await?;
         // The next merge reads this manifest again (it stays small): its entries as written, every
-        // id explicit, are what parsing it would give.
-        caches.remember(&manifest.manifest_path, Arc::new(merged));
+        // id explicit, are what parsing it would give (inherited again once the list gives the
+        // manifest a first row id: `ManifestCache::manifest`).
+        caches.remember(&manifest, Arc::new(inherit_all(merged, &manifest)));
         out.push(manifest);
     }
     Ok(out)
 }
 
-/// `e` as an EXISTING entry of a merged manifest (`ManifestWriter::add_existing_file`).
-fn existing(e: &FileEntry) -> FileEntry {
+/// `e` as an EXISTING entry of a merged manifest holding `file` (`ManifestWriter::add_existing_file`).
+fn existing(e: &FileEntry, file: DataFile) -> Arc<ManifestEntry> {
     let entry = ManifestEntry::builder()
         .status(ManifestStatus::Existing)
         .snapshot_id(e.snapshot_id)
         .sequence_number(e.sequence_number)
         .file_sequence_number(e.file_sequence_number)
-        .data_file(e.file().clone())
+        .data_file(file)
         .build();
-    FileEntry { entry: Arc::new(entry), ..e.clone() }
+    Arc::new(entry)
 }
 
 const TOTALS: [(&str, &str, &str); 6] = [

@@ -203,7 +203,13 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 pub fn sync_files<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<()> {
     let mut dirs = BTreeSet::new();
     // A completed PUT is durable: objects need nothing more.
-    for p in paths.into_iter().filter(|p| !object::is_object(p)) {
+    let local: Vec<&str> = paths.into_iter().filter(|p| !object::is_object(p)).collect();
+    if local.len() > MANY_FILES {
+        // (a commit of many files, such as a DELETE's deletion vectors across hundreds of data
+        // files: one syncfs writes them all back at once, where an fsync each waits for each)
+        return sync_filesystems(local);
+    }
+    for p in local {
         let path = Path::new(local_path(p));
         File::open(path).and_then(|f| f.sync_all()).map_err(|e| io_err("fsync", path, e))?;
         if let Some(d) = path.parent() {
@@ -215,6 +221,9 @@ pub fn sync_files<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<()> {
     }
     Ok(())
 }
+
+/// Beyond this many files, [`sync_files`] syncs their file systems instead of each file.
+const MANY_FILES: usize = 32;
 
 /// Makes the files durable with one `syncfs` per file system they live on: after a batch of
 /// commits (the flush of DURABILITY 'eventual'/'none') this is far cheaper than an fsync per file

@@ -1,9 +1,10 @@
-//! Merge-on-read: Iceberg v2 delete files, and which rows of a data file they remove.
+//! Merge-on-read: Iceberg delete files, and which rows of a data file they remove.
 //!
-//! A position-delete file (`file_path`, `pos`) with data sequence number S removes rows of data
+//! A position-delete file (or an Iceberg v3 deletion vector, the positions of one data file) (`file_path`, `pos`) with data sequence number S removes rows of data
 //! files with sequence number <= S; an equality-delete file (the key columns) with S removes the
 //! rows of data files with sequence number < S whose key equals one of its rows (NULL equals
-//! NULL). Delete files are immutable, so their parsed contents are cached by path.
+//! NULL). Delete files are immutable, so their parsed contents are cached by path (a deletion
+//! vector by path and offset).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Int64Type};
 use arrow::row::{RowConverter, SortField};
-use iceberg::spec::{DataContentType, DataFile, Schema};
+use iceberg::spec::{DataContentType, DataFile, DataFileFormat, Schema};
 use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::PageIndexPolicy;
@@ -81,6 +82,9 @@ const MAX_CACHED_DELETE_FILES: usize = 4096;
 /// Which deletes apply to which data files of one scan.
 pub struct DeleteIndex {
     positions: Vec<(i64, Arc<PositionDeletes>)>,
+    /// Deletion vectors (v3) by the data file they delete from: one per data file (DuckDB writes
+    /// a Puffin file for each), so a table's thousands are found by path, not searched.
+    vectors: HashMap<String, Vec<(i64, Arc<PositionDeletes>)>>,
     equality: Vec<(i64, Arc<EqualityDeletes>)>,
 }
 
@@ -88,9 +92,15 @@ impl DeleteIndex {
     /// Loads every delete file (cached) of a snapshot. `Sequence` of uncommitted delete files is
     /// `i64::MAX` (they apply to everything committed).
     pub fn load(cache: &DeleteCache, schema: &Schema, deletes: &[(i64, &DataFile)]) -> Result<DeleteIndex> {
-        let mut index = DeleteIndex { positions: vec![], equality: vec![] };
+        let mut index = DeleteIndex { positions: vec![], vectors: HashMap::new(), equality: vec![] };
         for (seq, file) in deletes {
             match file.content_type() {
+                DataContentType::PositionDeletes if file.file_format() == DataFileFormat::Puffin => {
+                    let vector = cache.positions(file)?;
+                    for path in vector.by_path.keys() {
+                        index.vectors.entry(path.clone()).or_default().push((*seq, vector.clone()));
+                    }
+                }
                 DataContentType::PositionDeletes => index.positions.push((*seq, cache.positions(file)?)),
                 DataContentType::EqualityDeletes => index.equality.push((*seq, cache.equality(file, schema)?)),
                 DataContentType::Data => {}
@@ -100,13 +110,17 @@ impl DeleteIndex {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.positions.is_empty() && self.equality.is_empty()
+        self.positions.is_empty() && self.vectors.is_empty() && self.equality.is_empty()
+    }
+
+    /// The position deletes that may name the data file at `path`.
+    fn positions_for<'a>(&'a self, path: &str) -> impl Iterator<Item = &'a (i64, Arc<PositionDeletes>)> {
+        self.positions.iter().chain(self.vectors.get(path).into_iter().flatten())
     }
 
     /// Whether a position delete removes row `pos` of the data file at `path` (sequence `seq`).
     pub fn deletes_position(&self, path: &str, seq: i64, pos: u64) -> bool {
-        self.positions
-            .iter()
+        self.positions_for(path)
             .any(|(d, p)| *d >= seq && p.by_path.get(path).is_some_and(|ps| ps.binary_search(&pos).is_ok()))
     }
 
@@ -118,7 +132,7 @@ impl DeleteIndex {
     /// The deletes for the data file at `path` with data sequence number `seq`.
     pub fn for_file(&self, path: &str, seq: i64) -> FileDeletes {
         let mut positions: Vec<u64> = vec![];
-        for (dseq, p) in &self.positions {
+        for (dseq, p) in self.positions_for(path) {
             if *dseq >= seq {
                 if let Some(ps) = p.by_path.get(path) {
                     positions.extend_from_slice(ps);

@@ -6,7 +6,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use arrow::array::{new_null_array, ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, RecordBatchReader};
+use arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchOptions, RecordBatchReader,
+};
+use arrow::datatypes::Int64Type;
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use arrow::error::ArrowError;
 use iceberg::spec::{DataFile, SchemaRef, Snapshot, SnapshotRef, TableMetadata};
@@ -70,6 +73,22 @@ pub struct ScanRequest<'a> {
 /// The field id of an output column a plan does not read (no file has it: it reads as NULL).
 const NOT_READ: i32 = i32::MIN;
 
+/// Iceberg v3 row lineage: the reserved field ids of `_row_id` and
+/// `_last_updated_sequence_number`, the names a scan gives them, and what a task knows to
+/// compute them for rows whose file does not hold them (see [`ScanPlan::with_lineage`]).
+pub const ROW_ID_FIELD_ID: i32 = 2147483540;
+pub const LAST_UPDATED_FIELD_ID: i32 = 2147483539;
+pub const ROW_ID_NAME: &str = "_row_id";
+pub const LAST_UPDATED_NAME: &str = "_last_updated_sequence_number";
+
+/// A data file's row lineage: its first row's id (inherited from its manifest; none for a file
+/// not committed yet, or committed before its table became v3) and its data sequence number.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct FileLineage {
+    pub first_row_id: Option<i64>,
+    pub sequence_number: Option<i64>,
+}
+
 /// Sequence number of uncommitted files: newer than everything committed.
 pub(crate) const STAGED_SEQUENCE: i64 = i64::MAX;
 
@@ -82,6 +101,7 @@ struct ScanTask {
     last: bool,
     file_id: u32,
     deletes: FileDeletes,
+    lineage: FileLineage,
     /// The rows themselves, when a lookup found them at planning.
     rows: Option<RecordBatch>,
 }
@@ -94,6 +114,8 @@ pub struct ScanPlan {
     schema: ArrowSchemaRef,
     field_ids: Vec<i32>,
     row_ids: bool,
+    /// The output index of `_row_id` (`_last_updated_sequence_number` follows it), when asked.
+    lineage: Option<usize>,
     /// The Arrow shape and key of `iceberg_schema` (plans of given files have none).
     shape: Option<Arc<Shape>>,
     caches: Arc<ReadCaches>,
@@ -139,6 +161,7 @@ impl ScanPlan {
             schema: Arc::new(ArrowSchema::new(out_fields)),
             field_ids,
             row_ids: req.row_ids.is_some(),
+            lineage: None,
             shape: Some(shape),
             caches,
             duckdb_types: false,
@@ -178,13 +201,23 @@ impl ScanPlan {
         // so a plain SELECT returns the rows of several INSERTs in the order they were inserted.
         let mut oldest_first: Vec<_> =
             committed.data.iter().map(|e| (e.sequence_number, e.file(), Some(e.spec_id))).collect();
+        let first_row_ids: HashMap<&str, i64> = match self.lineage {
+            Some(_) => committed.data.iter().filter_map(|e| Some((e.file().file_path(), e.first_row_id?))).collect(),
+            None => HashMap::new(),
+        };
         oldest_first.sort_by_key(|(seq, _, _)| *seq);
         let data = oldest_first.into_iter().chain(req.staged.iter().map(|f| (STAGED_SEQUENCE, f, None)));
         for (seq, f, _) in data.filter(|(_, f, spec)| may_match(f, *spec)) {
             let path = f.file_path().to_string();
             let file_id = req.row_ids.map(|ids| ids(&path)).unwrap_or(0);
             let deletes = if index.is_empty() { FileDeletes::default() } else { index.for_file(&path, seq) };
-            push_file_tasks(&mut self.tasks, path, f.record_count(), file_id, deletes);
+            let lineage = match seq {
+                STAGED_SEQUENCE => FileLineage::default(),
+                _ => {
+                    FileLineage { first_row_id: first_row_ids.get(f.file_path()).copied(), sequence_number: Some(seq) }
+                }
+            };
+            push_file_tasks(&mut self.tasks, path, f.record_count(), file_id, deletes, lineage);
         }
         self.prune = req.prune;
         Ok(self)
@@ -200,11 +233,95 @@ impl ScanPlan {
             last: true,
             file_id: 0,
             deletes: FileDeletes::default(),
+            lineage: FileLineage::default(),
             rows: Some(rows),
         };
         self.tasks = vec![task];
         self.prune = None;
         self
+    }
+
+    /// The `_row_id` of the rows at `positions` (ascending, distinct) of one data file with
+    /// `lineage`, in that order: the id the file stores for a row (one an UPDATE or a compaction
+    /// carried over), else its first row id plus the position (None: it has no ids). Only the
+    /// stored column's pages holding those rows are read.
+    pub fn row_ids_of(
+        caches: &ReadCaches,
+        path: &str,
+        positions: &[u64],
+        lineage: FileLineage,
+        names: Option<&FileNames>,
+    ) -> Result<Vec<Option<i64>>> {
+        let computed = |p: u64| lineage.first_row_id.and_then(|f| f.checked_add(p as i64));
+        let file = InputFile::open(path, "data file")?;
+        let footer = caches.footer(path, &file, names)?;
+        let Some(&root) = roots_by_field_id(footer.parquet_schema()).get(&ROW_ID_FIELD_ID) else {
+            return Ok(positions.iter().map(|&p| computed(p)).collect());
+        };
+        // The row groups holding a wanted position, and a selection of exactly those rows.
+        let mut groups = vec![];
+        let mut selectors = vec![];
+        let mut wanted = positions.iter().copied().peekable();
+        let mut start = 0u64;
+        for (g, rg) in footer.metadata().row_groups().iter().enumerate() {
+            let end = start + rg.num_rows().max(0) as u64;
+            let mut at = start;
+            while let Some(p) = wanted.next_if(|p| *p < end) {
+                if !groups.contains(&g) {
+                    groups.push(g);
+                }
+                if p > at {
+                    selectors.push(RowSelector::skip((p - at) as usize));
+                }
+                selectors.push(RowSelector::select(1));
+                at = p + 1;
+            }
+            if groups.last() == Some(&g) && end > at {
+                selectors.push(RowSelector::skip((end - at) as usize));
+            }
+            start = end;
+        }
+        if wanted.next().is_some() {
+            return Err(Error::corrupt(format!("data file {path} has fewer rows than its manifest says")));
+        }
+        let mask = ProjectionMask::roots(footer.parquet_schema(), [root]);
+        let reader = build_reader(file, footer, mask, groups, Some(RowSelection::from(selectors)), path)?;
+        let mut stored: Vec<Option<i64>> = Vec::with_capacity(positions.len());
+        for batch in reader {
+            let batch = batch.map_err(|e| Error::corrupt(format!("data file {path} is not readable: {e}")))?;
+            let ids = conform_array(batch.column(0), &DataType::Int64)?;
+            stored.extend(ids.as_primitive::<Int64Type>().iter());
+        }
+        if stored.len() != positions.len() {
+            return Err(Error::corrupt(format!("data file {path} has fewer rows than its manifest says")));
+        }
+        Ok(stored.into_iter().zip(positions).map(|(s, &p)| s.or_else(|| computed(p))).collect())
+    }
+
+    /// The same plan with Iceberg v3's row lineage columns, `_row_id` and
+    /// `_last_updated_sequence_number`, after the plan's columns (before the row id a DML scan
+    /// appends): a file's own values where it holds them (rows an UPDATE or a compaction
+    /// carried over), else its first row id plus the row's position, and its data sequence
+    /// number (null for files not committed yet, or committed before the table became v3).
+    /// Before [`Self::plan_files`], which gives each task its file's lineage.
+    pub fn with_lineage(mut self) -> ScanPlan {
+        let at = self.field_ids.len();
+        self.field_ids.extend([ROW_ID_FIELD_ID, LAST_UPDATED_FIELD_ID]);
+        let mut fields: Vec<Field> = self.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.insert(at, Field::new(ROW_ID_NAME, DataType::Int64, true));
+        fields.insert(at + 1, Field::new(LAST_UPDATED_NAME, DataType::Int64, true));
+        self.schema = Arc::new(ArrowSchema::new_with_metadata(fields, self.schema.metadata().clone()));
+        self.lineage = Some(at);
+        self
+    }
+
+    /// [`Self::with_lineage`] for a plan of given files (see [`Self::for_files`]): each task
+    /// takes its file's lineage from `lineage`, by path (none there: a file without row ids).
+    pub fn with_file_lineage(mut self, lineage: &HashMap<String, FileLineage>) -> ScanPlan {
+        for task in &mut self.tasks {
+            task.lineage = lineage.get(&task.path).copied().unwrap_or_default();
+        }
+        self.with_lineage()
     }
 
     /// The primary key of the schema the plan reads (None: the table has none).
@@ -234,7 +351,7 @@ impl ScanPlan {
         let field_ids = schema.as_struct().fields().iter().map(|f| f.id).collect();
         let mut tasks = vec![];
         for (path, record_count, deletes) in files {
-            push_file_tasks(&mut tasks, path, record_count, 0, deletes);
+            push_file_tasks(&mut tasks, path, record_count, 0, deletes, FileLineage::default());
         }
         Ok(ScanPlan {
             tasks,
@@ -243,6 +360,7 @@ impl ScanPlan {
             schema: arrow,
             field_ids,
             row_ids: false,
+            lineage: None,
             shape: None,
             caches,
             duckdb_types: false,
@@ -274,8 +392,11 @@ impl ScanPlan {
         let Some(columns) = columns else {
             return self;
         };
+        // (the lineage columns are read whatever the columns asked: they are not the table's)
+        let lineage = self.lineage;
+        let wanted = |i: usize| columns.contains(&i) || lineage.is_some_and(|at| i >= at);
         for (i, id) in self.field_ids.iter_mut().enumerate() {
-            if !columns.contains(&i) {
+            if !wanted(i) {
                 *id = NOT_READ;
             }
         }
@@ -284,7 +405,7 @@ impl ScanPlan {
             .fields()
             .iter()
             .enumerate()
-            .map(|(i, f)| f.as_ref().clone().with_nullable(f.is_nullable() || !columns.contains(&i)))
+            .map(|(i, f)| f.as_ref().clone().with_nullable(f.is_nullable() || !wanted(i)))
             .collect();
         self.schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, self.schema.metadata().clone()));
         self
@@ -364,6 +485,7 @@ impl ScanPlan {
         let base = TaskReader {
             schema: self.schema.clone(),
             row_ids: self.row_ids,
+            lineage: self.lineage.map(|at| (at, task.lineage)),
             file_id: task.file_id,
             // set below, for the positions the task reads (rows found at planning need none)
             deletes: FileDeletes::default(),
@@ -604,17 +726,56 @@ fn equality_positions(
 
 /// The tasks of one file of `record_count` rows: one per [`TASK_ROWS`] positions (one for an
 /// empty file, whose footer still says how many rows it has).
-fn push_file_tasks(tasks: &mut Vec<ScanTask>, path: String, record_count: u64, file_id: u32, deletes: FileDeletes) {
+fn push_file_tasks(
+    tasks: &mut Vec<ScanTask>,
+    path: String,
+    record_count: u64,
+    file_id: u32,
+    deletes: FileDeletes,
+    lineage: FileLineage,
+) {
     let mut first = 0;
     loop {
         let end = (first + TASK_ROWS).min(record_count);
         let last = end >= record_count;
-        tasks.push(ScanTask { path: path.clone(), first, end, last, file_id, deletes: deletes.clone(), rows: None });
+        let deletes = deletes.clone();
+        tasks.push(ScanTask { path: path.clone(), first, end, last, file_id, deletes, lineage, rows: None });
         if last {
             return;
         }
         first = end;
     }
+}
+
+/// `_row_id` and `_last_updated_sequence_number` of rows at `positions` (runs) of a file with
+/// `lineage`, from the values the file holds (`stored_ids`, `stored_sequences`: null where it
+/// holds none), as Iceberg's spec computes them: a stored value wins; else the file's first
+/// row id plus the position, and its data sequence number; null when the file has no row ids.
+fn lineage_columns(
+    stored_ids: &ArrayRef,
+    stored_sequences: &ArrayRef,
+    positions: &[(u64, u64)],
+    lineage: FileLineage,
+) -> Result<(ArrayRef, ArrayRef)> {
+    let stored_ids = conform_array(stored_ids, &DataType::Int64)?;
+    let stored_ids = stored_ids.as_primitive::<Int64Type>();
+    let stored_sequences = conform_array(stored_sequences, &DataType::Int64)?;
+    let stored_sequences = stored_sequences.as_primitive::<Int64Type>();
+    let at_positions = positions.iter().flat_map(|&(start, len)| start..start + len);
+    let ids: Int64Array = at_positions
+        .enumerate()
+        .map(|(i, p)| match stored_ids.is_valid(i) {
+            true => Some(stored_ids.value(i)),
+            false => lineage.first_row_id.and_then(|first| first.checked_add(p as i64)),
+        })
+        .collect();
+    let sequences: Int64Array = (0..stored_sequences.len())
+        .map(|i| match stored_sequences.is_valid(i) {
+            true => Some(stored_sequences.value(i)),
+            false => lineage.first_row_id.and(lineage.sequence_number),
+        })
+        .collect();
+    Ok((Arc::new(ids), Arc::new(sequences)))
 }
 
 /// Files whose wanted column chunks span at most this many bytes are read ahead.
@@ -687,6 +848,8 @@ enum Source {
 pub struct TaskReader {
     schema: ArrowSchemaRef,
     row_ids: bool,
+    /// Where the lineage columns are, and the file's lineage (see [`ScanPlan::with_lineage`]).
+    lineage: Option<(usize, FileLineage)>,
     file_id: u32,
     deletes: FileDeletes,
     /// The file positions of the rows still to come, as (first position, count) runs in order
@@ -769,6 +932,13 @@ impl TaskReader {
                     Some(i) => conform_array(&cols[*i], field.data_type())?,
                     None => new_null_array(field.data_type(), rows),
                 });
+            }
+        }
+        if let Some((at, lineage)) = self.lineage {
+            if arrays.len() >= at + 2 {
+                let (row_ids, sequences) = lineage_columns(&arrays[at], &arrays[at + 1], &positions, lineage)?;
+                arrays[at] = row_ids;
+                arrays[at + 1] = sequences;
             }
         }
         if self.row_ids {

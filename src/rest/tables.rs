@@ -71,6 +71,7 @@ pub async fn create_table(
             location: request.location,
             properties: request.properties,
             uuid: None,
+            version: None,
         };
         if request.stage_create {
             let shared_for_stage = shared.clone();

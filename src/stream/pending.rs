@@ -14,6 +14,7 @@ use crate::catalog::names;
 use crate::catalog::store::CommitRecord;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::format::snapshot::CARRIED_DELETES;
 
 /// The commits a consumer's next read delivers.
 #[derive(Debug, Clone)]
@@ -107,9 +108,20 @@ impl Pending {
             let count = |k: &str| summary.additional_properties.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
             // A removed data file's rows come as deletes, less those a removed position delete
             // file had deleted before (they are not delivered again).
-            let removed = count("deleted-records").saturating_sub(count("removed-position-deletes"));
-            rows +=
-                count("added-records") + removed + count("added-position-deletes") + count("added-equality-deletes");
+            // Deletion vectors (v3) carry the positions deleted before (skade counts them; another
+            // writer's merged ones replace deletion vectors of the same positions).
+            let (removed, deleted) = match (count(CARRIED_DELETES), count("removed-dvs")) {
+                (0, 0) => (
+                    count("deleted-records").saturating_sub(count("removed-position-deletes")),
+                    count("added-position-deletes"),
+                ),
+                (0, _) => (
+                    count("deleted-records"),
+                    count("added-position-deletes").saturating_sub(count("removed-position-deletes")),
+                ),
+                (carried, _) => (count("deleted-records"), count("added-position-deletes").saturating_sub(carried)),
+            };
+            rows += count("added-records") + removed + deleted + count("added-equality-deletes");
         }
         Ok(rows)
     }

@@ -4,16 +4,19 @@
 
 use std::sync::Arc;
 
-use arrow::array::StructArray;
+use arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, StructArray};
+use arrow::datatypes::DataType;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
 use arrow::row::RowConverter;
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, DataFileFormat, PrimitiveType, Schema, TableMetadata};
+use iceberg::spec::{
+    DataFile, DataFileFormat, NestedField, NestedFieldRef, PrimitiveType, Schema, TableMetadata, Type,
+};
 use iceberg::writer::file_writer::location_generator::DefaultFileNameGenerator;
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
 use parquet::basic::{Compression, Encoding};
-use parquet::file::properties::{BloomFilterPosition, WriterProperties};
+use parquet::file::properties::{BloomFilterPosition, EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use uuid::Uuid;
 
@@ -23,8 +26,10 @@ use super::key_check::{budget_bytes, KeyBudget};
 use super::partitions::Partitions;
 use super::row_order::RowOrder;
 use crate::error::Result;
+use crate::format::manifests::without_bounds;
 use crate::format::schema::{arrow_schema, conform};
 use crate::read::keys::{KeyColumns, PackedKeys};
+use crate::read::scan::{LAST_UPDATED_FIELD_ID, ROW_ID_FIELD_ID};
 
 /// Data files roll over at this size unless the ATTACH or the table says otherwise (DuckLake's
 /// and Iceberg's default too).
@@ -55,6 +60,11 @@ const KEY_BLOOM_FPP: f64 = 0.01;
 pub struct TableWriter {
     files: Files,
     schema: ArrowSchemaRef,
+    /// The files' columns when the writer stores carried row lineage (Iceberg v3's `_row_id`,
+    /// and `_last_updated_sequence_number`, last): see [`Carries`] and [`Self::write_carried`].
+    carried: Option<(ArrowSchemaRef, usize)>,
+    /// The partition spec the files are written in (the table's default).
+    spec_id: i32,
     table_name: String,
     rows: u64,
     /// On a table with a primary key: the key of every row written, for the uniqueness check,
@@ -103,6 +113,39 @@ pub fn keeps_arrival_order(metadata: &TableMetadata) -> bool {
         && metadata.default_partition_spec().is_unpartitioned()
 }
 
+/// What an Iceberg v3 table's writer stores of the rows it carries over (row lineage): an
+/// UPDATE's new rows keep the `_row_id` of the rows they replace (and are modified: their
+/// `_last_updated_sequence_number` is the commit's); a compaction's keep both.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Carries {
+    Nothing,
+    RowIds,
+    Lineage,
+}
+
+/// `schema` with Iceberg v3's lineage columns `_row_id` (and, for [`Carries::Lineage`],
+/// `_last_updated_sequence_number`) last, with their reserved field ids: the columns files store
+/// carried lineage in. Readers find them by id; the names are only for tools, and give way to
+/// table columns of the same name.
+fn with_lineage_columns(schema: &Schema, carries: Carries) -> Result<Schema> {
+    let taken = |name: &str| schema.as_struct().fields().iter().any(|f| f.name.eq_ignore_ascii_case(name));
+    let name = |base: &str| [base.to_string(), format!("_iceberg{base}")].into_iter().find(|n| !taken(n));
+    let mut fields: Vec<NestedFieldRef> = schema.as_struct().fields().to_vec();
+    let mut columns = vec![(ROW_ID_FIELD_ID, "_row_id")];
+    if carries == Carries::Lineage {
+        columns.push((LAST_UPDATED_FIELD_ID, "_last_updated_sequence_number"));
+    }
+    for (id, base) in columns {
+        let name = name(base).unwrap_or_else(|| format!("_iceberg_{id}"));
+        fields.push(Arc::new(NestedField::optional(id, name, Type::Primitive(PrimitiveType::Long))));
+    }
+    Ok(Schema::builder()
+        .with_schema_id(schema.schema_id())
+        .with_identifier_field_ids(schema.identifier_field_ids())
+        .with_fields(fields)
+        .build()?)
+}
+
 /// Whether a column of this type is written DELTA_BINARY_PACKED (Parquet's integer encoding).
 /// Only 64-bit ones: the Parquet crate cannot skip rows of such INT32 columns whose deltas wrap
 /// (see `skippable`), and other Iceberg readers built on it would fail on them too.
@@ -128,6 +171,7 @@ impl TableWriter {
         table_name: &str,
         budget: Arc<KeyBudget>,
         target_file_size: Option<u64>,
+        carries: Carries,
     ) -> Result<Self> {
         let target_file_size = target_file_size
             .or_else(|| metadata.properties().get(TARGET_FILE_SIZE_PROPERTY).and_then(|v| v.parse().ok()))
@@ -206,6 +250,20 @@ impl TableWriter {
                     .set_column_bloom_filter_ndv(column, ROW_GROUP_ROWS as u64);
             }
         }
+        let table_schema = schema.clone();
+        let schema = match carries {
+            Carries::Nothing => schema,
+            _ => Arc::new(with_lineage_columns(&schema, carries)?),
+        };
+        // The stored lineage columns get no statistics: a stored `_row_id` is null for a row new
+        // in the file (its id is the file's first row id plus its position), so min and max of
+        // the stored ones would lead a reader that prunes `_row_id` filters by them astray
+        // (DuckDB's iceberg extension does).
+        for field in
+            schema.as_struct().fields().iter().filter(|f| f.id == ROW_ID_FIELD_ID || f.id == LAST_UPDATED_FIELD_ID)
+        {
+            props = props.set_column_statistics_enabled(ColumnPath::from(field.name.as_str()), EnabledStatistics::None);
+        }
         let props = props.build();
         let parquet = ParquetWriterBuilder::new(props, schema.clone());
         let data_dir = format!("{}/data", metadata.location());
@@ -228,13 +286,37 @@ impl TableWriter {
             Some(k) => Some((k.clone(), k.converter()?, PackedKeys::default())),
             None => None,
         };
-        let schema = arrow_schema(&schema)?;
-        Ok(Self { files, schema, table_name: table_name.to_string(), rows: 0, keys, budget })
+        let carried = match carries {
+            Carries::Nothing => None,
+            Carries::RowIds => Some((arrow_schema(&schema)?, 1)),
+            Carries::Lineage => Some((arrow_schema(&schema)?, 2)),
+        };
+        let schema = arrow_schema(&table_schema)?;
+        let spec_id = metadata.default_partition_spec_id();
+        Ok(Self { files, schema, carried, spec_id, table_name: table_name.to_string(), rows: 0, keys, budget })
     }
 
     /// The table's columns, in order, as DuckDB hands them over.
     pub fn write(&mut self, columns: &StructArray) -> Result<()> {
-        let batch = conform(columns, &self.schema, &self.table_name)?;
+        self.write_carried(columns, &[])
+    }
+
+    /// Rows that carry rows over, with their lineage (`lineage`: the `_row_id` of the row each
+    /// replaces, then its `_last_updated_sequence_number`; null for a new row, and a missing
+    /// column all null): stored in the files of a writer that carries rows (see [`Carries`]),
+    /// and dropped by any other (a v2 table's rows have no ids).
+    pub fn write_carried(&mut self, columns: &StructArray, lineage: &[ArrayRef]) -> Result<()> {
+        let mut batch = conform(columns, &self.schema, &self.table_name)?;
+        if let Some((carried, count)) = &self.carried {
+            let mut arrays = batch.columns().to_vec();
+            for i in 0..*count {
+                arrays.push(match lineage.get(i) {
+                    Some(a) => a.clone(),
+                    None => new_null_array(&DataType::Int64, columns.len()),
+                });
+            }
+            batch = RecordBatch::try_new(carried.clone(), arrays)?;
+        }
         if let Some((key, converter, packed)) = &mut self.keys {
             if self.budget.exceeded() {
                 self.keys = None; // the statement's check reads the keys back from the files
@@ -259,10 +341,15 @@ impl TableWriter {
 
     /// Closes the current file; returns every file written (the commit fsyncs them).
     pub fn finish(self) -> Result<Written> {
-        let files = match self.files {
+        let mut files = match self.files {
             Files::One(stream) => stream.finish()?,
             Files::Partitioned(partitions) => partitions.finish()?,
         };
+        if self.carried.is_some() {
+            // (a stored `_row_id` is null for new rows, whose ids lie outside its bounds)
+            let lineage = [ROW_ID_FIELD_ID, LAST_UPDATED_FIELD_ID];
+            files = files.iter().map(|f| without_bounds(f, self.spec_id, &lineage)).collect::<Result<_>>()?;
+        }
         Ok(Written { files, keys: self.keys.map(|(_, _, packed)| packed) })
     }
 }

@@ -1,7 +1,7 @@
 """Iceberg v3 tables (issue 46, docs/design/iceberg-v3.md), increment 1: tables made v3 by the
 ATTACH option FORMAT_VERSION 3 or upgraded in place by skade_upgrade_table, with row lineage
 assigned at every commit (first-row-id, next-row-id) that DuckDB's iceberg extension reads as
-`_row_id`; PyIceberg reads them too. Deletes on v3 (deletion vectors) come next: refused clearly."""
+`_row_id`; PyIceberg reads them too. Deletes (deletion vectors): test_iceberg_v3_deletes.py."""
 import json
 
 import pytest
@@ -76,20 +76,6 @@ def test_pyiceberg_reads_v3_tables(v3):
     assert table.metadata.format_version == 3
     rows = table.scan().to_arrow().sort_by("id")
     assert rows.num_rows == 101 and rows.column("id").to_pylist()[-1] == 1000
-
-
-def test_deletes_on_v3_are_refused_until_deletion_vectors(v3):
-    v3.execute("CREATE TABLE lake.t (id BIGINT PRIMARY KEY, s VARCHAR)")
-    v3.execute("INSERT INTO lake.t VALUES (1, 'a')")
-    v3.execute("INSERT INTO lake.t VALUES (2, 'b')")     # (two files: a compaction has work)
-    before, _ = metadata_of(v3, "t")
-    for sql in ["DELETE FROM lake.t WHERE id = 1", "UPDATE lake.t SET s = 'x' WHERE id = 2",
-                "INSERT OR REPLACE INTO lake.t VALUES (1, 'z')",
-                "SELECT * FROM skade_compact('lake.t')"]:
-        with pytest.raises(Exception, match="Iceberg v3 table"):
-            v3.execute(sql)
-    assert metadata_of(v3, "t")[0] == before
-    assert v3.execute("FROM lake.t ORDER BY id").fetchall() == [(1, "a"), (2, "b")]
 
 
 def test_upgrade_in_place_and_never_back(tmp_path):
@@ -188,7 +174,8 @@ def test_deletion_vectors_duckdb_writes_over_rest_are_read(v3):
     assert sorted(tuple(r.values()) for r in StaticTable.from_metadata(location).scan().to_arrow().to_pylist()) \
         == expected
     got = dict(v3.execute("SELECT _change_type, count(*) FROM skade_consume('lake', 'mirror') GROUP BY 1").fetchall())
-    assert got.get("DELETE") == 15 + 1 and got.get("INSERT") == 1 + 1, got
+    # (DuckDB's UPDATE keeps the row's _row_id: the table has no key, and the update pairs by it)
+    assert got == {"DELETE": 15, "INSERT": 1, "UPDATE_BEFORE": 1, "UPDATE_AFTER": 1}, got
 
 
 @needs_iceberg
@@ -216,3 +203,60 @@ def test_after_an_upgrade_skades_first_commit_gives_the_old_rows_ids(tmp_path):
     assert con.execute("SELECT count(*), max(id) FROM lake.t").fetchone() == (12, 300)
     _, md = metadata_of(con, "t")
     assert md["next-row-id"] == 12
+
+
+@needs_iceberg
+def test_tables_created_over_rest_are_v3_when_asked_or_on_a_v3_lake(v3, tmp_path):
+    """A table another engine creates through skade_serve is v3 when the client asks for
+    format-version 3, and, when it asks for none, on a FORMAT_VERSION 3 lake; DuckDB's iceberg
+    extension writes it (deletion vectors, row ids), skade and PyIceberg read it."""
+    from pyiceberg.catalog import load_catalog
+    import pyarrow as pa
+    address = v3.execute("CALL skade_serve('lake', port := 0)").fetchone()[0]
+    catalog = load_catalog("lake", type="rest", uri=address)
+    catalog.create_table("main.asked2", schema=pa.schema([("a", pa.int64())]), properties={"format-version": "2"})
+    catalog.create_table("main.lakes", schema=pa.schema([("a", pa.int64())]))
+    peer = iceberg_reader()
+    try:
+        peer.execute(f"ATTACH '' AS ice (TYPE iceberg, ENDPOINT '{address}', AUTHORIZATION_TYPE 'none', "
+                     "DEFAULT_SCHEMA 'main')")
+        # (DuckDB asks for version 2 unless told otherwise)
+        peer.execute("CREATE TABLE ice.main.duckdbs (id BIGINT)")
+        peer.execute("CREATE TABLE ice.main.made (id BIGINT, s VARCHAR) WITH ('format-version' = '3')")
+        peer.execute("INSERT INTO ice.main.made SELECT i, 'a' FROM range(20) r(i)")
+        peer.execute("DELETE FROM ice.main.made WHERE id < 5")
+        peer.execute("UPDATE ice.main.made SET s = 'b' WHERE id = 10")
+        expected = sorted(peer.execute("SELECT _row_id, id, s FROM ice.main.made").fetchall())
+    finally:
+        peer.close()
+    assert metadata_of(v3, "made")[1]["format-version"] == 3
+    assert metadata_of(v3, "asked2")[1]["format-version"] == 2
+    assert metadata_of(v3, "duckdbs")[1]["format-version"] == 2
+    assert metadata_of(v3, "lakes")[1]["format-version"] == 3
+    assert sorted(v3.execute("SELECT _row_id, id, s FROM lake.made").fetchall()) == expected
+    v3.execute("DELETE FROM lake.made WHERE id = 11")          # skade's deletion vector, merged with DuckDB's
+    location, _ = metadata_of(v3, "made")
+    rows = StaticTable.from_metadata(location).scan().to_arrow()
+    assert sorted(rows.column("id").to_pylist()) == [i for i in range(5, 20) if i != 11]
+    # on a v2 lake, a client asks for v3
+    v2 = connect()
+    v2.execute(f"ATTACH '{tmp_path / 'v2.skade'}' AS lake (TYPE skade)")
+    address = v2.execute("CALL skade_serve('lake', port := 0)").fetchone()[0]
+    catalog = load_catalog("v2lake", type="rest", uri=address)
+    catalog.create_table("main.asked3", schema=pa.schema([("a", pa.int64())]), properties={"format-version": "3"})
+    catalog.create_table("main.plain", schema=pa.schema([("a", pa.int64())]))
+    assert metadata_of(v2, "asked3")[1]["format-version"] == 3
+    assert metadata_of(v2, "plain")[1]["format-version"] == 2
+    v2.close()
+
+
+def test_registering_a_v3_table_is_refused_naming_it(v3):
+    from test_rest_catalog_writes import post
+    v3.execute("CREATE TABLE lake.t (id BIGINT)")
+    v3.execute("INSERT INTO lake.t VALUES (1)")
+    location, _ = metadata_of(v3, "t")
+    v3.execute("DROP TABLE lake.t")
+    address = v3.execute("CALL skade_serve('lake', port := 0)").fetchone()[0]
+    got, answer = post(address, "/v1/namespaces/main/register", {"name": "t", "metadata-location": location})
+    assert got == 406 and "registering an Iceberg v3 table" in answer["error"]["message"], answer
+    assert v3.execute("SELECT count(*) FROM skade_tables('lake') WHERE table_name = 't'").fetchone() == (0,)

@@ -154,7 +154,8 @@ def test_bad_creates_are_refused_and_leave_nothing(plain):
     schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "a", "required": False, "type": "long"}]}
     cases = [
         ({"name": "x", "schema": schema, "location": "/tmp/elsewhere"}, 400, "places its tables itself"),
-        ({"name": "x", "schema": schema, "properties": {"format-version": "3"}}, 406, "format version 3"),
+        ({"name": "x", "schema": schema, "properties": {"format-version": "4"}}, 406, "format version 4"),
+        ({"name": "x", "schema": schema, "properties": {"format-version": "1"}}, 406, "format version 1"),
         ({"name": "..", "schema": schema}, 400, None),
         ({"name": "a/b", "schema": schema}, 400, None),
         ({"name": "events", "schema": schema}, 409, "already exists"),

@@ -26,6 +26,11 @@ struct SkadeTableShape {
 //! the epoch), cast with the client's context as a WHERE clause would; a binder error otherwise.
 void SkadeResolveAt(ClientContext &context, const BoundAtClause &at, string &unit, int64_t &value);
 
+//! Iceberg v3's row lineage, as virtual columns of every skade table (hidden from SELECT *, as
+//! rowid is; a v2 table's scan refuses them, naming skade_upgrade_table).
+constexpr column_t SKADE_COLUMN_ROW_ID = UINT64_C(9223372036854775808) + 100;
+constexpr column_t SKADE_COLUMN_LAST_UPDATED = UINT64_C(9223372036854775808) + 101;
+
 class SkadeTableEntry : public TableCatalogEntry {
 public:
 	SkadeTableEntry(Catalog &catalog, SchemaCatalogEntry &schema, CreateTableInfo &info, SkadeTableHandle table,
