@@ -100,6 +100,7 @@ bench: extension $(VENV)/.installed
 	$(PYTHON) bench/consume.py
 	$(PYTHON) bench/lineage.py
 	$(PYTHON) bench/processes.py
+	$(PYTHON) bench/v3.py
 	$(PYTHON) bench/buckets.py
 	$(PYTHON) bench/rest.py
 	cargo run --release --example core_commits
