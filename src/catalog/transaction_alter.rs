@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::format::evolve::{evolve, SchemaChange};
 use crate::format::metadata;
 use crate::read::keys::KeyColumns;
+use crate::runtime::block_on;
 use crate::write::key_check::{check_new_key, KeyBudget, KeyFault};
 
 impl Transaction {
@@ -170,6 +171,18 @@ impl Transaction {
         }
         let record = table.record.clone();
         let location = record.metadata_location.clone();
+        if target >= FormatVersion::V3 && table.metadata.current_snapshot().is_some() {
+            // The rows written before get their ids at once, in a snapshot of the upgrade's own
+            // that changes no row (a `replace`): another v3 writer's next commit then assigns ids
+            // to its own rows only (DuckDB's iceberg extension counts no others).
+            let upgraded = iceberg::spec::TableMetadata::clone(&table.metadata)
+                .into_builder(None)
+                .upgrade_format_version(target)?;
+            let (md_location, snapshot_id) = self.commit_row_ids(&upgraded.build()?.metadata, &location)?;
+            let after = TableRecord { metadata_location: md_location, ..(*record).clone() };
+            self.stage_alter(record, after, "upgrade_format_version", Some(snapshot_id))?;
+            return Ok((number(before), number(target)));
+        }
         let next = iceberg::spec::TableMetadata::clone(&table.metadata)
             .into_builder(Some(location.clone()))
             .upgrade_format_version(target)?
@@ -180,5 +193,36 @@ impl Transaction {
         let after = TableRecord { metadata_location: md_location, ..(*record).clone() };
         self.stage_alter(record, after, "upgrade_format_version", None)?;
         Ok((number(before), number(target)))
+    }
+
+    /// Writes a `replace` snapshot of `base` (a table just made v3, whose metadata was at
+    /// `location`) that adds no file: its manifest list gives the manifests without row ids
+    /// their ranges. Returns the new metadata's location and the snapshot's id.
+    fn commit_row_ids(&self, base: &iceberg::spec::TableMetadata, location: &str) -> Result<(String, i64)> {
+        use crate::format::snapshot::{produce, StagedSnapshot};
+        let inner = &self.catalog().inner;
+        let snapshot_id = self.catalog().allocate_snapshot_id()?;
+        let staged = StagedSnapshot {
+            snapshot_id,
+            operation: iceberg::spec::Operation::Replace,
+            manifests: vec![],
+            entries: vec![],
+            summary: Default::default(),
+            delete_base: None,
+            key_check: None,
+            removed: vec![],
+            replaced_dvs: vec![],
+            names: Default::default(),
+            adopted: vec![],
+            written_for_v3: true,
+        };
+        let mut written = vec![];
+        let caches = &inner.read_caches.manifests;
+        let produced =
+            block_on(produce(&inner.file_io, caches, &inner.metadata, base, location, &staged, &mut written));
+        self.lock()?.written.extend(written);
+        let (metadata, md_location) = produced?;
+        inner.metadata.insert(&md_location, std::sync::Arc::new(metadata));
+        Ok((md_location, snapshot_id))
     }
 }

@@ -39,8 +39,8 @@ def test_a_v2_table_refuses_row_ids_naming_the_upgrade(tmp_path):
     with pytest.raises(Exception, match=r"Iceberg v2 table.*skade_upgrade_table\('lake.t', 3\)"):
         con.execute("SELECT _row_id FROM lake.t").fetchall()
     con.execute("SELECT * FROM skade_upgrade_table('lake.t', 3)").fetchall()
-    # (rows written before the upgrade have ids once a commit gave them some)
-    assert con.execute("SELECT _row_id FROM lake.t").fetchall() == [(None,)]
+    # (the upgrade gives the rows written before their ids)
+    assert con.execute("SELECT _row_id FROM lake.t").fetchall() == [(0,)]
     con.execute("INSERT INTO lake.t VALUES (2)")
     assert sorted(r[0] for r in con.execute("SELECT _row_id FROM lake.t").fetchall()) == [0, 1]
 
