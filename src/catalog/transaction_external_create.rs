@@ -85,8 +85,9 @@ fn check_version(shown: &str, version: FormatVersion) -> Result<()> {
     match version {
         FormatVersion::V2 | FormatVersion::V3 => Ok(()),
         other => Err(Error::not_implemented(format!(
-            "table {shown}: format version {other} is not served over the REST protocol: tables created through \
-             it are Iceberg v2 or v3"
+            "table {shown}: format version {} is not served over the REST protocol: tables created through it are \
+             Iceberg v2 or v3",
+            other as u8
         ))),
     }
 }

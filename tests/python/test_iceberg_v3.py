@@ -266,3 +266,19 @@ def test_registering_a_v3_table_is_refused_naming_it(v3):
     got, answer = post(address, "/v1/namespaces/main/register", {"name": "t", "metadata-location": location})
     assert got == 406 and "registering an Iceberg v3 table" in answer["error"]["message"], answer
     assert v3.execute("SELECT count(*) FROM skade_tables('lake') WHERE table_name = 't'").fetchone() == (0,)
+
+
+def test_a_create_by_commit_names_the_version_it_refuses(v3):
+    from test_rest_catalog_writes import post
+    address = v3.execute("CALL skade_serve('lake', port := 0)").fetchone()[0]
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "a", "required": False, "type": "long"}]}
+    for version, status in [(1, 406), (3, 200)]:
+        got, answer = post(address, f"/v1/namespaces/main/tables/v{version}", {
+            "requirements": [{"type": "assert-create"}],
+            "updates": [{"action": "upgrade-format-version", "format-version": version},
+                        {"action": "add-schema", "schema": schema}, {"action": "set-current-schema", "schema-id": -1}]})
+        assert got == status, answer
+        if status != 200:
+            assert f"format version {version} is not served" in answer["error"]["message"], answer
+    assert metadata_of(v3, "v3")[1]["format-version"] == 3
+    assert v3.execute("SELECT count(*) FROM skade_tables('lake') WHERE table_name = 'v1'").fetchone() == (0,)
