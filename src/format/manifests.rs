@@ -189,24 +189,11 @@ pub fn with_first_row_id(entry: &FileEntry) -> Result<DataFile> {
     if f.first_row_id().is_some() || entry.first_row_id.is_none() {
         return Ok(f.clone());
     }
-    rebuilt(f, entry.spec_id, entry.first_row_id, &[])
+    rebuilt(f, entry.spec_id, entry.first_row_id)
 }
 
-/// `f` with its bounds on the fields `unbounded` left out: the bounds of a written file's
-/// stored `_row_id` cover the rows that store one, while the others' ids (computed from their
-/// position) lie outside them, and a reader pruning on them would miss rows.
-pub fn without_bounds(f: &DataFile, spec_id: i32, unbounded: &[i32]) -> Result<DataFile> {
-    if !unbounded.iter().any(|id| f.lower_bounds().contains_key(id) || f.upper_bounds().contains_key(id)) {
-        return Ok(f.clone());
-    }
-    rebuilt(f, spec_id, f.first_row_id(), unbounded)
-}
-
-/// `f` with `first_row_id` and without bounds on `unbounded` (the crate's DataFile has no setters).
-fn rebuilt(f: &DataFile, spec_id: i32, first_row_id: Option<i64>, unbounded: &[i32]) -> Result<DataFile> {
-    let bounds = |b: &std::collections::HashMap<i32, iceberg::spec::Datum>| {
-        b.iter().filter(|(id, _)| !unbounded.contains(id)).map(|(id, d)| (*id, d.clone())).collect()
-    };
+/// `f` with `first_row_id` (the crate's DataFile has no setters).
+fn rebuilt(f: &DataFile, spec_id: i32, first_row_id: Option<i64>) -> Result<DataFile> {
     let mut b = DataFileBuilder::default();
     b.content(f.content_type())
         .file_path(f.file_path().to_string())
@@ -219,8 +206,8 @@ fn rebuilt(f: &DataFile, spec_id: i32, first_row_id: Option<i64>, unbounded: &[i
         .value_counts(f.value_counts().clone())
         .null_value_counts(f.null_value_counts().clone())
         .nan_value_counts(f.nan_value_counts().clone())
-        .lower_bounds(bounds(f.lower_bounds()))
-        .upper_bounds(bounds(f.upper_bounds()))
+        .lower_bounds(f.lower_bounds().clone())
+        .upper_bounds(f.upper_bounds().clone())
         .key_metadata(f.key_metadata().map(<[u8]>::to_vec))
         .split_offsets(f.split_offsets().map(<[i64]>::to_vec))
         .equality_ids(f.equality_ids())

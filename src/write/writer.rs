@@ -26,7 +26,6 @@ use super::key_check::{budget_bytes, KeyBudget};
 use super::partitions::Partitions;
 use super::row_order::RowOrder;
 use crate::error::Result;
-use crate::format::manifests::without_bounds;
 use crate::format::schema::{arrow_schema, conform};
 use crate::read::keys::{KeyColumns, PackedKeys};
 use crate::read::scan::{LAST_UPDATED_FIELD_ID, ROW_ID_FIELD_ID};
@@ -63,8 +62,6 @@ pub struct TableWriter {
     /// The files' columns when the writer stores carried row lineage (Iceberg v3's `_row_id`,
     /// and `_last_updated_sequence_number`, last): see [`Carries`] and [`Self::write_carried`].
     carried: Option<(ArrowSchemaRef, usize)>,
-    /// The partition spec the files are written in (the table's default).
-    spec_id: i32,
     table_name: String,
     rows: u64,
     /// On a table with a primary key: the key of every row written, for the uniqueness check,
@@ -292,8 +289,7 @@ impl TableWriter {
             Carries::Lineage => Some((arrow_schema(&schema)?, 2)),
         };
         let schema = arrow_schema(&table_schema)?;
-        let spec_id = metadata.default_partition_spec_id();
-        Ok(Self { files, schema, carried, spec_id, table_name: table_name.to_string(), rows: 0, keys, budget })
+        Ok(Self { files, schema, carried, table_name: table_name.to_string(), rows: 0, keys, budget })
     }
 
     /// The table's columns, in order, as DuckDB hands them over.
@@ -341,15 +337,10 @@ impl TableWriter {
 
     /// Closes the current file; returns every file written (the commit fsyncs them).
     pub fn finish(self) -> Result<Written> {
-        let mut files = match self.files {
+        let files = match self.files {
             Files::One(stream) => stream.finish()?,
             Files::Partitioned(partitions) => partitions.finish()?,
         };
-        if self.carried.is_some() {
-            // (a stored `_row_id` is null for new rows, whose ids lie outside its bounds)
-            let lineage = [ROW_ID_FIELD_ID, LAST_UPDATED_FIELD_ID];
-            files = files.iter().map(|f| without_bounds(f, self.spec_id, &lineage)).collect::<Result<_>>()?;
-        }
         Ok(Written { files, keys: self.keys.map(|(_, _, packed)| packed) })
     }
 }
