@@ -128,11 +128,15 @@ pub fn put(location: &str, start: u64, bytes: &[u8]) {
 pub fn kept_by_name(location: &str) -> bool {
     let name = location.rsplit('/').next().unwrap_or("");
     let name = name.strip_prefix("snap-").and_then(|n| n.split_once('-').map(|(_, rest)| rest)).unwrap_or(name);
-    let name = match name.split_once('-') {
-        Some((version, rest)) if version.len() >= 5 && version.bytes().all(|b| b.is_ascii_digit()) => rest,
-        _ => name,
-    };
-    name.get(..36).is_some_and(|prefix| uuid::Uuid::try_parse(prefix).is_ok())
+    let starts_with_uuid = |n: &str| n.get(..36).is_some_and(|prefix| uuid::Uuid::try_parse(prefix).is_ok());
+    // (a uuid whose first group is all digits is no version: tried as it is first)
+    starts_with_uuid(name)
+        || match name.split_once('-') {
+            Some((version, rest)) if version.len() >= 5 && version.bytes().all(|b| b.is_ascii_digit()) => {
+                starts_with_uuid(rest)
+            }
+            _ => false,
+        }
 }
 
 /// (hits, misses, bytes kept) since the process started.
@@ -156,6 +160,9 @@ mod tests {
             assert!(kept_by_name(kept), "{kept}");
         }
         assert!(kept_by_name("s3://b/t/metadata/100000-a2afc3ec-bdd7-4b33-8ed3-3e7445cbc7d1.metadata.json"));
+        // (a uuid's first group may be all digits, as one in 40 random ones is: no version)
+        assert!(kept_by_name("s3://b/wh/main/t/data/01234567-51b4-7572-895e-b57c7fee6426-00000.parquet"));
+        assert!(kept_by_name("s3://b/t/metadata/00002-01234567-bdd7-4b33-8ed3-3e7445cbc7d1.metadata.json"));
         for not in [
             "s3://b/exports/day.parquet",
             "s3://b/x/snap-1-notauuid.avro",
