@@ -9,12 +9,18 @@
 
 #include "duckdb/common/arrow/arrow_converter.hpp"
 #include "duckdb/common/arrow/arrow_wrapper.hpp"
+#include "duckdb/common/exception/binder_exception.hpp"
+#include "duckdb/common/exception/conversion_exception.hpp"
 #include "duckdb/main/config.hpp"
 #include "duckdb/parser/constraints/not_null_constraint.hpp"
 #include "duckdb/parser/constraints/unique_constraint.hpp"
 #include "duckdb/parser/column_definition.hpp"
 #include "duckdb/parser/expression/cast_expression.hpp"
 #include "duckdb/parser/expression/constant_expression.hpp"
+#include "duckdb/parser/expression/function_expression.hpp"
+#include "duckdb/planner/binder.hpp"
+#include "duckdb/planner/expression_binder/constant_binder.hpp"
+#include "duckdb/execution/expression_executor.hpp"
 #include "duckdb/parser/parsed_data/alter_table_info.hpp"
 #include "duckdb/parser/parsed_data/comment_on_column_info.hpp"
 #include "duckdb/parser/parsed_data/create_macro_info.hpp"
@@ -246,6 +252,34 @@ static string SortKeyJson(ClientContext &context, const ParsedExpression &expr, 
 	return json + "}";
 }
 
+//! CREATE TABLE's column DEFAULTs (columns `defaulted` of `base`): each the new table's write
+//! default, set as ALTER COLUMN SET DEFAULT sets it (the core refuses them on a v2 table).
+static void ExportColumnType(ClientContext &context, const string &name, const LogicalType &type,
+                             ArrowSchemaWrapper &out);
+static bool ExportDefault(ClientContext &context, const string &column, const ParsedExpression &expr,
+                          const LogicalType &type, ArrowArrayWrapper &out);
+
+static void SetDefaults(ClientContext &context, SkadeTransaction &txn, const string &schema,
+                        const CreateTableInfo &base, const vector<idx_t> &defaulted) {
+	auto table = SkadeTableName(base);
+	for (auto i : defaulted) {
+		auto &col = base.columns.GetColumn(LogicalIndex(i));
+		auto column = SkadeNameString(col.Name());
+		ArrowSchemaWrapper column_type;
+		ArrowArrayWrapper value;
+		ExportColumnType(context, column, col.Type(), column_type);
+		if (!ExportDefault(context, column, col.DefaultValue(), col.Type(), value)) {
+			continue;
+		}
+		auto type_name = col.Type().ToString();
+		bool changed = false;
+		SkadeCheck(skade_txn_alter_table(txn.Handle(), schema.c_str(), table.c_str(), "set_default",
+		                                 column.c_str(), nullptr, false, &column_type.arrow_schema,
+		                                 type_name.c_str(), &value.arrow_array, &changed));
+	}
+	txn.InvalidateEntries();
+}
+
 optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction transaction, BoundCreateTableInfo &info) {
 	auto &context = transaction.GetContext();
 	auto &base = info.Base();
@@ -270,14 +304,14 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 	vector<string> names;
 	vector<LogicalType> types;
 	vector<string> type_names;
+	vector<idx_t> defaulted; // (the columns with a DEFAULT: the new table's write defaults, v3)
 	for (auto &col : base.columns.Logical()) {
 		if (col.Generated()) {
 			throw NotImplementedException("generated column \"%s\": skade tables store every column",
 			                              SkadeNameString(col.Name()));
 		}
 		if (col.HasDefaultValue()) {
-			throw NotImplementedException("column \"%s\" has a DEFAULT value, which skade tables do not keep",
-			                              SkadeNameString(col.Name()));
+			defaulted.push_back(col.Oid());
 		}
 		if (col.Type().id() == LogicalTypeId::VARCHAR && !StringType::GetCollation(col.Type()).empty()) {
 			throw NotImplementedException("column \"%s\" has COLLATE %s, which skade tables do not keep",
@@ -363,6 +397,9 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 	txn.InvalidateEntries();
 	if (!table) {
 		return nullptr;
+	}
+	if (!defaulted.empty()) {
+		SetDefaults(context, txn, SkadeNameString(name), base, defaulted);
 	}
 	auto schema = txn.GetSchema(context, SkadeNameString(name));
 	if (!schema) {
@@ -451,18 +488,73 @@ static string PathJson(const vector<string> &path) {
 	return "[" + json + "]";
 }
 
-//! Refuses what a new column or nested field (`shown`) asks that an Iceberg v2 table cannot give
-//! the rows it holds: a value computed or defaulted (they read NULL).
+//! Refuses a generated new column or nested field (`shown`): skade tables store every column.
 static void CheckAddedColumn(const ColumnDefinition &col, const string &shown) {
 	if (col.Generated()) {
 		throw NotImplementedException("generated column \"%s\": skade tables store every column", shown);
 	}
-	if (col.HasDefaultValue() && !(col.DefaultValue().GetExpressionClass() == ExpressionClass::CONSTANT &&
-	                               col.DefaultValue().ToString() == "NULL")) {
-		throw NotImplementedException("ADD COLUMN \"%s\" with a DEFAULT: an Iceberg v2 table cannot give the rows "
-		                              "it holds a value (they read NULL); add the column, then UPDATE it",
-		                              shown);
+}
+
+//! Whether a DEFAULT is one value: a literal, a cast of one, or arithmetic or concatenation of
+//! such. (Iceberg keeps a column's default as a value: now() or nextval() would be one value
+//! frozen at ALTER time.)
+static bool IsConstantDefault(const ParsedExpression &expr) {
+	switch (expr.GetExpressionClass()) {
+	case ExpressionClass::CONSTANT:
+		return true;
+	case ExpressionClass::CAST:
+		return IsConstantDefault(SkadeCastChild(expr.Cast<CastExpression>()));
+	case ExpressionClass::FUNCTION: {
+		auto &call = expr.Cast<FunctionExpression>();
+		static const unordered_set<string> operators {"+", "-", "*", "/", "//", "%", "||"};
+		if (!operators.count(SkadeCallName(call))) {
+			return false;
+		}
+		for (auto argument : SkadeCallArguments(call)) {
+			if (!IsConstantDefault(*argument)) {
+				return false;
+			}
+		}
+		return true;
 	}
+	default:
+		return false;
+	}
+}
+
+//! Column `column`'s DEFAULT `expr` as one row of `type` in `out` (exported as `ExportColumnType`
+//! exports the type); false for DEFAULT NULL (no default). The core keeps it as the Iceberg v3
+//! field's default, or refuses it naming why.
+static bool ExportDefault(ClientContext &context, const string &column, const ParsedExpression &expr,
+                          const LogicalType &type, ArrowArrayWrapper &out) {
+	if (!IsConstantDefault(expr)) {
+		// (a binder error, as DuckDB's own for a DEFAULT it cannot take: it leaves the transaction usable)
+		throw BinderException("column \"%s\" has DEFAULT %s: a skade (Iceberg) table keeps a default that is one "
+		                      "value, a literal (or arithmetic on literals)",
+		                      column, expr.ToString());
+	}
+	auto binder = Binder::CreateBinder(context);
+	ConstantBinder constant_binder(*binder, context, "DEFAULT value");
+	auto copy = expr.Copy();
+	auto bound = constant_binder.Bind(copy);
+	Value value = ExpressionExecutor::EvaluateScalar(context, *bound);
+	Value cast;
+	string error;
+	if (!SkadeTryCast(value, type, cast, error)) {
+		throw ConversionException("column \"%s\": its DEFAULT %s is not a %s: %s", column, expr.ToString(),
+		                          type.ToString(), error);
+	}
+	if (cast.IsNull()) {
+		return false;
+	}
+	DataChunk chunk;
+	chunk.Initialize(Allocator::Get(context), {type}, 1);
+	SkadeSetChunkSize(chunk, 1);
+	chunk.data[0].SetValue(0, cast);
+	auto props = SkadeArrowProperties(context);
+	unordered_map<idx_t, const shared_ptr<ArrowTypeExtensionData>> no_extensions;
+	ArrowConverter::ToArrowArray(chunk, &out.arrow_array, props, no_extensions);
+	return true;
 }
 
 //! Whether ALTER COLUMN `path` TYPE keeps the values as they are: no USING, or USING the column
@@ -502,7 +594,8 @@ static void CommentTable(SkadeTransaction &txn, const string &schema, AlterInfo 
 	SkadeCheck(skade_txn_alter_table(txn.Handle(), schema.c_str(), SkadeEntryName(info).c_str(),
 	                                 column_comment ? "set_column_comment" : "set_comment",
 	                                 column_comment ? column.c_str() : nullptr,
-	                                 comment.IsNull() ? nullptr : text.c_str(), false, nullptr, nullptr, &changed));
+	                                 comment.IsNull() ? nullptr : text.c_str(), false, nullptr, nullptr, nullptr,
+	                                 &changed));
 	txn.InvalidateEntries();
 }
 
@@ -531,6 +624,8 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 	bool if_flag = false;
 	ArrowSchemaWrapper column_type;
 	bool typed = false;
+	ArrowArrayWrapper default_value;
+	bool has_default = false;
 	switch (alter.alter_table_type) {
 	case AlterTableType::RENAME_TABLE:
 		op = "rename_table";
@@ -558,6 +653,11 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 		type_name = col.Type().ToString();
 		ExportColumnType(context, column, col.Type(), column_type);
 		typed = true;
+		if (col.HasDefaultValue()) {
+			// (DuckDB 1.5 turns ADD COLUMN with a DEFAULT other than a literal into ADD COLUMN, an
+			// UPDATE and SET DEFAULT in one transaction: a refusal there leaves it to roll back)
+			has_default = ExportDefault(context, column, col.DefaultValue(), col.Type(), default_value);
+		}
 		break;
 	}
 	case AlterTableType::ADD_FIELD: {
@@ -574,6 +674,10 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 		type_name = field.Type().ToString();
 		ExportColumnType(context, name, field.Type(), column_type);
 		typed = true;
+		if (field.HasDefaultValue()) {
+			has_default = ExportDefault(context, StringUtil::Join(path, "."), field.DefaultValue(), field.Type(),
+			                            default_value);
+		}
 		break;
 	}
 	case AlterTableType::REMOVE_FIELD: {
@@ -626,8 +730,27 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 		op = "set_not_null";
 		column = SkadeAlteredColumn(alter.Cast<SetNotNullInfo>());
 		break;
-	case AlterTableType::SET_DEFAULT:
-		throw NotImplementedException("SET DEFAULT: Iceberg v2 tables keep no column defaults");
+	case AlterTableType::SET_DEFAULT: {
+		// SET DEFAULT (DROP DEFAULT: no expression): the column's Iceberg v3 write default
+		auto &set = alter.Cast<SetDefaultInfo>();
+		op = "set_default";
+		column = SkadeAlteredColumn(set);
+		auto table = GetTable(context, SkadeEntryName(info));
+		if (!table) {
+			throw CatalogException("Table with name %s does not exist!", SkadeEntryName(info));
+		}
+		if (!table->ColumnExists(SkadeToName(column))) {
+			throw CatalogException("Table %s does not have a column with name \"%s\"", SkadeEntryName(info), column);
+		}
+		auto &type = table->GetColumn(SkadeToName(column)).Type();
+		type_name = type.ToString();
+		ExportColumnType(context, column, type, column_type);
+		typed = true;
+		if (set.expression) {
+			has_default = ExportDefault(context, column, *set.expression, type, default_value);
+		}
+		break;
+	}
 	case AlterTableType::ADD_CONSTRAINT: {
 		// ADD PRIMARY KEY (through SkadeCatalog::BindAlterAddIndex); 2.0 also hands CHECK here
 		auto &constraint = *alter.Cast<AddConstraintInfo>().constraint;
@@ -671,7 +794,8 @@ void SkadeSchemaEntry::Alter(CatalogTransaction transaction, AlterInfo &info) {
 	SkadeCheck(skade_txn_alter_table(txn.Handle(), name.c_str(), table.c_str(), op.c_str(),
 	                                 column.empty() ? nullptr : column.c_str(), to.empty() ? nullptr : to.c_str(),
 	                                 if_flag, typed ? &column_type.arrow_schema : nullptr,
-	                                 typed ? type_name.c_str() : nullptr, &changed));
+	                                 typed ? type_name.c_str() : nullptr,
+	                                 has_default ? &default_value.arrow_array : nullptr, &changed));
 	txn.InvalidateEntries();
 }
 

@@ -8,6 +8,7 @@
 #include "duckdb/function/table/arrow.hpp"
 #include "duckdb/parser/constraints/not_null_constraint.hpp"
 #include "duckdb/parser/constraints/unique_constraint.hpp"
+#include "duckdb/parser/expression/constant_expression.hpp"
 #include "duckdb/parser/parsed_data/create_table_info.hpp"
 #include "duckdb/planner/expression/bound_columnref_expression.hpp"
 #include "duckdb/planner/operator/logical_get.hpp"
@@ -27,11 +28,12 @@ SkadeTableEntry::SkadeTableEntry(Catalog &catalog, SchemaCatalogEntry &schema, C
       table(std::move(table_p)), uuid(SkadeString(skade_table_uuid(table.get()))), shape(std::move(shape_p)) {
 }
 
-//! A column's comment: the "doc" of its Arrow field's metadata (Iceberg's field doc, as the core
-//! exports it), NULL when it has none. Read here rather than through ArrowSchemaMetadata, whose
-//! lookup cannot tell an empty comment from none. The metadata's layout is the Arrow C data
-//! interface's: a pair count, then each key and value as a length and its bytes (int32s, native).
-static Value ColumnComment(const char *metadata) {
+//! The value of `key` in an Arrow field's metadata, NULL when it has none: a column's comment is
+//! its "doc" (Iceberg's field doc, as the core exports it), its DEFAULT "skade.default". Read here
+//! rather than through ArrowSchemaMetadata, whose lookup cannot tell an empty value from none. The
+//! metadata's layout is the Arrow C data interface's: a pair count, then each key and value as a
+//! length and its bytes (int32s, native).
+static Value FieldMetadata(const char *metadata, const string &wanted) {
 	if (!metadata) {
 		return Value();
 	}
@@ -48,7 +50,7 @@ static Value ColumnComment(const char *metadata) {
 		string key(at, key_length);
 		at += key_length;
 		auto value_length = read_length(at);
-		if (key == "doc") {
+		if (key == wanted) {
 			return Value(string(at, value_length));
 		}
 		at += value_length;
@@ -65,7 +67,8 @@ shared_ptr<SkadeTableShape> SkadeTableShape::Build(ClientContext &context, skade
 		auto &child = *arrow.arrow_schema.children[i];
 		shape->columns.emplace_back(child.name, child.format);
 		shape->not_null.push_back(!(child.flags & ARROW_FLAG_NULLABLE));
-		shape->comments.push_back(ColumnComment(child.metadata));
+		shape->comments.push_back(FieldMetadata(child.metadata, "doc"));
+		shape->defaults.push_back(FieldMetadata(child.metadata, "skade.default"));
 	}
 	skade_strings *key = nullptr;
 	SkadeCheck(skade_table_primary_key(table, &key));
@@ -83,6 +86,12 @@ unique_ptr<SkadeTableEntry> SkadeTableEntry::Create(ClientContext &context, Sche
 		ColumnDefinition column(SkadeToName(names[i]), types[i]);
 		if (!shape->comments[i].IsNull()) {
 			column.SetComment(shape->comments[i]);
+		}
+		Value default_value;
+		string error;
+		// (a default another engine wrote that DuckDB cannot cast is left out: the column still reads)
+		if (!shape->defaults[i].IsNull() && SkadeTryCast(shape->defaults[i], types[i], default_value, error)) {
+			column.SetDefaultValue(SkadeConstantExpression(default_value));
 		}
 		info.columns.AddColumn(std::move(column));
 		if (shape->not_null[i]) {

@@ -117,6 +117,7 @@ fn nested_fields_evolve_by_id_and_keep_their_duckdb_types() {
         field: field(name, ty),
         duckdb_type: duckdb_type.into(),
         if_not_exists: false,
+        default: None,
     };
     alter(&catalog, add("a", DataType::Int8, "TINYINT"));
     alter(&catalog, add("c", DataType::Int32, "INTEGER"));

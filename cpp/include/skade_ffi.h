@@ -107,17 +107,19 @@ skade_status *skade_txn_delete_rows(const skade_txn *txn, const char *uuid, cons
 // duplicated or already live; otherwise its files become part of the transaction.
 skade_status *skade_txn_end_statement(const skade_txn *txn, const char *uuid);
 skade_status *skade_txn_drop_table(const skade_txn *txn, const char *schema, const char *name, bool if_exists);
-// ALTER TABLE: `op` add_column, drop_column, rename_column, alter_type, drop_not_null, set_not_null,
+// ALTER TABLE: `op` add_column, drop_column, rename_column, alter_type, drop_not_null, set_not_null, set_default,
 // rename_table, set_partitioned_by, set_sorted_by or add_primary_key, or add_field, drop_field, rename_field
 // and alter_field_type (a field inside a column: `column` is its path, a JSON list of names from the column
 // down), or set_comment and set_column_comment (COMMENT ON TABLE / COLUMN: `to` the comment, NULL to remove
 // it); `column` the column, `to` a new name (the partition keys, the sort keys, the key's columns: JSON
 // lists; no keys: RESET), `if_flag` IF [NOT] EXISTS, `column_type` (a one-column schema) and `duckdb_type`
-// the new type (add_*, alter_*type; else null). `changed`: whether anything did.
+// the new type (add_*, alter_*type; else null). `default_value`: add_column's DEFAULT or set_default's
+// (SET DEFAULT; null: DROP DEFAULT), one row in `column_type`, moved out (null: none; v3 tables only).
+// `changed`: whether anything did.
 skade_status *skade_txn_alter_table(const skade_txn *txn, const char *schema, const char *name, const char *op,
                                     const char *column, const char *to, bool if_flag,
                                     const struct ArrowSchema *column_type, const char *duckdb_type,
-                                    bool *changed);
+                                    struct ArrowArray *default_value, bool *changed);
 
 // ---- views (src/ffi/views.rs) ----
 skade_status *skade_txn_views(const skade_txn *txn, const char *schema, skade_strings **result);

@@ -304,6 +304,7 @@ fn check_shape(shown: &str, base: &TableMetadata, next: &TableMetadata) -> Resul
         }
     }
     crate::format::client_schema::check_change(shown, base, next)?;
+    crate::format::defaults::check_initial_defaults_kept(shown, base, next)?;
     crate::format::client_schema::check_table(shown, next)?;
     crate::format::schema::arrow_schema(next.current_schema())
         .map_err(|e| Error::invalid(format!("table {shown}: its new columns cannot be read: {}", e.message)))?;

@@ -185,5 +185,6 @@ fn rows_at(
     let target = arrow_schema(metadata.current_schema())?;
     let nullable: Vec<Field> = target.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
     let target = Arc::new(ArrowSchema::new_with_metadata(nullable, target.metadata().clone()));
-    read_all(plan.read_only(read.as_deref()))?.iter().map(|b| by_field_id(b, &target)).collect()
+    let current = metadata.current_schema();
+    read_all(plan.read_only(read.as_deref()))?.iter().map(|b| by_field_id(b, &target, current)).collect()
 }

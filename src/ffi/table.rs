@@ -77,7 +77,8 @@ pub unsafe extern "C" fn skade_table_schema_id(table: *const SkadeTable) -> i32 
 }
 
 /// The columns, as the Arrow schema scans produce. A column's comment is its field's `doc`
-/// metadata (the iceberg crate's mapping carries Iceberg's field doc so).
+/// metadata (the iceberg crate's mapping carries Iceberg's field doc so), its DEFAULT (v3) the
+/// text under `skade.default` (the shim casts it to the column's type).
 #[no_mangle]
 pub unsafe extern "C" fn skade_table_arrow_schema(
     table: *const SkadeTable,
@@ -85,8 +86,10 @@ pub unsafe extern "C" fn skade_table_arrow_schema(
 ) -> *mut SkadeStatus {
     guard(|| {
         let t = handle(table, "table")?;
-        let schema = arrow_schema(t.info.schema()?.as_ref())?;
+        let iceberg = t.info.schema()?;
+        let schema = arrow_schema(iceberg.as_ref())?;
         let schema = t.info.facing()?.schema(&schema); // (DuckDB's own types kept)
+        let schema = crate::format::defaults::with_write_defaults(schema, &iceberg);
         out(result, FFI_ArrowSchema::try_from(schema.as_ref())?)
     })
 }
@@ -172,6 +175,7 @@ mod tests {
                 false,
                 std::ptr::null(),
                 std::ptr::null(),
+                std::ptr::null_mut(),
                 &mut changed,
             )
         };

@@ -4,7 +4,7 @@ use std::ffi::c_char;
 use std::sync::Arc;
 
 use arrow::datatypes::Schema as ArrowSchema;
-use arrow::ffi::FFI_ArrowSchema;
+use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 
 use super::catalog::SkadeCatalog;
 use super::table::SkadeTable;
@@ -202,15 +202,16 @@ pub unsafe extern "C" fn skade_txn_drop_table(
 
 /// ALTER TABLE `schema.name`. `op`: add_column, drop_column, rename_column, alter_type,
 /// drop_not_null, set_not_null, add_primary_key, set_partitioned_by, set_sorted_by,
-/// set_comment, set_column_comment or rename_table (add_primary_key, set_partitioned_by and
+/// set_comment, set_column_comment, set_default or rename_table (add_primary_key, set_partitioned_by and
 /// set_sorted_by take their keys in `to`, JSON lists; none: RESET; the set_*comment operations
 /// take the comment in `to`, null to remove it); add_field, drop_field, rename_field and alter_field_type are the first
 /// four for a field inside a column. `column` names the column (or, for rename_table, nothing);
 /// for the *_field operations it is the field's path, a JSON list of names from the column down
 /// (add_field: the new field's). `to` the new name (rename_*, rename_table); `if_flag` is IF NOT
 /// EXISTS (add_*) or IF EXISTS (drop_*); `column_type` a one-column Arrow schema of the new type as
-/// DuckDB exports it and `duckdb_type` its name (add_*, alter_*type). `changed`: whether anything
-/// changed.
+/// DuckDB exports it and `duckdb_type` its name (add_*, alter_*type). `default`: add_column's
+/// DEFAULT, or set_default's (SET DEFAULT; null: DROP DEFAULT), one row in `column_type` (moved
+/// out; null: none). `changed`: whether anything changed.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn skade_txn_alter_table(
@@ -223,11 +224,20 @@ pub unsafe extern "C" fn skade_txn_alter_table(
     if_flag: bool,
     column_type: *const FFI_ArrowSchema,
     duckdb_type: *const c_char,
+    default: *mut FFI_ArrowArray,
     changed: *mut bool,
 ) -> *mut SkadeStatus {
     guard(|| {
         let txn = &handle(txn, "transaction")?.0;
         let (schema, name) = (arg(schema, "schema name")?, arg(name, "table name")?);
+        let default = match default.is_null() || column_type.is_null() {
+            true => None,
+            false => {
+                let array = unsafe { std::ptr::replace(default, FFI_ArrowArray::empty()) };
+                let row = super::struct_array(unsafe { from_ffi(array, &*column_type) }?, "column default")?;
+                Some(row.column(0).clone())
+            }
+        };
         let typed = || -> crate::error::Result<(arrow::datatypes::Field, String)> {
             let columns = ArrowSchema::try_from(handle(column_type, "column type")?)?;
             let field = columns.fields().first().ok_or_else(|| Error::internal("no column type"))?;
@@ -255,13 +265,19 @@ pub unsafe extern "C" fn skade_txn_alter_table(
             "add_column" => {
                 let (field, duckdb_type) = typed()?;
                 let field = field.with_name(column()?);
-                SchemaChange::AddColumn { parent: vec![], field, duckdb_type, if_not_exists: if_flag }
+                SchemaChange::AddColumn { parent: vec![], field, duckdb_type, if_not_exists: if_flag, default }
             }
             "add_field" => {
                 let (field, duckdb_type) = typed()?;
                 let mut parent = path()?;
                 let name = parent.pop().unwrap_or_default();
-                SchemaChange::AddColumn { parent, field: field.with_name(name), duckdb_type, if_not_exists: if_flag }
+                SchemaChange::AddColumn {
+                    parent,
+                    field: field.with_name(name),
+                    duckdb_type,
+                    if_not_exists: if_flag,
+                    default,
+                }
             }
             "drop_column" => SchemaChange::DropColumn { path: vec![column()?], if_exists: if_flag },
             "drop_field" => SchemaChange::DropColumn { path: path()?, if_exists: if_flag },
@@ -277,6 +293,7 @@ pub unsafe extern "C" fn skade_txn_alter_table(
             }
             "drop_not_null" => SchemaChange::DropNotNull { name: column()? },
             "set_not_null" => SchemaChange::SetNotNull { name: column()? },
+            "set_default" => SchemaChange::SetDefault { name: column()?, default },
             // (`to`: the key's columns, a JSON list)
             "add_primary_key" => SchemaChange::AddPrimaryKey {
                 columns: serde_json::from_str(&to()?)

@@ -33,6 +33,7 @@ fn parents(schema: &Schema) -> HashMap<i32, (NestedFieldRef, Option<i32>)> {
 /// level (DuckDB's names are case-insensitive), partitioned by columns (not fields inside
 /// them) with transforms skade knows, sorted by fields it has.
 pub fn check_table(shown: &str, md: &TableMetadata) -> Result<()> {
+    super::defaults::check_client_defaults(shown, md)?;
     let refused = |why: String| Err(Error::invalid(format!("table {shown}: {why}")));
     let schema = md.current_schema();
     if schema.as_struct().fields().is_empty() {

@@ -11,9 +11,11 @@
 
 use std::sync::Arc;
 
+use arrow::array::ArrayRef;
 use arrow::datatypes::Field;
-use iceberg::spec::{NestedField, NestedFieldRef, Schema, TableMetadata, TableMetadataBuilder};
+use iceberg::spec::{FormatVersion, Literal, NestedField, NestedFieldRef, Schema, TableMetadata, TableMetadataBuilder};
 
+use super::defaults::{literal_of, retyped};
 use super::duckdb_types::{self, DuckdbTypes, Nanoseconds};
 use super::evolve_nested::Columns;
 use super::evolve_types::{changed_field, duckdb_type_name};
@@ -27,12 +29,21 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub enum SchemaChange {
     /// ADD COLUMN: `field` as DuckDB exports the new column's type (its name the column's),
-    /// `duckdb_type` its name; `parent` the STRUCT it goes into (empty: the table).
+    /// `duckdb_type` its name; `parent` the STRUCT it goes into (empty: the table); `default` its
+    /// DEFAULT, one value of `field`'s type (v3 tables: the rows it holds read it).
     AddColumn {
         parent: Vec<String>,
         field: Field,
         duckdb_type: String,
         if_not_exists: bool,
+        default: Option<ArrayRef>,
+    },
+    /// ALTER COLUMN SET DEFAULT (one value, as DuckDB exports the column's type) or DROP DEFAULT
+    /// (None): the column's write default only (v3 tables; the rows it holds keep reading what
+    /// they read).
+    SetDefault {
+        name: String,
+        default: Option<ArrayRef>,
     },
     DropColumn {
         path: Vec<String>,
@@ -97,6 +108,7 @@ pub const ALTER_OPERATIONS: &[&str] = &[
     "reset_sorted_by",
     "set_comment",
     "set_column_comment",
+    "set_default",
     "rename_table",
     "upgrade_format_version",
 ];
@@ -118,6 +130,7 @@ impl SchemaChange {
             SchemaChange::SetSortOrder { .. } => "set_sorted_by",
             SchemaChange::SetComment { .. } => "set_comment",
             SchemaChange::SetColumnComment { .. } => "set_column_comment",
+            SchemaChange::SetDefault { .. } => "set_default",
         }
     }
 }
@@ -163,14 +176,21 @@ pub fn evolve(
     let missing = |name: &str| Error::catalog(format!("Table {table} does not have a column with name \"{name}\""));
     let nested = |fields: Vec<NestedFieldRef>, kept: DuckdbTypes| Columns { fields, kept, metadata, table };
     match change {
-        SchemaChange::AddColumn { parent, field, duckdb_type, if_not_exists } if !parent.is_empty() => {
+        SchemaChange::AddColumn { parent, default: Some(_), .. } if !parent.is_empty() => {
+            return Err(Error::not_implemented(format!(
+                "ADD COLUMN {}.{} with a DEFAULT: skade keeps defaults of top-level columns only",
+                parent.join("."),
+                field_name(change)
+            )));
+        }
+        SchemaChange::AddColumn { parent, field, duckdb_type, if_not_exists, .. } if !parent.is_empty() => {
             let mut columns = nested(fields, kept);
             if !columns.add_field(parent, field, duckdb_type, *if_not_exists, nanoseconds)? {
                 return Ok(None);
             }
             (fields, kept) = (columns.fields, columns.kept);
         }
-        SchemaChange::AddColumn { field, duckdb_type, if_not_exists, .. } => {
+        SchemaChange::AddColumn { field, duckdb_type, if_not_exists, default, .. } => {
             if find(&fields, field.name()).is_some() {
                 if *if_not_exists {
                     return Ok(None);
@@ -188,7 +208,14 @@ pub fn evolve(
                 ))
             })?;
             next_id += 1;
-            fields.push(Arc::new(NestedField::optional(next_id, field.name(), ty)));
+            let mut added = NestedField::optional(next_id, field.name(), ty);
+            if let Some(value) = default {
+                needs_v3(metadata, table)?;
+                if let Some(literal) = literal_of(value, &added.field_type, field.name())? {
+                    added = added.with_initial_default(literal.clone()).with_write_default(literal);
+                }
+            }
+            fields.push(Arc::new(added));
             if let Some(name) = kept_as {
                 kept.0.insert(next_id, name.to_string());
             }
@@ -277,6 +304,14 @@ pub fn evolve(
             let mut next_kept = kept.clone();
             let changed =
                 changed_field(&f, field, &mut next_kept, &mut next_id, nanoseconds).map_err(|why| refuse(&why))?;
+            // (a default in the column's new type: the metadata's JSON must read as that type)
+            let retype = |d: &Option<Literal>| {
+                let retype_one = |l: &Literal| retyped(l, &f.field_type, &changed.field_type);
+                let why = "its DEFAULT has no value of the new type";
+                d.as_ref().map(|l| retype_one(l).ok_or_else(|| refuse(why))).transpose()
+            };
+            let (initial_default, write_default) = (retype(&f.initial_default)?, retype(&f.write_default)?);
+            let changed = Arc::new(NestedField { initial_default, write_default, ..(*changed).clone() });
             if changed == f && next_kept == kept {
                 return Ok(None); // the type it has
             }
@@ -334,6 +369,20 @@ pub fn evolve(
                 fields[i] = Arc::new(NestedField::new(f.id, &f.name, (*f.field_type).clone(), true).with_doc_of(&f));
             }
         }
+        SchemaChange::SetDefault { name, default, .. } => {
+            let i = find(&fields, name).ok_or_else(|| missing(name))?;
+            let f = fields[i].clone();
+            let write_default = match default {
+                Some(value) => literal_of(value, &f.field_type, &f.name)?,
+                None => None,
+            };
+            if f.write_default == write_default {
+                return Ok(None); // (DROP DEFAULT of a column without one, on v2 too)
+            }
+            needs_v3(metadata, table)?;
+            // (the initial default stays: the rows written before the column read what they read)
+            fields[i] = Arc::new(NestedField { write_default, ..(*f).clone() });
+        }
         SchemaChange::SetColumnComment { path, comment } => {
             let steps = match walk(&fields, path) {
                 Walk::Found(steps) => steps,
@@ -388,13 +437,35 @@ fn set_comment(metadata: &TableMetadata, location: &str, comment: Option<&str>) 
 }
 
 trait WithDoc {
+    /// The field with `other`'s doc and defaults (a field rebuilt with a new name or nullability).
     fn with_doc_of(self, other: &NestedField) -> NestedField;
 }
 
 impl WithDoc for NestedField {
     fn with_doc_of(mut self, other: &NestedField) -> NestedField {
         self.doc = other.doc.clone();
+        self.initial_default = other.initial_default.clone();
+        self.write_default = other.write_default.clone();
         self
+    }
+}
+
+/// Refuses a column default on a table before Iceberg v3, naming the way out.
+fn needs_v3(metadata: &TableMetadata, table: &str) -> Result<()> {
+    if metadata.format_version() >= FormatVersion::V3 {
+        return Ok(());
+    }
+    Err(Error::not_implemented(format!(
+        "table {table} is an Iceberg v2 table, which keeps no column defaults (upgrade it with CALL \
+         skade_upgrade_table('{table}', 3), or ATTACH the lake with FORMAT_VERSION 3 for new tables)"
+    )))
+}
+
+/// The name of the column an ADD COLUMN adds.
+fn field_name(change: &SchemaChange) -> &str {
+    match change {
+        SchemaChange::AddColumn { field, .. } => field.name(),
+        _ => "",
     }
 }
 
@@ -418,7 +489,9 @@ mod tests {
                 field: field.clone(),
                 duckdb_type: "INTEGER".into(),
                 if_not_exists: false,
+                default: None,
             },
+            SchemaChange::SetDefault { name: "c".into(), default: None },
             SchemaChange::DropColumn { path: vec!["c".into()], if_exists: false },
             SchemaChange::RenameColumn { path: vec!["c".into()], to: "d".into() },
             SchemaChange::ChangeType { path: vec!["c".into()], field, duckdb_type: "BIGINT".into() },

@@ -273,7 +273,7 @@ mod tests {
     fn add(parent: &str, name: &str, ty: DataType) -> SchemaChange {
         let field = Field::new(name, ty, true);
         let duckdb_type = super::super::schema::duckdb_name(&field);
-        SchemaChange::AddColumn { parent: path(parent), field, duckdb_type, if_not_exists: false }
+        SchemaChange::AddColumn { parent: path(parent), field, duckdb_type, if_not_exists: false, default: None }
     }
 
     fn error(md: &TableMetadata, change: SchemaChange) -> String {
@@ -312,6 +312,7 @@ mod tests {
             field: Field::new("A", DataType::Int32, true),
             duckdb_type: "INTEGER".into(),
             if_not_exists: true,
+            default: None,
         };
         assert!(apply(&next, again).unwrap().is_none());
     }

@@ -4,6 +4,8 @@
 
 pub(crate) mod avro_names;
 pub mod client_schema;
+pub(crate) mod conform;
+pub mod defaults;
 pub mod deletion_vector;
 pub mod duckdb_types;
 pub mod evolve;

@@ -8,6 +8,7 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, St
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef, TimeUnit};
 use iceberg::spec::{ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Type};
 
+pub(crate) use super::conform::conform_array;
 use super::duckdb_types::{self, DuckdbTypes, Nanoseconds};
 use super::nested_arrays;
 use super::timestamps;
@@ -488,9 +489,10 @@ fn check_time_of_day(col: &ArrayRef, table_name: &str, column: &str) -> Result<(
 /// `batch` (rows of a table in one of its schemas) in the columns of `target` (another schema
 /// of the table): each column found by its Iceberg field id (the `PARQUET:field_id` metadata
 /// Arrow fields of tables carry), so a rename or a drop and re-add never hands one column's values
-/// to another; widened where the type was promoted; NULL where the rows' schema lacks it. A column
+/// to another; widened where the type was promoted; where the rows' schema lacks it, the
+/// column's initial default in `schema` (the Iceberg schema of `target`), or NULL. A column
 /// without a field id (a changelog's own) is found by its name.
-pub fn by_field_id(batch: &RecordBatch, target: &ArrowSchemaRef) -> Result<RecordBatch> {
+pub fn by_field_id(batch: &RecordBatch, target: &ArrowSchemaRef, schema: &Schema) -> Result<RecordBatch> {
     const FIELD_ID: &str = "PARQUET:field_id";
     let id = |f: &Field| f.metadata().get(FIELD_ID).cloned();
     let source = batch.schema();
@@ -504,35 +506,15 @@ pub fn by_field_id(batch: &RecordBatch, target: &ArrowSchemaRef) -> Result<Recor
             };
             match found {
                 Some(i) => conform_array(batch.column(i), f.data_type()),
-                None => Ok(arrow::array::new_null_array(f.data_type(), batch.num_rows())),
+                None => {
+                    let field = id(f).and_then(|id| id.parse().ok()).and_then(|id| schema.field_by_id(id));
+                    super::defaults::missing_column(field.map(|f| f.as_ref()), f.data_type(), batch.num_rows())
+                }
             }
         })
         .collect::<Result<Vec<_>>>()?;
     let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
     Ok(RecordBatch::try_new_with_options(target.clone(), columns, &options)?)
-}
-
-/// One column into the table's Arrow type (see [`conform`]): a column of a file into the table's
-/// schema, or one of DuckDB's into the stored types. Nested fields are found by their field ids
-/// (`nested_arrays`), so a file written before a nested field was added, dropped or renamed reads
-/// right.
-pub(crate) fn conform_array(array: &ArrayRef, target: &DataType) -> Result<ArrayRef> {
-    if array.data_type() == target {
-        return Ok(array.clone());
-    }
-    nested_arrays::reshape(array, &Field::new("", target.clone(), true), &|a, f| conform_value(a, f.data_type()))
-}
-
-/// One value that is not a STRUCT, LIST or MAP into the table's Arrow type.
-fn conform_value(array: &ArrayRef, target: &DataType) -> Result<ArrayRef> {
-    if let (DataType::FixedSizeBinary(16), DataType::Decimal128(p, 0)) = (array.data_type(), target) {
-        // DuckDB's HUGEINT (16 bytes) for a decimal(p,0) column (a lookup key, a filter's value)
-        return duckdb_types::hugeints_as_decimals(array, *p).map_err(Error::invalid);
-    }
-    if let Some(converted) = timestamps::convert(array, target) {
-        return converted.map_err(Error::invalid); // (infinities kept: an Arrow cast loses them)
-    }
-    Ok(arrow::compute::cast(array, target)?)
 }
 
 /// The top-level columns of a Parquet file by their Iceberg field ids (columns without an id are

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use arrow::array::{make_comparator, new_null_array, Array, ArrayRef, AsArray, RecordBatch};
+use arrow::array::{make_comparator, Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::SortOptions;
 use arrow::datatypes::Int64Type;
 use arrow::datatypes::SchemaRef as ArrowSchemaRef;
@@ -369,7 +369,7 @@ fn project(
         .zip(out_schema.fields())
         .map(|(f, a)| match index.column_of(f.id) {
             Some(root) => conform_array(row.column(root), a.data_type()),
-            None => Ok(new_null_array(a.data_type(), 1)),
+            None => crate::format::defaults::missing_column(Some(f), a.data_type(), 1),
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(RecordBatch::try_new(out_schema.clone(), columns)?)

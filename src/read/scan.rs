@@ -12,7 +12,7 @@ use arrow::array::{
 use arrow::datatypes::Int64Type;
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use arrow::error::ArrowError;
-use iceberg::spec::{DataFile, SchemaRef, Snapshot, SnapshotRef, TableMetadata};
+use iceberg::spec::{DataFile, NestedFieldRef, SchemaRef, Snapshot, SnapshotRef, TableMetadata};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
@@ -30,6 +30,7 @@ use super::select::kept_rows;
 use super::skippable::group_can_skip;
 use super::time_travel::{snapshot_and_schema, Version};
 use crate::error::{Error, Result};
+use crate::format::defaults::missing_column;
 use crate::format::name_mapping::FileNames;
 use crate::format::schema::{arrow_schema, conform_array, roots_by_field_id};
 use crate::io::input::InputFile;
@@ -478,6 +479,16 @@ impl ScanPlan {
         FileDeletes { positions: Arc::new(positions), equality: vec![] }
     }
 
+    /// The output columns' fields, where one has an initial default (see [`TaskReader`]).
+    fn defaults(&self) -> Vec<Option<NestedFieldRef>> {
+        let field = |id: &i32| self.iceberg_schema.field_by_id(*id).filter(|f| f.initial_default.is_some()).cloned();
+        let fields: Vec<Option<NestedFieldRef>> = self.field_ids.iter().map(field).collect();
+        match fields.iter().any(Option::is_some) {
+            true => fields,
+            false => vec![],
+        }
+    }
+
     /// A blocking reader over one planned task.
     pub fn open(&self, task: usize) -> Result<TaskReader> {
         let task = self.tasks.get(task).ok_or_else(|| Error::internal(format!("scan task {task} out of range")))?;
@@ -493,6 +504,7 @@ impl ScanPlan {
             deleted_cursor: 0,
             source: Source::Positions { remaining: task.end - task.first },
             pending: VecDeque::new(),
+            defaults: self.defaults(),
         };
         if let Some(rows) = &task.rows {
             return Ok(TaskReader { source: Source::Rows(Some(rows.clone())), runs: VecDeque::new(), ..base });
@@ -860,6 +872,9 @@ pub struct TaskReader {
     source: Source,
     /// Parts of a batch already read, still to be returned (see [`kept_rows`]).
     pending: VecDeque<RecordBatch>,
+    /// The output columns' fields where one has an initial default (Iceberg v3: what a file
+    /// without the column reads); empty when none has.
+    defaults: Vec<Option<NestedFieldRef>>,
 }
 
 impl TaskReader {
@@ -927,10 +942,10 @@ impl TaskReader {
         let keep = self.position_mask(&positions, rows);
         let mut arrays: Vec<ArrayRef> = vec![];
         if let (Source::File { columns, .. }, Some(cols)) = (&self.source, &batch_columns) {
-            for (c, field) in columns.iter().zip(self.schema.fields()) {
+            for (j, (c, field)) in columns.iter().zip(self.schema.fields()).enumerate() {
                 arrays.push(match c {
                     Some(i) => conform_array(&cols[*i], field.data_type())?,
-                    None => new_null_array(field.data_type(), rows),
+                    None => missing_column(self.defaults.get(j).and_then(Option::as_deref), field.data_type(), rows)?,
                 });
             }
         }

@@ -225,7 +225,8 @@ pub fn rows(
         };
         let batches = window::rows(&metadata, &catalog.read_caches(), &shown(catalog, database, table), request)?;
         let target = changelog_schema(arrow_schema(newest.current_schema())?.as_ref());
-        let batches = batches.iter().map(|b| by_field_id(b, &target)).collect::<Result<Vec<_>>>()?;
+        let batches =
+            batches.iter().map(|b| by_field_id(b, &target, newest.current_schema())).collect::<Result<Vec<_>>>()?;
         // (each table's rows in its columns' kept DuckDB types, as the consumer's schema has them)
         let facing = Facing::of(&newest)?;
         let batches = match facing.is_empty() {

@@ -15,6 +15,7 @@
 #include "duckdb/function/table_function.hpp"
 #include "duckdb/parser/expression/cast_expression.hpp"
 #include "duckdb/parser/expression/columnref_expression.hpp"
+#include "duckdb/parser/expression/constant_expression.hpp"
 #include "duckdb/parser/expression/function_expression.hpp"
 #include "duckdb/parser/parsed_data/alter_info.hpp"
 #include "duckdb/parser/parsed_data/alter_table_info.hpp"
@@ -223,6 +224,19 @@ inline vector<const ParsedExpression *> SkadeCallArguments(const FunctionExpress
 	return out;
 }
 
+//! `value` cast to `type` (false, with `error`, when it does not cast).
+inline bool SkadeTryCast(const Value &value, const LogicalType &type, Value &out, string &error) {
+	auto cast = value.DefaultTryCastAs(type, &error);
+	if (!cast) {
+		return false;
+	}
+	out = *cast;
+	return true;
+}
+//! A parsed constant expression of `value`.
+inline unique_ptr<ParsedExpression> SkadeConstantExpression(const Value &value) {
+	return ConstantExpression::FromValue(value);
+}
 #else
 
 using SkadeName = string;
@@ -383,6 +397,12 @@ inline void SkadeUseDictionary(Vector &vector, const SkadeDictionary &dictionary
 	vector.Dictionary(dictionary.entries, owned);
 }
 
+inline bool SkadeTryCast(const Value &value, const LogicalType &type, Value &out, string &error) {
+	return value.DefaultTryCastAs(type, out, &error);
+}
+inline unique_ptr<ParsedExpression> SkadeConstantExpression(const Value &value) {
+	return make_uniq<ConstantExpression>(value);
+}
 #endif
 
 } // namespace duckdb

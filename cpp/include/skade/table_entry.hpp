@@ -17,6 +17,8 @@ struct SkadeTableShape {
 	vector<bool> not_null;
 	//! Per column: its comment (a NULL value: none).
 	vector<Value> comments;
+	//! Each column's DEFAULT (Iceberg v3's write default), as text to cast to its type; NULL: none.
+	vector<Value> defaults;
 	vector<string> primary_key;
 
 	static shared_ptr<SkadeTableShape> Build(ClientContext &context, skade_table *table);
