@@ -2,7 +2,8 @@
 """One-row commits per second: skade under each DURABILITY mode with 1, 2, 4 and 8 concurrent
 writers (threads, each with its own connection), next to DuckLake on the same work in the same
 run. Writers insert into their own table (group commit shares the fsync) and, separately, into
-one shared table (appends rebase onto each other). Prints figures; asserts nothing about speed.
+one shared table, plain and with a primary key (appends build on the one still in flight:
+docs/design/many-writers.md). Prints figures; asserts nothing about speed.
 
 Usage: python bench/commits.py [seconds_per_point]   (make bench)
 """
@@ -23,12 +24,13 @@ WRITERS = [1, 2, 4, 8]
 
 
 
-def measure(con, lake, writers, shared):
+def measure(con, lake, writers, shared, keyed=False):
     # fresh tables for every point: a table's metadata grows with its snapshots
-    point = f"{'s' if shared else 'o'}{writers}"
+    point = f"{'s' if shared else 'o'}{'k' if keyed else ''}{writers}"
     for w in range(writers):
         con.execute(f"CREATE TABLE {lake}.t_{point}_{w} (id BIGINT, v VARCHAR)")
-    con.execute(f"CREATE TABLE {lake}.shared_{point} (id BIGINT, v VARCHAR)")
+    key = " PRIMARY KEY" if keyed else ""
+    con.execute(f"CREATE TABLE {lake}.shared_{point} (id BIGINT{key}, v VARCHAR)")
     counts = [0] * writers
     errors = []
     stop = time.monotonic() + SECONDS
@@ -70,14 +72,21 @@ def main():
     lakes["ducklake"] = "dl"
 
     figures = {}
-    for shared in (False, True):
+    for shared, keyed in ((False, False), (True, False), (True, True)):
         title = "one shared table" if shared else "a table per writer"
+        title += " with a primary key (DuckLake has none)" if keyed else ""
+        kind = "shared-keyed" if keyed else "shared" if shared else "own"
         print(f"one-row commits/s, {title}:")
-        print(f"  {'':<18}" + "".join(f"{w:>9} w" for w in WRITERS) + "   8w/1w")
+        print(f"  {'':<18}" + "".join(f"{w:>9} w" for w in WRITERS) + "   8w/1w   8w vs own 8w")
         for name, lake in lakes.items():
-            row = [measure(con, lake, w, shared) for w in WRITERS]
-            figures[f"{name}|{'shared' if shared else 'own'}"] = [round(r, 1) for r in row]
-            print(f"  {name:<18}" + "".join(f"{r:>11.1f}" for r in row) + f"   x{row[-1] / row[0]:.2f}", flush=True)
+            if keyed and name == "ducklake":
+                continue
+            row = [measure(con, lake, w, shared, keyed) for w in WRITERS]
+            figures[f"{name}|{kind}"] = [round(r, 1) for r in row]
+            own = figures.get(f"{name}|own", [0] * len(WRITERS))[-1]
+            versus = f"   x{row[-1] / own:.2f}" if shared and own else ""
+            print(f"  {name:<18}" + "".join(f"{r:>11.1f}" for r in row) + f"   x{row[-1] / row[0]:.2f}{versus}",
+                  flush=True)
     print(json.dumps(figures))
     con.close()
     shutil.rmtree(root, ignore_errors=True)

@@ -8,8 +8,8 @@
 //! enqueued, outside any lock.
 
 use std::collections::HashMap;
-use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::Mutex;
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
 
 use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
@@ -119,6 +119,58 @@ mod pair_keyed {
 struct Pending {
     request: CommitRequest,
     done: SyncSender<Result<Vec<CommitRecord>>>,
+    ready: Arc<Ready>,
+}
+
+/// Whether a queued request's files are durable (its committer syncs them after queueing it, see
+/// [`Committer::submit`]): None while they are being synced, then the outcome.
+#[derive(Default)]
+pub struct Ready {
+    outcome: Mutex<Option<Result<()>>>,
+    known: Condvar,
+}
+
+impl Ready {
+    fn set(&self, outcome: Result<()>) {
+        *self.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+        self.known.notify_all();
+    }
+
+    /// Whether the outcome is known.
+    fn known(&self) -> bool {
+        self.outcome.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
+    fn wait(&self) -> Result<()> {
+        let outcome = self.outcome.lock().unwrap_or_else(|p| p.into_inner());
+        let outcome = self.known.wait_while(outcome, |o| o.is_none()).unwrap_or_else(|p| p.into_inner());
+        outcome.clone().unwrap_or_else(|| Err(Error::internal("a commit's readiness was lost")))
+    }
+}
+
+/// A request queued by [`Committer::submit`]: its committer marks it ready, then waits.
+pub struct Ticket {
+    done: Receiver<Result<Vec<CommitRecord>>>,
+    ready: Arc<Ready>,
+}
+
+impl Ticket {
+    /// The request's files are durable (or could not be made so: the request fails with that).
+    pub fn ready(&self, outcome: Result<()>) {
+        self.ready.set(outcome);
+    }
+}
+
+impl Drop for Ticket {
+    /// A ticket given up before it was marked ready (an early return) fails its request rather
+    /// than leaving a group commit's leader waiting for it.
+    fn drop(&mut self) {
+        let mut outcome = self.ready.outcome.lock().unwrap_or_else(|p| p.into_inner());
+        if outcome.is_none() {
+            *outcome = Some(Err(Error::internal("a queued commit was abandoned before its files were synced")));
+            self.ready.known.notify_all();
+        }
+    }
 }
 
 /// The group-commit queue.
@@ -135,32 +187,77 @@ impl Committer {
         f()
     }
 
-    /// Commits `request`, possibly together with concurrent ones. `run` applies a whole group and
-    /// must answer every request in it (it is called with the leader lock held).
-    pub fn commit(
-        &self,
-        request: CommitRequest,
-        run: impl FnOnce(Vec<CommitRequest>) -> Vec<Result<Vec<CommitRecord>>>,
-    ) -> Result<Vec<CommitRecord>> {
+    /// Queues `request`, not ready yet: requests are applied in the order they were queued, so a
+    /// committer that queues under a table's turn fixes its place before it hands the turn on,
+    /// and syncs its files afterwards, in parallel with the next one's work.
+    pub fn submit(&self, request: CommitRequest) -> Ticket {
         let (tx, rx) = sync_channel(1);
-        self.queue.lock().unwrap().push(Pending { request, done: tx });
-        {
-            let _leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
-            let group = std::mem::take(&mut *self.queue.lock().unwrap());
-            if !group.is_empty() {
-                let (requests, senders): (Vec<_>, Vec<_>) = group.into_iter().map(|p| (p.request, p.done)).unzip();
-                let n = requests.len();
-                let mut results = run(requests);
-                results.resize_with(n, || Err(Error::internal("group commit lost a result")));
-                for (sender, result) in senders.into_iter().zip(results) {
-                    let _ = sender.send(result);
+        let ready = Arc::new(Ready::default());
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).push(Pending { request, done: tx, ready: ready.clone() });
+        Ticket { done: rx, ready }
+    }
+
+    /// The outcome of a submitted request: leads a group commit of the queued requests that
+    /// are ready, from the queue's start up to the first that is not (a request whose files
+    /// could not be synced fails alone), or waits for the leader that took it. A request behind
+    /// one still syncing waits for it (the order of the queue is the order of each table's
+    /// chain); its committer leads again now and then, so no request waits on a committer that
+    /// went away.
+    pub fn finish(
+        &self,
+        ticket: Ticket,
+        run: impl Fn(Vec<CommitRequest>) -> Vec<Result<Vec<CommitRecord>>>,
+    ) -> Result<Vec<CommitRecord>> {
+        loop {
+            self.lead(&run);
+            // Our request was in the group we led, or in another leader's group, or waits
+            // behind one still syncing.
+            match ticket.done.recv_timeout(LEAD_AGAIN) {
+                Ok(outcome) => return outcome,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Error::internal("group commit leader vanished"));
                 }
             }
         }
-        // Our request was in the group we led, or in an earlier leader's group.
-        rx.recv().unwrap_or_else(|_| Err(Error::internal("group commit leader vanished")))
+    }
+
+    /// Commits the queue's ready start as one group (see [`Committer::finish`]).
+    fn lead(&self, run: &impl Fn(Vec<CommitRequest>) -> Vec<Result<Vec<CommitRecord>>>) {
+        let _leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
+        let group: Vec<Pending> = {
+            let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            let ready = queue.iter().take_while(|p| p.ready.known()).count();
+            queue.drain(..ready).collect()
+        };
+        if group.is_empty() {
+            return;
+        }
+        let mut requests = Vec::with_capacity(group.len());
+        let mut senders = Vec::with_capacity(group.len());
+        for pending in group {
+            match pending.ready.wait() {
+                Ok(()) => {
+                    requests.push(pending.request);
+                    senders.push(pending.done);
+                }
+                Err(e) => {
+                    let _ = pending.done.send(Err(e));
+                }
+            }
+        }
+        let n = requests.len();
+        let mut results = if n > 0 { run(requests) } else { vec![] };
+        results.resize_with(n, || Err(Error::internal("group commit lost a result")));
+        for (sender, result) in senders.into_iter().zip(results) {
+            let _ = sender.send(result);
+        }
     }
 }
+
+/// How long a committer whose request waits behind one still syncing waits before it tries to
+/// lead again.
+const LEAD_AGAIN: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// What a group would commit: the commit_seq before it, and one result per request.
 pub struct Staged {

@@ -80,9 +80,17 @@ impl Catalog {
             // (through a commit log, what other processes committed up to now: a consumer made
             // there a moment ago keeps what it needs)
             let (head, record) = self.table_now(schema, name, &shown)?;
-            // Take the table's commit turn, as committers do: expiry queues behind them.
+            // Take the table's commit turn, as committers do: expiry queues behind them (and
+            // behind the appends in flight: it decides on the committed head).
             let lock = self.table_lock(&record.uuid);
-            let _turn = lock.lock().unwrap_or_else(|p| p.into_inner());
+            let _turn = loop {
+                let turn = lock.take();
+                if turn.settled() {
+                    break turn;
+                }
+                drop(turn);
+                lock.wait_settled();
+            };
             let _shared_turn = self.cross_process_turns([record.uuid.as_str()])?;
             let before = self.inner.metadata.get(&record.metadata_location)?;
             let mut expired = expired_snapshots(&before, retention);

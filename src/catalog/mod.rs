@@ -31,6 +31,7 @@ pub mod transaction_external;
 pub mod transaction_external_create;
 mod transaction_lineage;
 pub mod transaction_namespace;
+pub(crate) mod turns;
 pub mod views;
 
 pub use self::log_commit::LogStatus;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use iceberg::io::FileIO;
 use tokio::sync::broadcast;
 
-use super::commit::{apply_group, CommitRequest, Committer, Staged};
+use super::commit::{apply_group, CommitRequest, Committer, Staged, Ticket};
 use super::log_commit::{Landed, LogLink, LogStatus};
 use super::options::{AttachOptions, Durability};
 use super::residency;
@@ -73,8 +73,8 @@ pub(crate) struct Inner {
     needs_restore: AtomicBool,
     /// The last commit_seq known to be durable: the commit feed serves nothing beyond it.
     durable_seq: AtomicU64,
-    /// One lock per table uuid, held by a committer from reading the table's head to its commit.
-    table_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// One commit turn per table uuid (see `turns`).
+    table_locks: Mutex<HashMap<String, Arc<super::turns::Turn>>>,
     /// A log-resident catalog's link to its commit log (its commits go through it).
     log: Option<LogLink>,
     /// When (ms of [`clock_ms`]) a transaction last began, and the log was last followed: a
@@ -425,7 +425,7 @@ impl Catalog {
     }
 
     /// The commit turn of one table (see `Transaction::commit`).
-    pub(crate) fn table_lock(&self, uuid: &str) -> Arc<Mutex<()>> {
+    pub(crate) fn table_lock(&self, uuid: &str) -> Arc<super::turns::Turn> {
         let mut locks = self.inner.table_locks.lock().unwrap_or_else(|p| p.into_inner());
         if locks.len() > 4096 {
             locks.retain(|_, l| Arc::strong_count(l) > 1); // forget idle tables
@@ -469,11 +469,30 @@ impl Catalog {
 
     /// Group-commits `request`; on success the new state is visible before this returns.
     pub(crate) fn commit(&self, request: CommitRequest) -> Result<Vec<CommitRecord>> {
+        let ticket = self.submit(request);
+        ticket.ready(Ok(()));
+        self.finish(ticket)
+    }
+
+    /// Queues `request` for the next group commit (see [`Committer::submit`]): it lands after
+    /// every request queued before it. Mark the ticket ready, then [`Catalog::finish`] it.
+    pub(crate) fn submit(&self, request: CommitRequest) -> Ticket {
+        self.inner.committer.submit(request)
+    }
+
+    /// Whether appends to one table may build on a request still in flight (see `turns`): not
+    /// through a commit log, whose cross-process turns order commits of other processes too.
+    pub(crate) fn chains_appends(&self) -> bool {
+        self.inner.log.is_none()
+    }
+
+    /// The outcome of a submitted request (see [`Catalog::commit`]).
+    pub(crate) fn finish(&self, ticket: Ticket) -> Result<Vec<CommitRecord>> {
         let inner = &self.inner;
         if let Some(link) = &inner.log {
-            return inner.committer.commit(request, |group| inner.commit_through_log(link, &group));
+            return inner.committer.finish(ticket, |group| inner.commit_through_log(link, &group));
         }
-        inner.committer.commit(request, |group| {
+        inner.committer.finish(ticket, |group| {
             crate::failpoint::hit("before_catalog_commit");
             if let Err(e) = inner.recover_store() {
                 return group.iter().map(|_| Err(e.clone())).collect();

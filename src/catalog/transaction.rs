@@ -26,7 +26,7 @@ use crate::format::partition::{self, PartitionKey};
 use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
 use crate::format::sort_order::{self, SortKey};
 use crate::format::{metadata, schema};
-use crate::io::{remove_files, sync_files};
+use crate::io::{remove_files, sync_files, sync_files_but};
 use crate::lookup::{lookup, Found, LookupRequest};
 use crate::read::column_stats::FileStats;
 use crate::read::filter::Prune;
@@ -1256,31 +1256,89 @@ impl Transaction {
             staged.push((record, snap));
         }
 
-        // Writers of one table take turns from reading its head to committing, so concurrent
-        // appends queue instead of racing and redoing their metadata; writers of different tables
-        // still share group commits. Locks are taken in uuid order (no deadlock).
+        // Data files and manifests are this transaction's whatever head it lands on: synced
+        // before any turn is taken, in this committer's own thread.
+        let durable = self.catalog.durable_at_commit();
+        if durable {
+            // (each table's metadata folder is synced once, with its manifest list and metadata)
+            let metadata_dirs: HashSet<&std::path::Path> = staged
+                .iter()
+                .filter_map(|(r, _)| std::path::Path::new(crate::io::local_path(&r.metadata_location)).parent())
+                .collect();
+            sync_files_but(written.iter().map(String::as_str), |d| metadata_dirs.contains(d))?;
+        }
+        // Writers of one table take turns from reading its head to queueing their request, so
+        // concurrent commits queue instead of racing and redoing their metadata; writers of
+        // different tables still share group commits. Locks are taken in uuid order (no
+        // deadlock). An append hands the turn on once queued, its pointer the table's tentative
+        // head, which the next append builds on; anything else waits for the table to settle
+        // (see `turns`). Through a commit log the turns are held until the commit lands.
         // (DDL of a table takes its turn too: an ALTER committing without one starved the DML of
         // other processes, which waited for the turn and then lost to it)
-        let ddl_uuids = st.ddl.iter().filter_map(|d| match d {
-            Ddl::AlterTable { before, .. } | Ddl::RenameTable { before, .. } | Ddl::DropTable(before) => {
-                Some(before.uuid.as_str())
-            }
-            _ => None,
-        });
-        let mut uuids: Vec<&str> = staged.iter().map(|(r, _)| r.uuid.as_str()).chain(ddl_uuids).collect();
+        let ddl_uuids: HashSet<&str> = st
+            .ddl
+            .iter()
+            .filter_map(|d| match d {
+                Ddl::AlterTable { before, .. } | Ddl::RenameTable { before, .. } | Ddl::DropTable(before) => {
+                    Some(before.uuid.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        let mut uuids: Vec<&str> =
+            staged.iter().map(|(r, _)| r.uuid.as_str()).chain(ddl_uuids.iter().copied()).collect();
         uuids.sort_unstable();
         uuids.dedup();
-        let locks: Vec<_> = uuids.iter().map(|u| self.catalog.table_lock(u)).collect();
-        let _turns: Vec<_> = locks.iter().map(|l| l.lock().unwrap_or_else(|p| p.into_inner())).collect();
-        let _shared_turns = self.catalog.cross_process_turns(uuids.iter().copied())?;
-        // (with the turns held, the head read next is the newest: nothing commits to these tables
-        // meanwhile, in this process or another)
-        self.catalog.catch_up()?;
+        // (only when a commit syncs its files: without a sync to overlap, building on a request
+        // in flight only adds work, 10% fewer commits of 8 writers under DURABILITY 'none')
+        let chained = self.catalog.chains_appends() && durable;
+        let chains: HashSet<&str> = staged
+            .iter()
+            .filter(|(r, s)| {
+                chained && appends_only(s) && !ddl_uuids.contains(r.uuid.as_str()) && !created.contains(&r.uuid)
+            })
+            .map(|(r, _)| r.uuid.as_str())
+            .collect();
+        let turns: Vec<_> = uuids.iter().map(|u| self.catalog.table_lock(u)).collect();
+        // (set after a conflict found on a tentative head: it is decided again on the settled one)
+        let mut settle_first = false;
 
         let consumers = staged_consumer_changes(&st.consumers);
         let sinks: Vec<SinkChange> = st.sinks.values().cloned().collect();
         let mut last_conflict = None;
         for _ in 0..MAX_REBASES {
+            // An append may take a turn with a request in flight; anything else waits for the
+            // table to settle, holding no turn meanwhile (a committer in flight settles its
+            // tables one turn at a time: waiting while holding one could deadlock).
+            let mut held = loop {
+                let mut held = Vec::with_capacity(turns.len());
+                let mut unsettled = None;
+                for (i, (u, t)) in uuids.iter().zip(&turns).enumerate() {
+                    let state = t.take();
+                    let may_chain = chains.contains(u) && !settle_first && state.chainable();
+                    if !state.settled() && !may_chain {
+                        unsettled = Some(i);
+                        break;
+                    }
+                    held.push(state);
+                }
+                match unsettled {
+                    None => break held,
+                    Some(i) => {
+                        drop(held);
+                        turns[i].wait_settled();
+                    }
+                }
+            };
+            let shared_turns = self.catalog.cross_process_turns(uuids.iter().copied())?;
+            // (with the turns held, the head read next is the newest: nothing commits to these
+            // tables meanwhile, in this process or another, but the appends in flight)
+            self.catalog.catch_up()?;
+            let tentative: HashMap<String, String> = uuids
+                .iter()
+                .zip(&held)
+                .filter_map(|(u, h)| h.tentative.as_ref().map(|location| (u.to_string(), location.clone())))
+                .collect();
             let head = self.catalog.state();
             if let Some(e) = last_conflict.take() {
                 // Appends rebase; DDL whose premise no longer holds cannot, nor a consumer's change.
@@ -1373,21 +1431,30 @@ impl Transaction {
             let mut attempt_files = vec![];
             // (a commit's manifests, manifest lists and metadata.json files go to a bucket at once)
             let produced = crate::io::deferred::deferring(|| {
-                self.produce_snapshots(&staged, &created, &head, &mut changes, &mut attempt_files)
+                self.produce_snapshots(&staged, &created, &head, &tentative, &mut changes, &mut attempt_files)
             });
-            if let Err(e) = produced {
-                written.extend(attempt_files);
-                return Err(e);
-            }
-            let files: Vec<String> = written.iter().chain(&attempt_files).cloned().collect();
-            if self.catalog.durable_at_commit() {
-                // Outside every lock, in this committer's own thread: concurrent committers sync
-                // their files in parallel, and the group commit then fsyncs the catalog once.
-                if let Err(e) = sync_files(files.iter().map(String::as_str)) {
+            match produced {
+                Err(e) if e.kind == ErrorKind::Conflict && !tentative.is_empty() => {
+                    // (a conflict with a request in flight, which may yet fail: decided again
+                    // once the table settles)
+                    superseded.append(&mut attempt_files);
+                    settle_first = true;
+                    continue;
+                }
+                Err(e) => {
                     written.extend(attempt_files);
                     return Err(e);
                 }
+                Ok(()) => {}
             }
+            let files: Vec<String> = written.iter().chain(&attempt_files).cloned().collect();
+            let new_locations: HashMap<String, String> = changes
+                .iter()
+                .filter_map(|c| match &c.effect {
+                    StateChange::PutTable(t) => Some((t.uuid.clone(), t.metadata_location.clone())),
+                    _ => None,
+                })
+                .collect();
             let request = CommitRequest {
                 changes,
                 actor: self.catalog.actor().to_string(),
@@ -1398,7 +1465,43 @@ impl Transaction {
                 inputs: st.reads.clone(),
                 database: self.database().map(str::to_string),
             };
-            match self.catalog.commit(request) {
+            // Queued under the turns: it lands after every request queued before it. When it
+            // chains, its new pointers become the tables' tentative heads, the turns are handed
+            // on, and its own files are synced while the next committer works (the queue waits
+            // for them); otherwise they are synced first, as the turns are held to the end.
+            let chains_here = staged.iter().any(|(r, _)| chains.contains(r.uuid.as_str()));
+            if durable && !chains_here {
+                if let Err(e) = sync_files(attempt_files.iter().map(String::as_str)) {
+                    written.extend(attempt_files);
+                    return Err(e);
+                }
+            }
+            let ticket = self.catalog.submit(request);
+            let mut in_flight = vec![];
+            if chains_here {
+                for ((uuid, turn), held) in uuids.iter().zip(&turns).zip(held.iter_mut()) {
+                    if let Some(location) = new_locations.get(*uuid) {
+                        held.tentative = Some(location.clone());
+                        in_flight.push((turn.clone(), location.clone()));
+                    }
+                }
+                drop(held);
+                drop(shared_turns);
+            }
+            let synced = match durable && chains_here {
+                true => sync_files(attempt_files.iter().map(String::as_str)),
+                false => Ok(()),
+            };
+            ticket.ready(synced.clone());
+            let outcome = self.catalog.finish(ticket);
+            for (turn, location) in &in_flight {
+                turn.settle(location, outcome.is_ok());
+            }
+            if let Err(e) = synced {
+                written.extend(attempt_files); // (refused: nothing landed)
+                return Err(e);
+            }
+            match outcome {
                 Ok(records) => {
                     written.clear(); // the files now belong to the committed snapshots
                     return Ok(records);
@@ -1406,6 +1509,10 @@ impl Transaction {
                 Err(e) if e.kind == ErrorKind::Conflict && !staged.is_empty() => {
                     superseded.append(&mut attempt_files);
                     last_conflict = Some(e);
+                    // (the pointers built on a request that failed are doomed: rebuilt on the
+                    // settled head, never on another doomed one, whose base may hold this
+                    // transaction's own snapshot id already)
+                    settle_first |= chains_here;
                 }
                 Err(e) if matches!(e.kind, ErrorKind::Conflict | ErrorKind::Permission) => {
                     written.extend(attempt_files); // refused before anything was written
@@ -1423,12 +1530,14 @@ impl Transaction {
     }
 
     /// Writes, for each table with new files, the manifest list and metadata.json of its next
-    /// snapshot on top of `head`, and adds the pointer changes to `changes`.
+    /// snapshot on top of `head` (or of the table's `tentative` head: a request still in flight),
+    /// and adds the pointer changes to `changes`.
     fn produce_snapshots(
         &self,
         staged: &[(Arc<TableRecord>, StagedSnapshot)],
         created: &HashSet<String>,
         head: &CatalogState,
+        tentative: &HashMap<String, String>,
         changes: &mut Vec<Change>,
         written: &mut Vec<String>,
     ) -> Result<()> {
@@ -1436,6 +1545,8 @@ impl Transaction {
         for (record, snap) in staged {
             let base_location = if created.contains(&record.uuid) {
                 record.metadata_location.clone()
+            } else if let Some(location) = tentative.get(&record.uuid) {
+                location.clone() // (an append in flight: this one builds on it, see `turns`)
             } else {
                 match head.table(&record.schema, &record.name) {
                     Some(t) if t.uuid == record.uuid => t.metadata_location.clone(),
@@ -1643,4 +1754,14 @@ impl Transaction {
             ))
         })
     }
+}
+
+/// Whether a staged snapshot only appends (no deletes, removals or adopted files): the only kind
+/// that builds on a table's tentative head (see `turns`).
+fn appends_only(snap: &StagedSnapshot) -> bool {
+    snap.operation == Operation::Append
+        && snap.delete_base.is_none()
+        && snap.removed.is_empty()
+        && snap.replaced_dvs.is_empty()
+        && snap.adopted.is_empty()
 }

@@ -201,6 +201,12 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// Makes files durable: fsyncs each file and, once, each directory that holds one (so that new
 /// directory entries survive too).
 pub fn sync_files<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    sync_files_but(paths, |_| false)
+}
+
+/// [`sync_files`], leaving out the directories `later` says are synced later (a commit syncs its
+/// data files and manifests first, and the metadata folder once, with its own metadata files).
+pub fn sync_files_but<'a>(paths: impl IntoIterator<Item = &'a str>, later: impl Fn(&Path) -> bool) -> Result<()> {
     let mut dirs = BTreeSet::new();
     // A completed PUT is durable: objects need nothing more.
     let local: Vec<&str> = paths.into_iter().filter(|p| !object::is_object(p)).collect();
@@ -216,7 +222,7 @@ pub fn sync_files<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<()> {
             dirs.insert(d.to_path_buf());
         }
     }
-    for d in dirs {
+    for d in dirs.into_iter().filter(|d| !later(d)) {
         sync_dir(&d)?;
     }
     Ok(())
