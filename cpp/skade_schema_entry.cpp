@@ -252,13 +252,13 @@ static string SortKeyJson(ClientContext &context, const ParsedExpression &expr, 
 	return json + "}";
 }
 
-//! CREATE TABLE's column DEFAULTs (columns `defaulted` of `base`): each the new table's write
-//! default, set as ALTER COLUMN SET DEFAULT sets it (the core refuses them on a v2 table).
 static void ExportColumnType(ClientContext &context, const string &name, const LogicalType &type,
                              ArrowSchemaWrapper &out);
 static bool ExportDefault(ClientContext &context, const string &column, const ParsedExpression &expr,
                           const LogicalType &type, ArrowArrayWrapper &out);
 
+//! CREATE TABLE's column DEFAULTs (columns `defaulted` of `base`): each the new table's write
+//! default, set as ALTER COLUMN SET DEFAULT sets it (the core refuses them on a v2 table).
 static void SetDefaults(ClientContext &context, SkadeTransaction &txn, const string &schema,
                         const CreateTableInfo &base, const vector<idx_t> &defaulted) {
 	auto table = SkadeTableName(base);
@@ -528,7 +528,7 @@ static bool IsConstantDefault(const ParsedExpression &expr) {
 static bool ExportDefault(ClientContext &context, const string &column, const ParsedExpression &expr,
                           const LogicalType &type, ArrowArrayWrapper &out) {
 	if (!IsConstantDefault(expr)) {
-		// (a binder error, as DuckDB's own for a DEFAULT it cannot take: it leaves the transaction usable)
+		// (a binder error, as DuckDB's own refusals of a DEFAULT are)
 		throw BinderException("column \"%s\" has DEFAULT %s: a skade (Iceberg) table keeps a default that is one "
 		                      "value, a literal (or arithmetic on literals)",
 		                      column, expr.ToString());
