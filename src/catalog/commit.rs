@@ -1,11 +1,12 @@
 //! The commit path's critical section: group commit over the redb file.
 //!
-//! Committers enqueue a [`CommitRequest`] and race for the leader lock; the winner drains the
-//! queue and applies every request in ONE redb write transaction with one fsync. Each request
-//! carries its own preconditions (compare-and-swap on the pointers it read), checked against the
-//! file plus the effects of the requests before it in the group; a request whose check fails
-//! writes nothing and cannot taint the others. Metadata files are written before a request is
-//! enqueued, outside any lock.
+//! Committers enqueue a [`CommitRequest`] and race for the leader lock; the winner takes the
+//! queue's start, up to the first request whose files are still being synced, and applies those
+//! requests in ONE redb write transaction with one fsync. Each request carries its own
+//! preconditions (compare-and-swap on the pointers it read), checked against the file plus the
+//! effects of the requests before it in the group; a request whose check fails writes nothing and
+//! cannot taint the others. Metadata files are written before a request is enqueued, under its
+//! tables' commit turns (`turns`); an append syncs them after, while the next one works.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
