@@ -1,5 +1,5 @@
 // The DuckDB Catalog of an attached skade file. Schemas and tables are resolved per transaction
-// (SkadeTransaction); this class only routes DuckDB's calls.
+// (SkadeTransaction), in entry sets shared per committed state; this class routes DuckDB's calls.
 #include "skade/catalog.hpp"
 
 #include "skade/insert.hpp"
@@ -34,6 +34,22 @@ SkadeCatalog::SkadeCatalog(AttachedDatabase &db, SkadeCatalogHandle handle_p, st
 }
 
 void SkadeCatalog::Initialize(bool load_builtin) {
+}
+
+optional_idx SkadeCatalog::GetCatalogVersion(ClientContext &context) {
+	return SkadeTransaction::Get(context, *this).CatalogVersion();
+}
+
+shared_ptr<SkadeEntrySet> SkadeCatalog::SharedEntries(uint64_t generation) {
+	lock_guard<mutex> guard(entries_lock);
+	if (newest_entries && newest_entries->generation == generation) {
+		return newest_entries;
+	}
+	auto entries = make_shared_ptr<SkadeEntrySet>(generation);
+	if (!newest_entries || generation > newest_entries->generation) {
+		newest_entries = entries;
+	}
+	return entries;
 }
 
 optional_ptr<CatalogEntry> SkadeCatalog::CreateSchema(CatalogTransaction transaction, CreateSchemaInfo &info) {

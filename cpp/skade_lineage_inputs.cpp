@@ -1,8 +1,11 @@
 // Lineage inputs from outside a skade catalog: the files a statement's plan reads (read_parquet,
 // read_csv, read_json ...) and the tables of other attached databases are noted in the skade
 // transaction of every attached lake, for the core to record with its commit (the core notes
-// reads of its own tables itself). An optimizer extension: it sees the final plan, so a
-// statement planned with the optimizer off notes nothing.
+// reads of its own tables itself). An optimizer extension that runs before DuckDB's own passes
+// (which answer count(*) of a Parquet file from its footer, leaving no read in the plan), so a
+// statement planned with the optimizer off notes nothing. A prepared statement's plan that DuckDB
+// runs again without binding it (its catalogs unchanged) skips the optimizer: one that reads from
+// outside a lake is bound again, so that the transaction it runs in notes its inputs too.
 #include "skade/catalog.hpp"
 #include "skade/common.hpp"
 #include "skade/functions.hpp"
@@ -12,6 +15,10 @@
 
 #include "duckdb/catalog/catalog_entry/table_catalog_entry.hpp"
 #include "duckdb/common/file_system.hpp"
+#include "duckdb/execution/operator/scan/physical_table_scan.hpp"
+#include "duckdb/execution/physical_plan_generator.hpp"
+#include "duckdb/main/client_context_state.hpp"
+#include "duckdb/main/prepared_statement_data.hpp"
 #include "duckdb/main/attached_database.hpp"
 #include "duckdb/main/database_manager.hpp"
 #include "duckdb/optimizer/optimizer_extension.hpp"
@@ -137,11 +144,67 @@ void NoteInputs(OptimizerExtensionInput &input, unique_ptr<LogicalOperator> &pla
 	}
 }
 
+//! Whether a plan may have read something a lake's transaction notes as an outside input: any
+//! table function's rows but skade's own (files, another database's tables), a skade table when
+//! several lakes are attached (one lake's table is another's outside input), or rows the
+//! optimizer computed ahead (count(*) of a Parquet file, from its footer). (skade's functions,
+//! skade_lookup among them, note what they read in the core.)
+bool ReadsOutside(const PhysicalOperator &op, idx_t lakes) {
+	if (op.type == PhysicalOperatorType::TABLE_SCAN) {
+		auto &name = SkadeFunctionName(op.Cast<PhysicalTableScan>().function);
+		if (name == "skade_scan" ? lakes > 1 : !StringUtil::StartsWith(name, "skade_")) {
+			return true;
+		}
+	}
+	if (op.type == PhysicalOperatorType::COLUMN_DATA_SCAN) {
+		return true;
+	}
+	for (auto &child : op.GetChildren()) {
+		if (ReadsOutside(child.get(), lakes)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+class SkadeRunAgainInputs : public ClientContextState {
+public:
+#if SKADE_DUCKDB_MAJOR < 2
+	RebindQueryInfo OnExecutePrepared(ClientContext &context, PreparedStatementCallbackInfo &info,
+	                                  RebindQueryInfo current) override {
+		return Decide(context, info.prepared_statement, current);
+	}
+#endif
+	RebindQueryInfo OnRebindPreparedStatement(ClientContext &context, BindPreparedStatementCallbackInfo &info,
+	                                          RebindQueryInfo current) override {
+		return Decide(context, info.prepared_statement, current);
+	}
+
+private:
+	static RebindQueryInfo Decide(ClientContext &context, PreparedStatementData &prepared, RebindQueryInfo current) {
+		if (current == RebindQueryInfo::ATTEMPT_TO_REBIND || !prepared.physical_plan) {
+			return current;
+		}
+		idx_t lakes = 0;
+		for (auto &db : DatabaseManager::Get(context).GetDatabases(context)) {
+			lakes += db->GetCatalog().GetCatalogType() == "skade";
+		}
+		if (lakes == 0 || !ReadsOutside(prepared.physical_plan->Root(), lakes)) {
+			return current;
+		}
+		return RebindQueryInfo::ATTEMPT_TO_REBIND;
+	}
+};
+
 } // namespace
+
+void SkadeWatchPreparedPlans(ClientContext &context) {
+	context.registered_state->GetOrCreate<SkadeRunAgainInputs>("skade_run_again_inputs");
+}
 
 OptimizerExtension SkadeLineageInputs() {
 	OptimizerExtension extension;
-	extension.optimize_function = NoteInputs;
+	extension.pre_optimize_function = NoteInputs;
 	return extension;
 }
 

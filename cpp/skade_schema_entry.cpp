@@ -29,8 +29,11 @@
 
 namespace duckdb {
 
-SkadeSchemaEntry::SkadeSchemaEntry(Catalog &catalog, CreateSchemaInfo &info, SkadeTransaction &transaction)
-    : SchemaCatalogEntry(catalog, info), transaction(transaction) {
+SkadeSchemaEntry::SkadeSchemaEntry(Catalog &catalog, CreateSchemaInfo &info) : SchemaCatalogEntry(catalog, info) {
+}
+
+SkadeTransaction &SkadeSchemaEntry::Txn(ClientContext &context) {
+	return SkadeTransaction::Get(context, catalog);
 }
 
 SkadeSchemaEntry::~SkadeSchemaEntry() {
@@ -55,7 +58,7 @@ optional_ptr<SkadeTableEntry> SkadeSchemaEntry::GetTable(ClientContext &context,
 		}
 	}
 	SkadeTableHandle table;
-	SkadeCheck(skade_txn_table(transaction.Handle(), this->name.c_str(), name.c_str(), table.out()));
+	SkadeCheck(skade_txn_table(Txn(context).Handle(), this->name.c_str(), name.c_str(), table.out()));
 	if (!table) {
 		return nullptr;
 	}
@@ -63,7 +66,7 @@ optional_ptr<SkadeTableEntry> SkadeSchemaEntry::GetTable(ClientContext &context,
 }
 
 optional_ptr<CatalogEntry> SkadeSchemaEntry::GetMacro(ClientContext &context, CatalogType type, const string &name) {
-	return macros.Lookup(context, *this, transaction.Handle(), type, name);
+	return macros.Lookup(context, *this, Txn(context).Handle(), type, name);
 }
 
 optional_ptr<ViewCatalogEntry> SkadeSchemaEntry::GetView(ClientContext &context, const string &name) {
@@ -74,7 +77,7 @@ optional_ptr<ViewCatalogEntry> SkadeSchemaEntry::GetView(ClientContext &context,
 			return it->second.get();
 		}
 	}
-	auto view = SkadeLoadView(context, *this, transaction.Handle(), name);
+	auto view = SkadeLoadView(context, *this, Txn(context).Handle(), name);
 	if (!view) {
 		return nullptr;
 	}
@@ -138,7 +141,7 @@ void SkadeSchemaEntry::Scan(ClientContext &context, CatalogType type,
                             const std::function<void(CatalogEntry &)> &callback) {
 	// (duckdb_functions() scans scalar and table functions, EXPORT DATABASE macros)
 	if (SkadeIsMacroType(type)) {
-		macros.Scan(context, *this, transaction.Handle(), type, callback);
+		macros.Scan(context, *this, Txn(context).Handle(), type, callback);
 		return;
 	}
 	// (as DuckDB's own schemas do, a scan of tables lists views too, and one of views tables:
@@ -146,15 +149,16 @@ void SkadeSchemaEntry::Scan(ClientContext &context, CatalogType type,
 	if (type != CatalogType::TABLE_ENTRY && type != CatalogType::VIEW_ENTRY) {
 		return;
 	}
+	auto txn = Txn(context).Handle();
 	skade_strings *names = nullptr;
-	SkadeCheck(skade_txn_tables(transaction.Handle(), name.c_str(), &names));
+	SkadeCheck(skade_txn_tables(txn, name.c_str(), &names));
 	for (auto &table_name : SkadeTakeStrings(names)) {
 		auto table = GetTable(context, table_name);
 		if (table) {
 			callback(*table);
 		}
 	}
-	SkadeCheck(skade_txn_views(transaction.Handle(), name.c_str(), &names));
+	SkadeCheck(skade_txn_views(txn, name.c_str(), &names));
 	for (auto &view_name : SkadeTakeStrings(names)) {
 		auto view = GetView(context, view_name);
 		if (view) {
@@ -171,7 +175,7 @@ void SkadeSchemaEntry::Scan(CatalogType type, const std::function<void(CatalogEn
 	if (type != CatalogType::TABLE_ENTRY && type != CatalogType::VIEW_ENTRY) {
 		return;
 	}
-	// Without a context only the entries already resolved in this transaction can be listed.
+	// Without a context only the entries already resolved in this entry set can be listed.
 	lock_guard<mutex> guard(lock);
 	for (auto &entry : tables) {
 		callback(*entry.second);
@@ -409,6 +413,7 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::CreateTable(CatalogTransaction tran
 }
 
 void SkadeSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
+	auto &transaction = Txn(context);
 	if (info.type == CatalogType::VIEW_ENTRY) {
 		auto if_exists = info.if_not_found == OnEntryNotFound::RETURN_NULL;
 		SkadeCheck(

@@ -1,19 +1,38 @@
-// DuckDB transactions on a skade catalog, and the per-transaction cache of catalog entries.
+// DuckDB transactions on a skade catalog, the catalog entries they share, and their catalog versions.
 #include "skade/transaction.hpp"
 
 #include "skade/catalog.hpp"
+#include "skade/functions.hpp"
 #include "skade/schema_entry.hpp"
 #include "skade/secrets.hpp"
 
+#include "duckdb/common/enums/database_modification_type.hpp"
 #include "duckdb/parser/parsed_data/create_schema_info.hpp"
 
 namespace duckdb {
+
+namespace {
+
+//! Entry sets' ids count up from 1; versions of transactions' changes from DuckDB's
+//! TRANSACTION_ID_START (2^62), as DuckDB's own catalog numbers its uncommitted changes: the two
+//! never meet.
+atomic<idx_t> next_entry_set_id {1};
+atomic<idx_t> next_local_version {TRANSACTION_ID_START};
+
+} // namespace
+
+SkadeEntrySet::SkadeEntrySet(uint64_t generation_p) : id(next_entry_set_id++), generation(generation_p) {
+}
+
+SkadeEntrySet::~SkadeEntrySet() {
+}
 
 SkadeTransaction::SkadeTransaction(TransactionManager &manager, ClientContext &context, SkadeCatalog &catalog)
     : Transaction(manager, context), catalog(catalog) {
 	// The attached database's name: the core's messages name tables in it (`lake.orders`).
 	auto database = SkadeNameString(catalog.GetName());
 	SkadeCheck(skade_txn_begin(catalog.Handle(), database.c_str(), txn.out()));
+	SkadeWatchPreparedPlans(context);
 }
 
 SkadeTransaction::~SkadeTransaction() {
@@ -51,10 +70,22 @@ void SkadeTransaction::ReadSecrets(ClientContext &context) {
 	secrets_read = true;
 }
 
+SkadeEntrySet &SkadeTransaction::Entries() {
+	if (!entries) {
+		uint64_t generation = 0;
+		SkadeCheck(skade_txn_generation(txn.get(), &generation));
+		entries = catalog.SharedEntries(generation);
+		shared_entries = true;
+	}
+	return *entries;
+}
+
 optional_ptr<SkadeSchemaEntry> SkadeTransaction::GetSchema(ClientContext &context, const string &name) {
 	lock_guard<mutex> guard(lock);
-	auto it = schemas.find(name);
-	if (it != schemas.end()) {
+	auto &set = Entries();
+	lock_guard<mutex> set_guard(set.lock);
+	auto it = set.schemas.find(name);
+	if (it != set.schemas.end()) {
 		return it->second.get();
 	}
 	skade_strings *found = nullptr;
@@ -67,9 +98,9 @@ optional_ptr<SkadeSchemaEntry> SkadeTransaction::GetSchema(ClientContext &contex
 	SkadeSetSchemaName(info, stored.empty() ? name : stored[0]);
 	// Every catalog has "main": EXPORT DATABASE must not write a CREATE SCHEMA for it.
 	info.internal = StringUtil::CIEquals(SkadeSchemaName(info), DEFAULT_SCHEMA);
-	auto entry = make_uniq<SkadeSchemaEntry>(catalog, info, *this);
+	auto entry = make_uniq<SkadeSchemaEntry>(catalog, info);
 	auto result = entry.get();
-	schemas[name] = std::move(entry);
+	set.schemas[name] = std::move(entry);
 	return result;
 }
 
@@ -79,12 +110,39 @@ vector<string> SkadeTransaction::SchemaNames() {
 	return SkadeTakeStrings(names);
 }
 
+void SkadeTransaction::OwnEntries() {
+	auto generation = entries ? entries->generation : 0;
+	if (entries) {
+		retired.push_back(std::move(entries));
+	}
+	entries = make_shared_ptr<SkadeEntrySet>(generation);
+	shared_entries = false;
+	local_version = next_local_version++;
+}
+
 void SkadeTransaction::InvalidateEntries() {
 	lock_guard<mutex> guard(lock);
-	for (auto &entry : schemas) {
-		retired.push_back(std::move(entry.second));
+	OwnEntries();
+}
+
+idx_t SkadeTransaction::CatalogVersion() {
+	lock_guard<mutex> guard(lock);
+	if (local_version) {
+		return local_version;
 	}
-	schemas.clear();
+	return Entries().id;
+}
+
+void SkadeTransaction::SetModifications(DatabaseModificationType type) {
+	// Any write (DML, DDL, a skade function that changes the lake) may change what a plan bound
+	// before it read, its row counts and column statistics included; and entries built after it
+	// may reflect the transaction's own changes, which other transactions must not see.
+	lock_guard<mutex> guard(lock);
+	if (shared_entries || !entries) {
+		OwnEntries();
+	} else {
+		local_version = next_local_version++;
+	}
 }
 
 SkadeTransactionManager::SkadeTransactionManager(AttachedDatabase &db, SkadeCatalog &catalog)

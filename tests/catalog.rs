@@ -195,3 +195,34 @@ fn a_catalog_of_a_newer_format_is_refused_before_anything_is_read() {
         assert!(err.message.contains(&path.display().to_string()), "{}", err.message);
     }
 }
+
+/// The generation DuckDB's catalog version is made of: equal for transactions that read the same
+/// committed state, new after every commit (another transaction's included), unchanged by a
+/// rollback, a failed commit or a transaction's own uncommitted changes.
+#[test]
+fn generations_change_with_every_commit_and_nothing_else() {
+    let dir = TestDir::new();
+    let (catalog, uuid) = catalog_with_table(&dir);
+    let a = catalog.begin();
+    let b = catalog.begin();
+    assert_eq!(a.generation(), b.generation());
+    append(&a, &uuid, 0..10);
+    assert_eq!(a.generation(), b.generation(), "an uncommitted change is the transaction's own");
+    let before = a.generation();
+    a.rollback();
+    assert_eq!(catalog.begin().generation(), before, "a rollback changes no committed state");
+    commit_append(&catalog, &uuid, 0..10);
+    let after = catalog.begin().generation();
+    assert!(after > before);
+    assert_eq!(b.generation(), before, "a transaction keeps the state it began on");
+    // a commit that fails (a conflict) publishes nothing
+    let c = catalog.begin();
+    let d = catalog.begin();
+    create(&c, "u");
+    create(&d, "u");
+    c.commit().unwrap();
+    let landed = catalog.begin().generation();
+    assert!(landed > after);
+    assert!(d.commit().is_err());
+    assert_eq!(catalog.begin().generation(), landed);
+}

@@ -81,6 +81,9 @@ skade_status *skade_txn_begin(const skade_catalog *catalog, const char *database
 skade_status *skade_txn_commit(const skade_txn *txn);
 skade_status *skade_txn_rollback(const skade_txn *txn);
 void skade_txn_free(skade_txn *txn);
+// The generation of the committed state the transaction reads: transactions of one catalog with
+// the same generation read the same committed state (their own changes aside).
+skade_status *skade_txn_generation(const skade_txn *txn, uint64_t *result);
 
 skade_status *skade_txn_schemas(const skade_txn *txn, skade_strings **result);
 // result: [stored name], or NULL when the schema does not exist

@@ -54,7 +54,7 @@ pub(crate) struct Inner {
     /// The warehouse: a folder's absolute path or an `s3://` prefix.
     pub data_path: String,
     pub durability: Durability,
-    state: RwLock<Arc<CatalogState>>,
+    state: RwLock<Published>,
     committer: Committer,
     next_snapshot_id: AtomicI64,
     pub metadata: MetadataCache,
@@ -84,6 +84,22 @@ pub(crate) struct Inner {
     /// The URL of the lake in a bucket this catalog file caches (every host's cache names the
     /// same lake by it).
     lake_url: std::sync::OnceLock<String>,
+}
+
+/// The committed state, and its generation: a number that grows whenever the state is replaced
+/// (a commit, another process's commit followed from the log, a reload). A transaction reads one
+/// generation from its start to its end; DuckDB's catalog version is made of it, so a prepared
+/// statement keeps its plan exactly while the state it was bound against is current.
+struct Published {
+    state: Arc<CatalogState>,
+    generation: u64,
+}
+
+impl Published {
+    fn replace(&mut self, state: CatalogState) {
+        self.state = Arc::new(state);
+        self.generation += 1;
+    }
 }
 
 /// Milliseconds since the process first asked: a monotonic clock for idleness.
@@ -187,7 +203,7 @@ impl Catalog {
             store,
             data_path: loaded.data_path,
             durability: options.durability,
-            state: RwLock::new(Arc::new(loaded.state)),
+            state: RwLock::new(Published { state: Arc::new(loaded.state), generation: 0 }),
             committer: Committer::default(),
             next_snapshot_id: AtomicI64::new(loaded.next_snapshot_id),
             metadata: MetadataCache::default(),
@@ -276,7 +292,13 @@ impl Catalog {
 
     /// The current committed state.
     pub fn state(&self) -> Arc<CatalogState> {
-        self.inner.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inner.state.read().unwrap_or_else(|p| p.into_inner()).state.clone()
+    }
+
+    /// The current committed state and its generation (see [`Published`]), read together.
+    pub(super) fn state_and_generation(&self) -> (Arc<CatalogState>, u64) {
+        let published = self.inner.state.read().unwrap_or_else(|p| p.into_inner());
+        (published.state.clone(), published.generation)
     }
 
     /// Every commit with `seq > since`, in order, at most `limit`.
@@ -511,13 +533,15 @@ impl Catalog {
             crate::failpoint::hit("after_catalog_commit");
             {
                 let mut guard = inner.state.write().unwrap_or_else(|p| p.into_inner());
-                let mut state = CatalogState::clone(&guard);
-                for (request, result) in group.iter().zip(&results) {
-                    if result.is_ok() {
-                        apply_request(&mut state, request);
+                if results.iter().any(|r| r.is_ok()) {
+                    let mut state = CatalogState::clone(&guard.state);
+                    for (request, result) in group.iter().zip(&results) {
+                        if result.is_ok() {
+                            apply_request(&mut state, request);
+                        }
                     }
+                    guard.replace(state);
                 }
-                *guard = Arc::new(state);
             }
             let records: Vec<CommitRecord> = results.iter().flatten().flatten().cloned().collect();
             if inner.durability.durable_at_commit() {
@@ -588,13 +612,15 @@ impl Inner {
             let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
             let alone = link.position.load(Ordering::SeqCst) == prepared_on;
             if alone {
-                let mut state = CatalogState::clone(&guard);
-                for (request, result) in group.iter().zip(&results) {
-                    if result.is_ok() {
-                        apply_request(&mut state, request);
+                if results.iter().any(|r| r.is_ok()) {
+                    let mut state = CatalogState::clone(&guard.state);
+                    for (request, result) in group.iter().zip(&results) {
+                        if result.is_ok() {
+                            apply_request(&mut state, request);
+                        }
                     }
+                    guard.replace(state);
                 }
-                *guard = Arc::new(state);
                 link.position.store(prepared_on + 1, Ordering::SeqCst);
                 self.publish(results.iter().flatten().flatten().cloned().collect());
             }
@@ -628,7 +654,7 @@ impl Inner {
         let seen = self.durable_seq.load(Ordering::SeqCst);
         let mut records = self.store.commits_since(seen, usize::MAX)?;
         records.retain(|r| r.seq <= loaded.commit_seq);
-        *guard = Arc::new(loaded.state);
+        guard.replace(loaded.state);
         link.position.store(loaded.log_position, Ordering::SeqCst);
         self.durable_seq.fetch_max(loaded.commit_seq, Ordering::SeqCst);
         self.publish(records);
@@ -724,7 +750,7 @@ impl Inner {
         }
         let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain();
         let restored = crate::io::sync_filesystems(pending.files.iter().map(String::as_str)).and_then(|_| {
-            let state = self.state.read().unwrap_or_else(|p| p.into_inner()).clone();
+            let state = self.state.read().unwrap_or_else(|p| p.into_inner()).state.clone();
             let next_snapshot_id = self.next_snapshot_id.load(Ordering::SeqCst);
             self.store.restore(&state, &pending.commits, next_snapshot_id)
         });
@@ -765,7 +791,7 @@ impl Inner {
             self.needs_restore.store(true, Ordering::SeqCst);
         } else if file_seq > last && !self.needs_restore.load(Ordering::SeqCst) {
             let loaded = self.store.load(None)?;
-            *self.state.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(loaded.state);
+            self.state.write().unwrap_or_else(|p| p.into_inner()).replace(loaded.state);
             self.next_snapshot_id.fetch_max(loaded.next_snapshot_id, Ordering::SeqCst);
             self.durable_seq.fetch_max(loaded.commit_seq, Ordering::SeqCst);
         }

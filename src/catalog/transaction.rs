@@ -318,6 +318,8 @@ pub struct Transaction {
     memory_limit: AtomicU64,
     /// skade's own writer of its reserved schema (the lineage history), not a user's.
     system: bool,
+    /// The generation of the committed state this transaction reads (see [`Transaction::generation`]).
+    generation: u64,
 }
 
 impl Catalog {
@@ -346,7 +348,7 @@ impl Transaction {
         // Other processes' commits, folded into the shared file since the last poll, are seen at
         // once (a failure here leaves the view as of the last poll, which reports it).
         let _ = catalog.catch_up();
-        let view = catalog.state();
+        let (view, generation) = catalog.state_and_generation();
         Transaction {
             catalog,
             database: None,
@@ -365,7 +367,15 @@ impl Transaction {
             }),
             memory_limit: AtomicU64::new(u64::MAX),
             system: false,
+            generation,
         }
+    }
+
+    /// The generation of the committed state this transaction began on: two transactions of one
+    /// catalog with the same generation read the same committed state (their own changes aside).
+    /// The shim shares catalog entries between them, and reports it as DuckDB's catalog version.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The same transaction, its messages naming tables in the attached database `database`.

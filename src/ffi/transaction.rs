@@ -37,6 +37,11 @@ pub unsafe extern "C" fn skade_txn_begin(
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn skade_txn_generation(txn: *const SkadeTxn, result: *mut u64) -> *mut SkadeStatus {
+    guard(|| out(result, handle(txn, "transaction")?.0.generation()))
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn skade_txn_commit(txn: *const SkadeTxn) -> *mut SkadeStatus {
     guard(|| handle(txn, "transaction")?.0.commit().map(|_| ()))
 }

@@ -6,6 +6,7 @@
 
 namespace duckdb {
 
+struct SkadeEntrySet;
 struct SkadeTableShape;
 
 class SkadeCatalog : public Catalog {
@@ -69,6 +70,14 @@ public:
 		return path;
 	}
 
+	//! The transaction's catalog version (see SkadeTransaction::CatalogVersion): DuckDB keeps a
+	//! prepared statement's plan while it does not change.
+	optional_idx GetCatalogVersion(ClientContext &context) override;
+	//! The entry set of the committed state `generation`, shared by the transactions that read it:
+	//! the newest generation's set stays with the catalog between transactions (so that a plan
+	//! prepared on it can run again), an older one lives as long as a transaction holds it.
+	shared_ptr<SkadeEntrySet> SharedEntries(uint64_t generation);
+
 	//! The shape of a table's current columns, from the cache shared by all transactions
 	//! (keyed by table id and schema id, which never change meaning), built on a miss.
 	shared_ptr<SkadeTableShape> TableShape(ClientContext &context, skade_table *table);
@@ -77,6 +86,8 @@ private:
 	SkadeCatalogHandle handle;
 	string path;
 	vector<string> bucket_urls;
+	mutex entries_lock;
+	shared_ptr<SkadeEntrySet> newest_entries;
 	mutex shapes_lock;
 	unordered_map<string, shared_ptr<SkadeTableShape>> shapes;
 };

@@ -84,6 +84,9 @@ virtual_column_map_t SkadeArrowVirtualColumns(ClientContext &context, optional_p
 //! Notes what a statement's plan reads outside skade (files, other databases' tables) in the skade
 //! transactions it has open: lineage inputs (cpp/skade_lineage_inputs.cpp).
 OptimizerExtension SkadeLineageInputs();
+//! Makes the client bind again a prepared statement whose plan reads from outside a lake, so that
+//! each run notes its inputs (called as a client first uses a lake).
+void SkadeWatchPreparedPlans(ClientContext &context);
 
 //! VACUUM and ANALYZE of a skade table, decided before DuckDB scans it: ANALYZE succeeds at once,
 //! VACUUM is refused naming skade_compact (cpp/skade_vacuum.cpp).

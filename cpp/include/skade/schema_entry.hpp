@@ -1,4 +1,5 @@
-// A schema of a skade catalog, as one transaction sees it.
+// A schema of a skade catalog, as the transactions of one entry set see it (SkadeEntrySet): its
+// entries are built through the transaction of the client that asks.
 #pragma once
 
 #include "skade/common.hpp"
@@ -13,12 +14,12 @@ class SkadeTransaction;
 
 class SkadeSchemaEntry : public SchemaCatalogEntry {
 public:
-	SkadeSchemaEntry(Catalog &catalog, CreateSchemaInfo &info, SkadeTransaction &transaction);
+	SkadeSchemaEntry(Catalog &catalog, CreateSchemaInfo &info);
 	~SkadeSchemaEntry() override;
 
-	//! The table, cached for the transaction, or nullptr.
+	//! The table, cached in the entry set, or nullptr.
 	optional_ptr<SkadeTableEntry> GetTable(ClientContext &context, const string &name);
-	//! The view, cached for the transaction, or nullptr.
+	//! The view, cached in the entry set, or nullptr.
 	optional_ptr<ViewCatalogEntry> GetView(ClientContext &context, const string &name);
 	//! The macro of `type`'s kind (see SkadeIsMacroType), or nullptr.
 	optional_ptr<CatalogEntry> GetMacro(ClientContext &context, CatalogType type, const string &name);
@@ -47,7 +48,10 @@ public:
 	optional_ptr<CatalogEntry> CreateType(CatalogTransaction transaction, CreateTypeInfo &info) override;
 
 private:
-	SkadeTransaction &transaction;
+	//! The transaction of the client asking (every transaction of the entry set reads the same
+	//! committed state).
+	SkadeTransaction &Txn(ClientContext &context);
+
 	mutex lock;
 	case_insensitive_map_t<unique_ptr<SkadeTableEntry>> tables;
 	case_insensitive_map_t<unique_ptr<ViewCatalogEntry>> views;

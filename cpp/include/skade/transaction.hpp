@@ -10,6 +10,23 @@ namespace duckdb {
 class SkadeCatalog;
 class SkadeSchemaEntry;
 
+//! The schemas (and through them the tables, views and macros) of a catalog as one committed state
+//! has them, shared by every transaction that reads that state and has written nothing; or a
+//! transaction's own set after its first write or DDL. A prepared statement's plan points into a set: DuckDB
+//! runs the plan again only while the catalog version it was bound at (the set's id) is current,
+//! and every transaction reporting that version holds the set.
+struct SkadeEntrySet {
+	explicit SkadeEntrySet(uint64_t generation);
+	~SkadeEntrySet();
+
+	//! Unique in the process (numbers below DuckDB's TRANSACTION_ID_START).
+	const idx_t id;
+	//! The core's generation of the committed state (see skade_txn_generation).
+	const uint64_t generation;
+	mutex lock;
+	case_insensitive_map_t<unique_ptr<SkadeSchemaEntry>> schemas;
+};
+
 class SkadeTransaction : public Transaction {
 public:
 	SkadeTransaction(TransactionManager &manager, ClientContext &context, SkadeCatalog &catalog);
@@ -25,12 +42,18 @@ public:
 		return catalog;
 	}
 
-	//! The schema as this transaction sees it (cached for the transaction), or nullptr.
+	//! The schema as this transaction sees it (from its entry set), or nullptr.
 	optional_ptr<SkadeSchemaEntry> GetSchema(ClientContext &context, const string &name);
 	vector<string> SchemaNames();
-	//! Forgets cached entries after DDL; entries stay alive until the transaction ends because
-	//! bound plans may still point at them.
+	//! After DDL: the transaction's entries become its own, built again from its changed catalog;
+	//! the ones before stay alive until the transaction ends, because bound plans may still point
+	//! at them.
 	void InvalidateEntries();
+	//! DuckDB's catalog version as this transaction sees the catalog: its entry set's id while it
+	//! has changed nothing, otherwise a number taken at its latest change (DuckDB marks each
+	//! statement that writes, before it runs), which no other transaction ever reports.
+	idx_t CatalogVersion();
+	void SetModifications(DatabaseModificationType type) override;
 	//! Reads the catalog's bucket secrets again, once per transaction, at its first use (not in
 	//! the constructor: DuckDB starts a transaction under a lock its secret lookup takes too).
 	void ReadSecrets(ClientContext &context);
@@ -38,9 +61,19 @@ public:
 private:
 	SkadeCatalog &catalog;
 	SkadeTxnHandle txn;
+	//! The entry set, taken at the first lookup (lock held).
+	SkadeEntrySet &Entries();
+	//! Leaves the entry set for one of the transaction's own, and takes a new local version (lock
+	//! held).
+	void OwnEntries();
+
 	mutex lock;
-	case_insensitive_map_t<unique_ptr<SkadeSchemaEntry>> schemas;
-	vector<unique_ptr<SkadeSchemaEntry>> retired;
+	shared_ptr<SkadeEntrySet> entries;
+	//! Whether `entries` is the set shared by the transactions of its generation.
+	bool shared_entries = false;
+	vector<shared_ptr<SkadeEntrySet>> retired;
+	//! Set by the transaction's changes (0: none yet).
+	idx_t local_version = 0;
 	atomic<bool> secrets_read {false};
 	mutex secrets_lock;
 };
