@@ -122,19 +122,18 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::LookupEntry(CatalogTransaction tran
 	string unit;
 	int64_t value;
 	SkadeResolveAt(context, *at, unit, value);
-	auto key = SkadeNameString(table->name) + "@" + StringUtil::Lower(unit) + " " + to_string(value);
-	{
-		lock_guard<mutex> guard(lock);
-		auto it = pinned.find(key);
-		if (it != pinned.end()) {
-			return it->second.get();
-		}
+	// (kept by the transaction, not the entry set: AT TIMESTAMP names a new key at every statement;
+	// a plan that reads one is bound at every run: SkadeScanBindData::SupportStatementCache)
+	auto &txn = Txn(context);
+	auto key = SkadeNameString(name) + "." + SkadeNameString(table->name) + "@" + StringUtil::Lower(unit) + " " +
+	           to_string(value);
+	auto pinned = txn.Pinned(key);
+	if (pinned) {
+		return pinned.get();
 	}
 	SkadeTableHandle handle;
 	SkadeCheck(skade_table_at(table->Handle(), unit.c_str(), value, handle.out()));
-	auto entry = SkadeTableEntry::Create(context, *this, std::move(handle));
-	lock_guard<mutex> guard(lock);
-	return pinned.emplace(key, std::move(entry)).first->second.get();
+	return &txn.Pin(key, SkadeTableEntry::Create(context, *this, std::move(handle)));
 }
 
 void SkadeSchemaEntry::Scan(ClientContext &context, CatalogType type,

@@ -5,6 +5,7 @@
 #include "skade/functions.hpp"
 #include "skade/schema_entry.hpp"
 #include "skade/secrets.hpp"
+#include "skade/table_entry.hpp"
 
 #include "duckdb/common/enums/database_modification_type.hpp"
 #include "duckdb/parser/parsed_data/create_schema_info.hpp"
@@ -131,6 +132,18 @@ idx_t SkadeTransaction::CatalogVersion() {
 		return local_version;
 	}
 	return Entries().id;
+}
+
+optional_ptr<SkadeTableEntry> SkadeTransaction::Pinned(const string &key) {
+	lock_guard<mutex> guard(lock);
+	auto it = pinned.find(key);
+	return it == pinned.end() ? nullptr : it->second.get();
+}
+
+SkadeTableEntry &SkadeTransaction::Pin(const string &key, unique_ptr<SkadeTableEntry> entry) {
+	lock_guard<mutex> guard(lock);
+	// (two threads may pin one at once: the first stays, as bound plans may point at it)
+	return *pinned.emplace(key, std::move(entry)).first->second;
 }
 
 void SkadeTransaction::SetModifications(DatabaseModificationType type) {

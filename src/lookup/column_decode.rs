@@ -24,6 +24,7 @@ use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::ColumnDescriptor;
 
+use super::lazy_dictionary::LazyDictionary;
 use crate::io::ranges::FileRanges;
 use crate::read::skippable::can_skip;
 
@@ -154,6 +155,15 @@ impl Rows<'_> {
         let nullable = descr.max_def_level() > 0;
         let pages: Box<dyn PageReader> = match self.dictionary_size {
             Some(size) => Box::new(IndexPages { inner: pages, size }),
+            None if chunk.dictionary_page_offset().is_some() => {
+                let (meta, bytes, g, leaf) = (self.meta.clone(), self.bytes.clone(), self.g, self.leaf);
+                let dictionary = move || {
+                    page_reader(&meta, &bytes, g, leaf)?
+                        .get_next_page()?
+                        .ok_or_else(|| ParquetError::General(format!("column {leaf} has no pages")))
+                };
+                Box::new(LazyDictionary::new(pages, dictionary))
+            }
             None => Box::new(pages),
         };
         let mut reader = ColumnReaderImpl::<T>::new(descr, pages);
@@ -590,6 +600,41 @@ mod tests {
         // A corrupt footer's row count: an error once the pages run out, not an allocation sized
         // from it (which would abort the process).
         assert!(decode(&bytes, &[(0, 1 << 40)], &all).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A chunk whose dictionary fell back to plain pages: a read of a plain page never reads its
+    /// dictionary page; a read of a dictionary-encoded one reads it once.
+    #[test]
+    fn a_plain_page_is_read_without_its_dictionary() {
+        let batch = batch();
+        let (dir, f, len) = file(&batch, true);
+        let meta =
+            ArrowReaderMetadata::load(&f, ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required))
+                .unwrap();
+        let bytes = FileRanges::read(&f, len, vec![(0, len)], 0, "f.parquet", |_| ()).unwrap();
+        let leaf = 6; // bin
+        let chunk = meta.metadata().row_group(0).column(leaf);
+        assert!(chunk.dictionary_page_offset().is_some() && !all_dictionary(chunk));
+        let read_row = |row: usize| {
+            let loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let (m, b, counted) = (meta.clone(), bytes.clone(), loads.clone());
+            let dictionary = move || {
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(page_reader(&m, &b, 0, leaf)?.get_next_page()?.unwrap())
+            };
+            let pages = LazyDictionary::new(page_reader(&meta, &bytes, 0, leaf).unwrap(), dictionary);
+            let mut reader = ColumnReaderImpl::<ByteArrayType>::new(chunk.column_descr_ptr(), Box::new(pages));
+            assert_eq!(reader.skip_records(row).unwrap(), row);
+            let (mut values, mut levels) = (vec![], vec![]);
+            reader.read_records(1, Some(&mut levels), None, &mut values).unwrap();
+            (values.first().map(|v| v.data().to_vec()), loads.load(std::sync::atomic::Ordering::Relaxed))
+        };
+        let expected = |row: usize| (row % 7 != 3).then(|| vec![row as u8; row % 4]);
+        assert_eq!(read_row(0), (expected(0), 1), "the first page is dictionary-encoded");
+        for row in [298, 299] {
+            assert_eq!(read_row(row), (expected(row), 0), "row {row}: a plain page");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

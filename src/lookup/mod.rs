@@ -12,6 +12,7 @@ pub(crate) mod cache;
 pub(crate) mod column_decode;
 pub(crate) mod data_file;
 pub(crate) mod dictionaries;
+mod lazy_dictionary;
 pub(crate) mod probe_keys;
 pub mod stats;
 

@@ -210,3 +210,26 @@ def test_a_prepared_read_of_a_lake_alone_is_kept_and_right(tmp_path, attached):
     assert [db.execute("EXECUTE p").fetchone()[0] for _ in range(3)] == [10, 10, 10]
     db.execute("INSERT INTO lake0.t VALUES (5)")
     assert db.execute("EXECUTE p").fetchone()[0] == 15
+
+
+def test_reads_at_a_time_keep_nothing_once_done(tmp_path):
+    """Entries pinned by AT clauses belong to their transaction: a process that reads
+    `AT (TIMESTAMP => now())` over and over, with no commit, does not grow (each statement names a
+    new time; the entries used to gather in the shared entry set until the next commit)."""
+    db = connect()
+    db.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
+    db.execute("CREATE TABLE lake.t AS SELECT range AS id FROM range(10)")
+    db.execute("PREPARE v AS SELECT count(*) FROM lake.t AT (VERSION => 1)")
+
+    def rss_kb():
+        return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0])
+
+    for _ in range(500):  # (warm: DuckDB's own caches)
+        db.execute("SELECT count(*) FROM lake.t AT (TIMESTAMP => now())").fetchall()
+    start = rss_kb()
+    for _ in range(5000):
+        assert db.execute("SELECT count(*) FROM lake.t AT (TIMESTAMP => now())").fetchone() == (10,)
+    assert rss_kb() - start < 2048, "about 1.6 kB per statement were kept"
+    # a prepared read of a pinned version runs right after commits and in later transactions
+    db.execute("INSERT INTO lake.t VALUES (10)")
+    assert [db.execute("EXECUTE v").fetchone() for _ in range(3)] == [(10,)] * 3

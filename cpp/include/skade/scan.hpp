@@ -22,6 +22,12 @@ struct SkadeScanBindData : public TableFunctionData {
 	//! The table at the version this scan reads.
 	skade_table *Version() const;
 
+	//! A plan reading a pinned version is bound at every run: the pinned entry it points at is
+	//! the transaction's (SkadeTransaction::Pin), and AT TIMESTAMP names a new one per statement.
+	bool SupportStatementCache() const override {
+		return !at;
+	}
+
 	//! Per table column, DuckDB statistics from the core's (the bounds and NULL counts of the
 	//! version's data files), and the most rows the scan can return: loaded when the optimizer
 	//! first asks (DuckDB trusts both: a sum it bounds by them runs in 64 bits).

@@ -56,8 +56,6 @@ private:
 	case_insensitive_map_t<unique_ptr<SkadeTableEntry>> tables;
 	case_insensitive_map_t<unique_ptr<ViewCatalogEntry>> views;
 	SkadeMacros macros;
-	//! Tables as an AT clause pins them ("name@unit value"), with that snapshot's columns.
-	unordered_map<string, unique_ptr<SkadeTableEntry>> pinned;
 };
 
 } // namespace duckdb

@@ -9,6 +9,7 @@ namespace duckdb {
 
 class SkadeCatalog;
 class SkadeSchemaEntry;
+class SkadeTableEntry;
 
 //! The schemas (and through them the tables, views and macros) of a catalog as one committed state
 //! has them, shared by every transaction that reads that state and has written nothing; or a
@@ -53,6 +54,10 @@ public:
 	//! has changed nothing, otherwise a number taken at its latest change (DuckDB marks each
 	//! statement that writes, before it runs), which no other transaction ever reports.
 	idx_t CatalogVersion();
+	//! A table as an AT clause pins it ("schema.name@unit value"), with that snapshot's columns,
+	//! or nullptr; Pin keeps one for the transaction.
+	optional_ptr<SkadeTableEntry> Pinned(const string &key);
+	SkadeTableEntry &Pin(const string &key, unique_ptr<SkadeTableEntry> entry);
 	void SetModifications(DatabaseModificationType type) override;
 	//! Reads the catalog's bucket secrets again, once per transaction, at its first use (not in
 	//! the constructor: DuckDB starts a transaction under a lock its secret lookup takes too).
@@ -74,6 +79,7 @@ private:
 	vector<shared_ptr<SkadeEntrySet>> retired;
 	//! Set by the transaction's changes (0: none yet).
 	idx_t local_version = 0;
+	unordered_map<string, unique_ptr<SkadeTableEntry>> pinned;
 	atomic<bool> secrets_read {false};
 	mutex secrets_lock;
 };
