@@ -123,10 +123,10 @@ optional_ptr<CatalogEntry> SkadeSchemaEntry::LookupEntry(CatalogTransaction tran
 	int64_t value;
 	SkadeResolveAt(context, *at, unit, value);
 	// (kept by the transaction, not the entry set: AT TIMESTAMP names a new key at every statement;
-	// a plan that reads one is bound at every run: SkadeScanBindData::SupportStatementCache)
+	// a plan that reads one is bound at every run: SkadeScanBindData::SupportStatementCache. By the
+	// table's id, not its name: the transaction may rename or drop and create tables meanwhile.)
 	auto &txn = Txn(context);
-	auto key = SkadeNameString(name) + "." + SkadeNameString(table->name) + "@" + StringUtil::Lower(unit) + " " +
-	           to_string(value);
+	auto key = table->Uuid() + "@" + StringUtil::Lower(unit) + " " + to_string(value);
 	auto pinned = txn.Pinned(key);
 	if (pinned) {
 		return pinned.get();

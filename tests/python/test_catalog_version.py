@@ -233,3 +233,32 @@ def test_reads_at_a_time_keep_nothing_once_done(tmp_path):
     # a prepared read of a pinned version runs right after commits and in later transactions
     db.execute("INSERT INTO lake.t VALUES (10)")
     assert [db.execute("EXECUTE v").fetchone() for _ in range(3)] == [(10,)] * 3
+
+
+def test_a_pinned_version_follows_the_table_a_name_means_now(tmp_path):
+    """Within one transaction, AT reads the table the name means at that statement, after the
+    transaction renamed tables or dropped and created one (review: pinned entries were kept by
+    name)."""
+    db = connect()
+    db.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
+    db.execute("CREATE TABLE lake.t (k BIGINT PRIMARY KEY, s VARCHAR)")
+    db.execute("INSERT INTO lake.t VALUES (1, 'first t')")
+    db.execute("CREATE TABLE lake.t2 (k BIGINT PRIMARY KEY, s VARCHAR)")
+    db.execute("INSERT INTO lake.t2 VALUES (1, 't2')")
+    ts = db.execute("SELECT now()").fetchone()[0]
+    at = "SELECT s FROM lake.t AT (TIMESTAMP => ?::TIMESTAMPTZ) WHERE k = 1"
+    db.execute("BEGIN")
+    assert db.execute(at, [ts]).fetchall() == [("first t",)]
+    db.execute("ALTER TABLE lake.t RENAME TO t_old")
+    db.execute("ALTER TABLE lake.t2 RENAME TO t")
+    assert db.execute(at, [ts]).fetchall() == [("t2",)]
+    db.execute("COMMIT")
+    assert db.execute(at, [ts]).fetchall() == [("t2",)]
+    version = db.execute("SELECT max(snapshot_id) FROM skade_snapshots('lake.t_old')").fetchone()[0]
+    db.execute("BEGIN")
+    assert db.execute(f"SELECT s FROM lake.t_old AT (VERSION => {version})").fetchall() == [("first t",)]
+    db.execute("DROP TABLE lake.t_old")
+    db.execute("CREATE TABLE lake.t_old (k BIGINT PRIMARY KEY, s VARCHAR)")
+    with pytest.raises(duckdb.Error, match="snapshot"):
+        db.execute(f"SELECT s FROM lake.t_old AT (VERSION => {version})").fetchall()
+    db.execute("ROLLBACK")

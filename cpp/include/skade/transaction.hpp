@@ -54,7 +54,7 @@ public:
 	//! has changed nothing, otherwise a number taken at its latest change (DuckDB marks each
 	//! statement that writes, before it runs), which no other transaction ever reports.
 	idx_t CatalogVersion();
-	//! A table as an AT clause pins it ("schema.name@unit value"), with that snapshot's columns,
+	//! A table as an AT clause pins it ("table uuid@unit value"), with that snapshot's columns,
 	//! or nullptr; Pin keeps one for the transaction.
 	optional_ptr<SkadeTableEntry> Pinned(const string &key);
 	SkadeTableEntry &Pin(const string &key, unique_ptr<SkadeTableEntry> entry);
