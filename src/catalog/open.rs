@@ -100,6 +100,20 @@ impl Published {
         self.state = Arc::new(state);
         self.generation += 1;
     }
+
+    /// Applies the requests of a group that landed; a group whose every request failed changes
+    /// nothing, the generation included.
+    fn apply<T>(&mut self, group: &[CommitRequest], results: &[Result<T>]) {
+        if results.iter().any(|r| r.is_ok()) {
+            let mut state = CatalogState::clone(&self.state);
+            for (request, result) in group.iter().zip(results) {
+                if result.is_ok() {
+                    apply_request(&mut state, request);
+                }
+            }
+            self.replace(state);
+        }
+    }
 }
 
 /// Milliseconds since the process first asked: a monotonic clock for idleness.
@@ -531,18 +545,7 @@ impl Catalog {
                 },
             };
             crate::failpoint::hit("after_catalog_commit");
-            {
-                let mut guard = inner.state.write().unwrap_or_else(|p| p.into_inner());
-                if results.iter().any(|r| r.is_ok()) {
-                    let mut state = CatalogState::clone(&guard.state);
-                    for (request, result) in group.iter().zip(&results) {
-                        if result.is_ok() {
-                            apply_request(&mut state, request);
-                        }
-                    }
-                    guard.replace(state);
-                }
-            }
+            inner.state.write().unwrap_or_else(|p| p.into_inner()).apply(&group, &results);
             let records: Vec<CommitRecord> = results.iter().flatten().flatten().cloned().collect();
             if inner.durability.durable_at_commit() {
                 inner.publish(records);
@@ -612,15 +615,7 @@ impl Inner {
             let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
             let alone = link.position.load(Ordering::SeqCst) == prepared_on;
             if alone {
-                if results.iter().any(|r| r.is_ok()) {
-                    let mut state = CatalogState::clone(&guard.state);
-                    for (request, result) in group.iter().zip(&results) {
-                        if result.is_ok() {
-                            apply_request(&mut state, request);
-                        }
-                    }
-                    guard.replace(state);
-                }
+                guard.apply(group, &results);
                 link.position.store(prepared_on + 1, Ordering::SeqCst);
                 self.publish(results.iter().flatten().flatten().cloned().collect());
             }

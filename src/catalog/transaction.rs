@@ -23,7 +23,7 @@ use super::store::{CommitRecord, InputRecord};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::name_mapping::FileNames;
 use crate::format::partition::{self, PartitionKey};
-use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta};
+use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta, Unwritten};
 use crate::format::sort_order::{self, SortKey};
 use crate::format::{metadata, schema};
 use crate::io::{remove_files, sync_files, sync_files_but};
@@ -1439,14 +1439,27 @@ impl Transaction {
                 });
             }
             let mut attempt_files = vec![];
+            // When it chains, its manifest lists and metadata.json files are written once the
+            // turns are handed on (the next committer reads them from memory: `Unwritten`).
+            let chains_here = staged.iter().any(|(r, _)| chains.contains(r.uuid.as_str()));
             // (a commit's manifests, manifest lists and metadata.json files go to a bucket at once)
             let produced = crate::io::deferred::deferring(|| {
-                self.produce_snapshots(&staged, &created, &head, &tentative, &mut changes, &mut attempt_files)
+                let unwritten =
+                    self.produce_snapshots(&staged, &created, &head, &tentative, &mut changes, &mut attempt_files)?;
+                if chains_here {
+                    return Ok(unwritten);
+                }
+                for u in unwritten {
+                    block_on(u.write(&inner.file_io))?;
+                }
+                Ok(vec![])
             });
-            match produced {
-                Err(e) if e.kind == ErrorKind::Conflict && !tentative.is_empty() => {
-                    // (a conflict with a request in flight, which may yet fail: decided again
-                    // once the table settles)
+            let unwritten = match produced {
+                Err(_) if !tentative.is_empty() => {
+                    // (a conflict with a request in flight, which may yet fail, or a failure to
+                    // read its files, which it may have failed to write: decided again once the
+                    // table settles, on the committed head, where an error of this transaction's
+                    // own recurs)
                     superseded.append(&mut attempt_files);
                     settle_first = true;
                     continue;
@@ -1455,8 +1468,8 @@ impl Transaction {
                     written.extend(attempt_files);
                     return Err(e);
                 }
-                Ok(()) => {}
-            }
+                Ok(unwritten) => unwritten,
+            };
             let files: Vec<String> = written.iter().chain(&attempt_files).cloned().collect();
             let new_locations: HashMap<String, String> = changes
                 .iter()
@@ -1477,9 +1490,9 @@ impl Transaction {
             };
             // Queued under the turns: it lands after every request queued before it. When it
             // chains, its new pointers become the tables' tentative heads, the turns are handed
-            // on, and its own files are synced while the next committer works (the queue waits
-            // for them); otherwise they are synced first, as the turns are held to the end.
-            let chains_here = staged.iter().any(|(r, _)| chains.contains(r.uuid.as_str()));
+            // on, and its own files are written and synced while the next committer works (the
+            // queue waits for them); otherwise they are synced first, as the turns are held to
+            // the end.
             if durable && !chains_here {
                 if let Err(e) = sync_files(attempt_files.iter().map(String::as_str)) {
                     written.extend(attempt_files);
@@ -1498,8 +1511,15 @@ impl Transaction {
                 drop(held);
                 drop(shared_turns);
             }
+            if chains_here {
+                crate::failpoint::hit("before_chained_metadata_write");
+            }
             let synced = match durable && chains_here {
-                true => sync_files(attempt_files.iter().map(String::as_str)),
+                // (to a bucket, the manifest lists and metadata.json files go at once)
+                true => crate::io::deferred::deferring(|| {
+                    unwritten.into_iter().try_for_each(|u| block_on(u.write(&inner.file_io)))
+                })
+                .and_then(|()| sync_files(attempt_files.iter().map(String::as_str))),
                 false => Ok(()),
             };
             ticket.ready(synced.clone());
@@ -1539,9 +1559,9 @@ impl Transaction {
         Err(last_conflict.unwrap_or_else(|| Error::conflict("too many concurrent commits; retry the transaction")))
     }
 
-    /// Writes, for each table with new files, the manifest list and metadata.json of its next
-    /// snapshot on top of `head` (or of the table's `tentative` head: a request still in flight),
-    /// and adds the pointer changes to `changes`.
+    /// Produces, for each table with new files, its next snapshot on top of `head` (or of the
+    /// table's `tentative` head: a request still in flight), and adds the pointer changes to
+    /// `changes`. The manifest lists and metadata.json files are the caller's to write.
     fn produce_snapshots(
         &self,
         staged: &[(Arc<TableRecord>, StagedSnapshot)],
@@ -1550,8 +1570,9 @@ impl Transaction {
         tentative: &HashMap<String, String>,
         changes: &mut Vec<Change>,
         written: &mut Vec<String>,
-    ) -> Result<()> {
+    ) -> Result<Vec<Unwritten<'_>>> {
         let inner = &self.catalog.inner;
+        let mut unwritten = Vec::with_capacity(staged.len());
         for (record, snap) in staged {
             let base_location = if created.contains(&record.uuid) {
                 record.metadata_location.clone()
@@ -1611,7 +1632,7 @@ impl Transaction {
             if !snap.adopted.is_empty() && base_location != record.metadata_location {
                 self.check_concurrent_adoptions(record, &snap.adopted, &base)?;
             }
-            let (metadata, location) = block_on(produce(
+            let produced = block_on(produce(
                 &inner.file_io,
                 &inner.read_caches.manifests,
                 &inner.metadata,
@@ -1620,15 +1641,18 @@ impl Transaction {
                 snap,
                 written,
             ))?;
-            inner.metadata.insert(&location, Arc::new(metadata));
             changes.push(Change {
-                effect: StateChange::PutTable(TableRecord { metadata_location: location, ..(**record).clone() }),
+                effect: StateChange::PutTable(TableRecord {
+                    metadata_location: produced.location.clone(),
+                    ..(**record).clone()
+                }),
                 expect: Expect::TableAt(base_location),
                 operation: snap.operation.as_str().to_string(),
                 snapshot_id: Some(snap.snapshot_id),
             });
+            unwritten.push(produced);
         }
-        Ok(())
+        Ok(unwritten)
     }
 
     /// Appends to a table with a primary key rebase over concurrent appends only when the keys

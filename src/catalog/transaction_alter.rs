@@ -218,11 +218,14 @@ impl Transaction {
         };
         let mut written = vec![];
         let caches = &inner.read_caches.manifests;
-        let produced =
-            block_on(produce(&inner.file_io, caches, &inner.metadata, base, location, &staged, &mut written));
+        let produced = block_on(async {
+            let unwritten =
+                produce(&inner.file_io, caches, &inner.metadata, base, location, &staged, &mut written).await?;
+            let md_location = unwritten.location.clone();
+            unwritten.write(&inner.file_io).await?;
+            Ok::<_, crate::error::Error>(md_location)
+        });
         self.lock()?.written.extend(written);
-        let (metadata, md_location) = produced?;
-        inner.metadata.insert(&md_location, std::sync::Arc::new(metadata));
-        Ok((md_location, snapshot_id))
+        Ok((produced?, snapshot_id))
     }
 }

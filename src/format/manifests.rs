@@ -51,6 +51,8 @@ const MAX_CACHED_LISTS: usize = 1024;
 #[derive(Default)]
 pub struct ManifestCache {
     lists: Mutex<HashMap<String, Arc<Vec<ManifestFile>>>>,
+    /// Lists produced and not written yet (see `snapshot::Unwritten`), never evicted.
+    pinned_lists: Mutex<HashMap<String, Arc<Vec<ManifestFile>>>>,
     /// By path, with the manifest's `first_row_id` its entries inherited (v3): a manifest is
     /// given one in the first list that carries it after its table became v3, or after it was
     /// written (a merged one), so entries inherited before then are inherited again.
@@ -61,6 +63,9 @@ pub struct ManifestCache {
 impl ManifestCache {
     pub fn manifest_list(&self, table: &TableMetadata, snapshot: &Snapshot) -> Result<Arc<Vec<ManifestFile>>> {
         let path = snapshot.manifest_list();
+        if let Some(l) = self.pinned_lists.lock().unwrap().get(path) {
+            return Ok(l.clone());
+        }
         if let Some(l) = self.lists.lock().unwrap().get(path) {
             return Ok(l.clone());
         }
@@ -77,6 +82,19 @@ impl ManifestCache {
             lists.clear(); // a list per snapshot: old snapshots' lists are rarely read again
         }
         lists.insert(path.to_string(), list);
+    }
+
+    /// Keeps the entries of a list not written yet until [`Self::unpin_list`].
+    pub fn pin_list(&self, path: &str, list: Arc<Vec<ManifestFile>>) {
+        self.pinned_lists.lock().unwrap().insert(path.to_string(), list);
+    }
+
+    /// Ends a pin: cached as any other once `written`, forgotten otherwise.
+    pub fn unpin_list(&self, path: &str, written: bool) {
+        let list = self.pinned_lists.lock().unwrap().remove(path);
+        if let (Some(list), true) = (list, written) {
+            self.remember_list(path, list);
+        }
     }
 
     /// Every entry of one manifest (live or deleted), with inherited ids.
@@ -224,7 +242,39 @@ fn rebuilt(f: &DataFile, spec_id: i32, first_row_id: Option<i64>) -> Result<Data
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iceberg::spec::{DataFileFormat, ManifestContentType};
+    use iceberg::spec::{DataFileFormat, ManifestContentType, SortOrder, UnboundPartitionSpec};
+
+    #[test]
+    fn a_pinned_list_is_served_without_its_file_until_unpinned() {
+        use crate::format::metadata::tests::{schema, with_snapshot};
+        let created = crate::format::metadata::new_table(
+            schema(),
+            UnboundPartitionSpec::builder().build(),
+            SortOrder::unsorted_order(),
+            "/nowhere/t",
+            uuid::Uuid::new_v4(),
+            &Default::default(),
+            &[],
+        )
+        .unwrap();
+        let table = with_snapshot(&created, 7, "1"); // (its list, /t/metadata/snap-7.avro, does not exist)
+        let snapshot = table.current_snapshot().unwrap();
+        let cache = ManifestCache::default();
+        let list = Arc::new(vec![manifest(None)]);
+        cache.pin_list(snapshot.manifest_list(), list.clone());
+        for i in 0..=MAX_CACHED_LISTS {
+            cache.remember_list(&format!("/elsewhere/{i}"), Arc::new(vec![])); // (cleared on the way)
+        }
+        assert!(Arc::ptr_eq(&cache.manifest_list(&table, snapshot).unwrap(), &list), "a pin outlives eviction");
+        cache.unpin_list(snapshot.manifest_list(), false);
+        assert!(
+            cache.manifest_list(&table, snapshot).is_err(),
+            "unwritten and unpinned: the file is read, and missing"
+        );
+        cache.pin_list(snapshot.manifest_list(), list.clone());
+        cache.unpin_list(snapshot.manifest_list(), true);
+        assert!(Arc::ptr_eq(&cache.manifest_list(&table, snapshot).unwrap(), &list), "written: cached as any other");
+    }
 
     fn entry(path: &str, rows: u64, first_row_id: Option<i64>, status: ManifestStatus) -> Arc<ManifestEntry> {
         let file = DataFileBuilder::default()

@@ -275,6 +275,9 @@ pub fn read(location: &str) -> Result<TableMetadata> {
 #[derive(Default)]
 pub struct MetadataCache {
     entries: Mutex<HashMap<String, Arc<TableMetadata>>>,
+    /// Metadata produced and not written yet (see `snapshot::Unwritten`): a commit building on
+    /// one in flight finds it here, never evicted, as its file does not exist yet.
+    pinned: Mutex<HashMap<String, Arc<TableMetadata>>>,
     texts: SnapshotTexts,
 }
 
@@ -288,6 +291,9 @@ impl MetadataCache {
     }
 
     pub fn get(&self, location: &str) -> Result<Arc<TableMetadata>> {
+        if let Some(m) = self.pinned.lock().unwrap().get(location) {
+            return Ok(m.clone());
+        }
         if let Some(m) = self.entries.lock().unwrap().get(location) {
             return Ok(m.clone());
         }
@@ -303,19 +309,32 @@ impl MetadataCache {
         }
         entries.insert(location.to_string(), metadata);
     }
+
+    /// Keeps `metadata` for `location` until [`Self::unpin`], whatever is evicted meanwhile.
+    pub fn pin(&self, location: &str, metadata: Arc<TableMetadata>) {
+        self.pinned.lock().unwrap().insert(location.to_string(), metadata);
+    }
+
+    /// Ends a pin: cached as any other once `written`, forgotten otherwise.
+    pub fn unpin(&self, location: &str, written: bool) {
+        let metadata = self.pinned.lock().unwrap().remove(location);
+        if let (Some(metadata), true) = (metadata, written) {
+            self.insert(location, metadata);
+        }
+    }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
 
-    fn schema() -> Schema {
+    pub(crate) fn schema() -> Schema {
         use iceberg::spec::{NestedField, PrimitiveType, Type};
         let id = NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long));
         Schema::builder().with_fields(vec![id.into()]).build().unwrap()
     }
 
-    fn with_snapshot(base: &TableMetadata, id: i64, records: &str) -> TableMetadata {
+    pub(crate) fn with_snapshot(base: &TableMetadata, id: i64, records: &str) -> TableMetadata {
         use iceberg::spec::{Operation, Snapshot};
         let summary = Summary {
             operation: Operation::Append,
@@ -338,6 +357,36 @@ pub(crate) mod tests {
             .build()
             .unwrap()
             .metadata
+    }
+
+    #[test]
+    fn pinned_metadata_is_served_without_its_file_until_unpinned() {
+        let cache = MetadataCache::default();
+        let md = Arc::new(
+            new_table(
+                schema(),
+                UnboundPartitionSpec::builder().build(),
+                SortOrder::unsorted_order(),
+                "/t",
+                Uuid::new_v4(),
+                &Default::default(),
+                &[],
+            )
+            .unwrap(),
+        );
+        // (a file that does not exist: what a chained commit's successor names before it is written)
+        let location = std::env::temp_dir().join(format!("skade-pin-{}.metadata.json", Uuid::new_v4()));
+        let location = location.to_string_lossy().to_string();
+        cache.pin(&location, md.clone());
+        for i in 0..=CACHE_CAPACITY {
+            cache.insert(&format!("/elsewhere/{i}"), md.clone()); // (the cache is cleared on the way)
+        }
+        assert!(Arc::ptr_eq(&cache.get(&location).unwrap(), &md), "a pin outlives eviction");
+        cache.unpin(&location, false);
+        assert!(cache.get(&location).is_err(), "unwritten and unpinned: the file is read, and missing");
+        cache.pin(&location, md.clone());
+        cache.unpin(&location, true);
+        assert!(Arc::ptr_eq(&cache.get(&location).unwrap(), &md), "written: cached as any other");
     }
 
     #[test]

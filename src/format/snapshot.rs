@@ -169,17 +169,68 @@ pub async fn stage_snapshot(
     })
 }
 
-/// Writes the manifest list and the next metadata.json for `staged` on top of `base`; returns
-/// the new metadata and its location. Every file it creates is added to `written` first.
-pub async fn produce(
+/// A snapshot produced on top of a base whose manifest list and metadata.json are not written
+/// yet ([`Unwritten::write`]). Until then both are pinned in the caches: a commit that builds on
+/// this one while it is in flight (docs/design/many-writers.md) reads them from memory, and the
+/// writes, most of a commit's work under its table's turn, happen after the turn is handed on.
+/// Dropped unwritten, the pins go.
+pub struct Unwritten<'a> {
+    pub metadata: Arc<TableMetadata>,
+    pub location: String,
+    list_path: String,
+    list: ListHeader,
+    /// The list's manifests as its writer takes them (new ones without a sequence number).
+    manifests: Vec<ManifestFile>,
+    caches: &'a ManifestCache,
+    metadata_files: &'a MetadataCache,
+    written: bool,
+}
+
+struct ListHeader {
+    snapshot_id: i64,
+    parent_id: Option<i64>,
+    sequence_number: i64,
+    /// Iceberg v3: the snapshot's first row id (a v3 list).
+    first_row_id: Option<u64>,
+}
+
+impl Unwritten<'_> {
+    /// Writes the manifest list, then the metadata.json that names it (neither synced: the
+    /// commit syncs them with its other files).
+    pub async fn write(mut self, file_io: &FileIO) -> Result<()> {
+        let output = file_io.new_output(&self.list_path)?.writer().await?;
+        let h = &self.list;
+        let mut list = match h.first_row_id {
+            Some(first) => ManifestListWriter::v3(output, h.snapshot_id, h.parent_id, h.sequence_number, Some(first)),
+            None => ManifestListWriter::v2(output, h.snapshot_id, h.parent_id, h.sequence_number),
+        };
+        list.add_manifests(std::mem::take(&mut self.manifests).into_iter())?;
+        list.close().await?;
+        self.metadata_files.write(&self.location, &self.metadata)?;
+        self.written = true;
+        Ok(())
+    }
+}
+
+impl Drop for Unwritten<'_> {
+    fn drop(&mut self) {
+        self.caches.unpin_list(&self.list_path, self.written);
+        self.metadata_files.unpin(&self.location, self.written);
+    }
+}
+
+/// Produces the next snapshot for `staged` on top of `base`: its metadata and location, with
+/// the manifest list and metadata.json to write (manifests merged on the way are written now).
+/// Every file it creates is added to `written` first.
+pub async fn produce<'a>(
     file_io: &FileIO,
-    caches: &ManifestCache,
-    metadata_files: &MetadataCache,
+    caches: &'a ManifestCache,
+    metadata_files: &'a MetadataCache,
     base: &TableMetadata,
     base_location: &str,
     staged: &StagedSnapshot,
     written: &mut Vec<String>,
-) -> Result<(TableMetadata, String)> {
+) -> Result<Unwritten<'a>> {
     let parent = base.current_snapshot().cloned();
     let mut manifests: Vec<ManifestFile> = staged.manifests.clone();
     let mut summary = staged.summary.clone();
@@ -231,16 +282,15 @@ pub async fn produce(
         true => assign_row_ids(&mut manifests, first_row_id)?,
         false => first_row_id,
     };
-    let output = file_io.new_output(&list_path)?.writer().await?;
     let parent_id = parent.as_ref().map(|p| p.snapshot_id());
-    let mut list = match v3 {
-        true => ManifestListWriter::v3(output, staged.snapshot_id, parent_id, sequence_number, Some(first_row_id)),
-        false => ManifestListWriter::v2(output, staged.snapshot_id, parent_id, sequence_number),
+    let header = ListHeader {
+        snapshot_id: staged.snapshot_id,
+        parent_id,
+        sequence_number,
+        first_row_id: v3.then_some(first_row_id),
     };
     // The list as a reader will see it: new manifests get this snapshot's sequence number.
     let listed: Vec<ManifestFile> = manifests.iter().cloned().map(|m| listed(m, sequence_number)).collect();
-    list.add_manifests(manifests.into_iter())?;
-    list.close().await?;
     // The new manifests' entries, ids inherited from the list just written (see `parse_manifest`):
     // a later merge of small manifests finds them cached instead of parsing each one.
     for (m, entries) in staged.manifests.iter().zip(&staged.entries) {
@@ -248,7 +298,6 @@ pub async fn produce(
             caches.remember(m, Arc::new(inherit_all(entries.iter().cloned(), m)));
         }
     }
-    caches.remember_list(&list_path, Arc::new(listed));
 
     let mut properties = with_totals(&summary, parent.as_ref().map(|p| p.summary()));
     // the DuckDB types the snapshot was written with (time travel reads them back, whatever
@@ -288,8 +337,11 @@ pub async fn produce(
         .metadata;
     let location = metadata::metadata_location(base.location(), metadata::next_version(base_location));
     written.push(location.clone());
-    metadata_files.write(&location, &metadata)?;
-    Ok((metadata, location))
+    let metadata = Arc::new(metadata);
+    // (pinned together, once nothing can fail: the returned value unpins them)
+    caches.pin_list(&list_path, Arc::new(listed));
+    metadata_files.pin(&location, metadata.clone());
+    Ok(Unwritten { metadata, location, list_path, list: header, manifests, caches, metadata_files, written: false })
 }
 
 /// Assigns row ids (Iceberg v3 row lineage) to the data manifests of a new list that have none,

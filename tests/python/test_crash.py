@@ -114,7 +114,9 @@ def test_eventual_durability_loses_at_most_the_last_moments(tmp_path):
         start = max(i for i, _ in acked) + 2
 
 
-@pytest.mark.parametrize("point", ["before_catalog_commit", "after_catalog_commit"])
+# (before_chained_metadata_write: an append's turn is handed on, its manifest list and
+# metadata.json not yet written)
+@pytest.mark.parametrize("point", ["before_chained_metadata_write", "before_catalog_commit", "after_catalog_commit"])
 def test_crash_between_metadata_and_catalog_commit(tmp_path, point):
     lake = tmp_path / "lake.skade"
     acked, _ = kill_after(run_writer(lake, "immediate", 1), 0.5)
@@ -124,7 +126,7 @@ def test_crash_between_metadata_and_catalog_commit(tmp_path, point):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode != 0 and f"failpoint {point}" in err, err
     a2, _ = check_catalog(lake)
-    if point == "before_catalog_commit":
+    if point != "after_catalog_commit":
         assert a2 == a, "a commit that never reached the catalog became visible"
     else:
         assert a <= a2
