@@ -1,5 +1,7 @@
 //! Crash points for the crash-safety tests: when `SKADE_FAILPOINT` names a point, the process
-//! aborts there (as a power cut would stop it). Unset, a point costs one cached comparison. And
+//! aborts there (as a power cut would stop it). Unset, a point costs one cached comparison.
+//! Failure points for the failure tests: `SKADE_FAILPOINT=<point>:every=<n>` makes every n-th
+//! pass through the point fail as an I/O error would (a full disk). And
 //! a wrong clock for the clock-skew tests: `SKADE_CLOCK_OFFSET_MS` moves this process's commit
 //! times (a host whose clock is off).
 
@@ -12,6 +14,24 @@ pub fn hit(name: &str) {
     if active.as_deref() == Some(name) {
         eprintln!("skade: failpoint {name} reached, aborting");
         std::process::abort();
+    }
+}
+
+/// The message of an I/O failure injected at `name` (see the module's note), else nothing.
+pub fn fail(name: &str) -> Result<(), String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static EVERY: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    static PASSES: AtomicU64 = AtomicU64::new(0);
+    let every = EVERY.get_or_init(|| {
+        let value = std::env::var("SKADE_FAILPOINT").ok()?;
+        let (point, n) = value.split_once(":every=")?;
+        Some((point.to_string(), n.trim().parse().ok().filter(|n| *n > 0)?))
+    });
+    match every {
+        Some((point, n)) if point == name && (PASSES.fetch_add(1, Ordering::Relaxed) + 1) % n == 0 => {
+            Err(format!("failure injected at {name} (SKADE_FAILPOINT)"))
+        }
+        _ => Ok(()),
     }
 }
 

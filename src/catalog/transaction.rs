@@ -1517,6 +1517,7 @@ impl Transaction {
             let synced = match durable && chains_here {
                 // (to a bucket, the manifest lists and metadata.json files go at once)
                 true => crate::io::deferred::deferring(|| {
+                    crate::failpoint::fail("chained_metadata_write").map_err(Error::io)?; // (dropped unwritten)
                     unwritten.into_iter().try_for_each(|u| block_on(u.write(&inner.file_io)))
                 })
                 .and_then(|()| sync_files(attempt_files.iter().map(String::as_str))),

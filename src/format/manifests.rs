@@ -242,22 +242,12 @@ fn rebuilt(f: &DataFile, spec_id: i32, first_row_id: Option<i64>) -> Result<Data
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iceberg::spec::{DataFileFormat, ManifestContentType, SortOrder, UnboundPartitionSpec};
+    use iceberg::spec::{DataFileFormat, ManifestContentType};
 
     #[test]
     fn a_pinned_list_is_served_without_its_file_until_unpinned() {
-        use crate::format::metadata::tests::{schema, with_snapshot};
-        let created = crate::format::metadata::new_table(
-            schema(),
-            UnboundPartitionSpec::builder().build(),
-            SortOrder::unsorted_order(),
-            "/nowhere/t",
-            uuid::Uuid::new_v4(),
-            &Default::default(),
-            &[],
-        )
-        .unwrap();
-        let table = with_snapshot(&created, 7, "1"); // (its list, /t/metadata/snap-7.avro, does not exist)
+        use crate::format::metadata::tests::{created, with_snapshot};
+        let table = with_snapshot(&created("/nowhere/t"), 7, "1"); // (its list, /t/metadata/snap-7.avro, does not exist)
         let snapshot = table.current_snapshot().unwrap();
         let cache = ManifestCache::default();
         let list = Arc::new(vec![manifest(None)]);

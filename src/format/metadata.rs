@@ -334,6 +334,13 @@ pub(crate) mod tests {
         Schema::builder().with_fields(vec![id.into()]).build().unwrap()
     }
 
+    /// A new unpartitioned table of one column at `location`.
+    pub(crate) fn created(location: &str) -> TableMetadata {
+        let spec = UnboundPartitionSpec::builder().build();
+        new_table(schema(), spec, SortOrder::unsorted_order(), location, Uuid::new_v4(), &Default::default(), &[])
+            .unwrap()
+    }
+
     pub(crate) fn with_snapshot(base: &TableMetadata, id: i64, records: &str) -> TableMetadata {
         use iceberg::spec::{Operation, Snapshot};
         let summary = Summary {
@@ -362,18 +369,7 @@ pub(crate) mod tests {
     #[test]
     fn pinned_metadata_is_served_without_its_file_until_unpinned() {
         let cache = MetadataCache::default();
-        let md = Arc::new(
-            new_table(
-                schema(),
-                UnboundPartitionSpec::builder().build(),
-                SortOrder::unsorted_order(),
-                "/t",
-                Uuid::new_v4(),
-                &Default::default(),
-                &[],
-            )
-            .unwrap(),
-        );
+        let md = Arc::new(created("/t"));
         // (a file that does not exist: what a chained commit's successor names before it is written)
         let location = std::env::temp_dir().join(format!("skade-pin-{}.metadata.json", Uuid::new_v4()));
         let location = location.to_string_lossy().to_string();
@@ -392,16 +388,7 @@ pub(crate) mod tests {
     #[test]
     fn files_are_the_crates_json_and_texts_follow_their_snapshot() {
         let texts = SnapshotTexts::default();
-        let created = new_table(
-            schema(),
-            UnboundPartitionSpec::builder().build(),
-            SortOrder::unsorted_order(),
-            "/t",
-            Uuid::new_v4(),
-            &Default::default(),
-            &[],
-        )
-        .unwrap();
+        let created = created("/t");
         let one = with_snapshot(&created, 7, "1");
         let two = with_snapshot(&one, 8, "2");
         for md in [&created, &one, &two] {

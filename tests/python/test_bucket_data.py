@@ -58,6 +58,26 @@ def test_a_one_row_commit_is_four_puts(tmp_path, s3_env):
     assert puts == ["data", "metadata", "metadata", "metadata"], puts
 
 
+def test_a_commits_manifest_list_and_metadata_go_at_once(tmp_path, s3_env):
+    """An append (chained: it writes them after handing its table's turn on) sends its manifest
+    list and metadata.json together: with the list's PUT held 0.5 s, the metadata.json's lands
+    first. (They once went one after the other: a round trip more per commit.)"""
+    con, bucket = bucket_lake(tmp_path, s3_env)
+    con.execute("CREATE TABLE lake.t (id BIGINT, v VARCHAR)")
+    con.execute("INSERT INTO lake.t VALUES (1, 'a')")
+    s3_control(s3_env, "DELETE", "requests")
+    s3_control(s3_env, "POST", "faults", {"method": "PUT", "prefix": f"/{bucket}/wh/main/t/metadata/snap-",
+                                         "delay": 0.5, "count": 1})
+    try:
+        con.execute("INSERT INTO lake.t VALUES (2, 'b')")
+    finally:
+        s3_control(s3_env, "DELETE", "faults")
+    landed = [p.rsplit("/", 1)[-1] for m, p, s in s3_requests(s3_env, f"/{bucket}/") if m == "PUT"]
+    lists = [i for i, name in enumerate(landed) if name.startswith("snap-")]
+    metadata = [i for i, name in enumerate(landed) if name.endswith(".metadata.json")]
+    assert len(lists) == 1 and len(metadata) == 1 and metadata[0] < lists[0], landed
+
+
 def test_a_bucket_refusing_writes_fails_the_statement_and_changes_nothing(tmp_path, s3_env):
     con, bucket = bucket_lake(tmp_path, s3_env)
     con.execute("CREATE TABLE lake.t (id BIGINT, v VARCHAR)")

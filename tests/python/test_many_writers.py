@@ -243,3 +243,58 @@ def test_sigkill_of_writers_chained_on_one_table_loses_no_acknowledged_row(tmp_p
         assert con.execute("SELECT count(*) FROM lake.t").fetchone()[0] == len(ids)
         con.close()
         start += 100_000
+
+
+FAILING_WRITER = """
+import sys, threading, time, duckdb
+ext, lake = sys.argv[1], sys.argv[2]
+con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+con.execute(f"LOAD '{ext}'")
+con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+con.execute("CREATE TABLE lake.t (id BIGINT, w INTEGER)")
+out = threading.Lock()
+stop = time.monotonic() + 2
+def write(w):
+    cur = con.cursor()
+    n = w * 1_000_000
+    while time.monotonic() < stop:
+        try:
+            cur.execute(f"INSERT INTO lake.t VALUES ({n}, {w})")
+            line = f"ok {n}"
+        except Exception as e:
+            line = "error " + str(e).replace(chr(10), " ")
+        with out:
+            sys.stdout.write(line + chr(10))
+            sys.stdout.flush()
+        n += 1
+threads = [threading.Thread(target=write, args=(w,)) for w in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+"""
+
+
+def test_an_append_whose_files_could_not_be_written_fails_alone(tmp_path):
+    """Every fifth chained append fails to write its manifest list and metadata.json (as on a full
+    disk), after the next appends may have taken the turn and read its pointer: only it fails.
+    The others were once refused, reading files that were never written."""
+    import subprocess
+    import sys
+    from conftest import EXTENSION
+    lake = tmp_path / "lake.skade"
+    env = dict(os.environ, SKADE_FAILPOINT="chained_metadata_write:every=5")
+    proc = subprocess.run([sys.executable, "-c", FAILING_WRITER, EXTENSION, str(lake)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    acked = [int(line.split()[1]) for line in lines if line.startswith("ok ")]
+    errors = [line for line in lines if line.startswith("error ")]
+    assert errors, "the failure point was never reached"
+    others = [e for e in errors if "failure injected at chained_metadata_write" not in e]
+    assert not others, f"{len(others)} appends failed for another's failure, e.g. {others[0][:300]}"
+    con = connect()
+    con.execute(f"ATTACH '{lake}' AS lake (TYPE skade)")
+    ids = sorted(r[0] for r in con.execute("SELECT id FROM lake.t").fetchall())
+    assert ids == sorted(acked), "exactly the acknowledged rows"
+    seqs = [r[0] for r in con.execute("SELECT commit_seq FROM skade_commits_since('lake', 0)").fetchall()]
+    assert seqs == list(range(1, len(seqs) + 1)), "commit_seq has a gap"
+    assert {r[1] for r in con.execute("SELECT * FROM skade_check('lake')").fetchall()} == {"ok"}
