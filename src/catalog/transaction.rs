@@ -1455,11 +1455,14 @@ impl Transaction {
                 Ok(vec![])
             });
             let unwritten = match produced {
-                Err(_) if !tentative.is_empty() => {
+                Err(e)
+                    if !tentative.is_empty()
+                        && matches!(e.kind, ErrorKind::Conflict | ErrorKind::Io | ErrorKind::Corrupt) =>
+                {
                     // (a conflict with a request in flight, which may yet fail, or a failure to
                     // read its files, which it may have failed to write: decided again once the
                     // table settles, on the committed head, where an error of this transaction's
-                    // own recurs)
+                    // own recurs; any other error is this transaction's)
                     superseded.append(&mut attempt_files);
                     settle_first = true;
                     continue;
@@ -1514,13 +1517,16 @@ impl Transaction {
             if chains_here {
                 crate::failpoint::hit("before_chained_metadata_write");
             }
-            let synced = match durable && chains_here {
+            let synced = match chains_here {
                 // (to a bucket, the manifest lists and metadata.json files go at once)
                 true => crate::io::deferred::deferring(|| {
                     crate::failpoint::fail("chained_metadata_write").map_err(Error::io)?; // (dropped unwritten)
                     unwritten.into_iter().try_for_each(|u| block_on(u.write(&inner.file_io)))
                 })
-                .and_then(|()| sync_files(attempt_files.iter().map(String::as_str))),
+                .and_then(|()| match durable {
+                    true => sync_files(attempt_files.iter().map(String::as_str)),
+                    false => Ok(()),
+                }),
                 false => Ok(()),
             };
             ticket.ready(synced.clone());

@@ -60,14 +60,14 @@ def test_a_one_row_commit_is_four_puts(tmp_path, s3_env):
 
 def test_a_commits_manifest_list_and_metadata_go_at_once(tmp_path, s3_env):
     """An append (chained: it writes them after handing its table's turn on) sends its manifest
-    list and metadata.json together: with the list's PUT held 0.5 s, the metadata.json's lands
+    list and metadata.json together: with the list's PUT held 2 s, the metadata.json's lands
     first. (They once went one after the other: a round trip more per commit.)"""
     con, bucket = bucket_lake(tmp_path, s3_env)
     con.execute("CREATE TABLE lake.t (id BIGINT, v VARCHAR)")
     con.execute("INSERT INTO lake.t VALUES (1, 'a')")
     s3_control(s3_env, "DELETE", "requests")
     s3_control(s3_env, "POST", "faults", {"method": "PUT", "prefix": f"/{bucket}/wh/main/t/metadata/snap-",
-                                         "delay": 0.5, "count": 1})
+                                         "delay": 2, "count": 1})
     try:
         con.execute("INSERT INTO lake.t VALUES (2, 'b')")
     finally:
