@@ -328,7 +328,7 @@ impl MetadataCache {
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn schema() -> Schema {
+    fn schema() -> Schema {
         use iceberg::spec::{NestedField, PrimitiveType, Type};
         let id = NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long));
         Schema::builder().with_fields(vec![id.into()]).build().unwrap()
