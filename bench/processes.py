@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Several processes on one lake (issue 23): one-row commits per second with 1, 2 and 4
+"""Several processes on one lake (issues 23 and 47): one-row commits per second with 1, 2, 4 and 8
 processes committing through skade's commit log (each into its own table, and all into one
 table), next to the single-process plain catalog and to DuckLake over a SQLite catalog (its
 multi-process setup) with the same processes, in one run;
@@ -23,7 +23,7 @@ from common import EXTENSION, ducklake_extension, site_extension
 
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else 2.0
 SAMPLES = int(sys.argv[2]) if len(sys.argv) > 2 and not sys.argv[1].startswith("--") else 200
-PROCESSES = [1, 2, 4]
+PROCESSES = [1, 2, 4, 8]
 
 
 def sqlite_extension():
@@ -193,6 +193,9 @@ def main():
             print(f"  {label:<44}" + "".join(f"{r:>13.1f}" for r in row) + note, flush=True)
     log1 = figures["skade through its commit log, own tables"][0]
     print(f"  the log costs a single process x{log1 / plain:.2f} of the plain catalog's rate")
+    own, one = figures["skade through its commit log, own tables"], figures["skade through its commit log, one shared table"]
+    print(f"  skade, one shared table: x{one[-1] / one[0]:.2f} of one process with {PROCESSES[-1]} processes, "
+          f"x{one[-1] / own[-1]:.2f} of {PROCESSES[-1]} processes into their own tables")
     print(f"visibility in another process after a commit is acknowledged (ms, p50 / p99, {SAMPLES} commits):")
     for setup, how, poll, name in (
         ("log", "poll", None, "skade, a query polling"),

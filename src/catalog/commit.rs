@@ -95,6 +95,30 @@ pub struct CommitRequest {
     /// request read back from a commit log names tables by schema and table).
     #[serde(skip)]
     pub database: Option<String>,
+    /// What it built on that had not landed when it was made (appends chained across processes:
+    /// `chains`); the group committer offers it once they have.
+    #[serde(skip)]
+    pub awaits: Vec<Awaited>,
+}
+
+impl CommitRequest {
+    /// Whether it moves a table's pointer to `location`.
+    pub fn puts_location(&self, location: &str) -> bool {
+        self.changes.iter().any(|c| matches!(&c.effect, StateChange::PutTable(t) if t.metadata_location == location))
+    }
+}
+
+/// An append's request built on another append in flight: the group committer offers it once
+/// that one has landed (`chains::await_bases`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Awaited {
+    pub uuid: String,
+    /// The table's keys in the catalog file.
+    pub schema: String,
+    pub name: String,
+    /// The location it built on.
+    pub base: String,
+    pub chain: u64,
 }
 
 /// Serde for a map keyed by (schema, table) pairs, which JSON objects cannot key by: a sorted
@@ -636,6 +660,7 @@ mod tests {
             sinks: vec![],
             inputs: vec![],
             database: None,
+            awaits: vec![],
         }
     }
 

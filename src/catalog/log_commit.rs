@@ -54,6 +54,8 @@ pub(crate) struct LogLink {
     /// Offers this process won and lost (a lost one folds the winners and is offered again).
     won: AtomicU64,
     lost: AtomicU64,
+    /// This process's appends that landed built on another append still in flight (`chains`).
+    pub chained: AtomicU64,
     /// This process won a position that calls for a checkpoint (a bucket log's): the poll
     /// writes one (`take_checkpoint_due`), off the commit's path.
     checkpoint_due: AtomicBool,
@@ -79,6 +81,8 @@ pub struct LogStatus {
     pub won: u64,
     pub lost: u64,
     pub poll_ms: u64,
+    /// This process's appends that landed built on another append still in flight.
+    pub chained: u64,
 }
 
 /// What a commit through the log came to.
@@ -114,6 +118,7 @@ impl LogLink {
             truncated_below: AtomicU64::new(0),
             won: AtomicU64::new(0),
             lost: AtomicU64::new(0),
+            chained: AtomicU64::new(0),
             checkpoint_due: AtomicBool::new(false),
             checkpoint_missing: AtomicU64::new(0),
             looked: Mutex::new(None),
@@ -434,6 +439,7 @@ impl LogLink {
             won: self.won.load(Ordering::Relaxed),
             lost: self.lost.load(Ordering::Relaxed),
             poll_ms: self.poll.as_millis() as u64,
+            chained: self.chained.load(Ordering::Relaxed),
         })
     }
 }

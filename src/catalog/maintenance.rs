@@ -79,10 +79,10 @@ impl Catalog {
         for _ in 0..MAX_ATTEMPTS {
             // (through a commit log, what other processes committed up to now: a consumer made
             // there a moment ago keeps what it needs)
-            let (head, record) = self.table_now(schema, name, &shown)?;
+            let (_, taken) = self.table_now(schema, name, &shown)?;
             // Take the table's commit turn, as committers do: expiry queues behind them (and
             // behind the appends in flight: it decides on the committed head).
-            let lock = self.table_lock(&record.uuid);
+            let lock = self.table_lock(&taken.uuid);
             let _turn = loop {
                 let turn = lock.take();
                 if turn.settled() {
@@ -91,7 +91,12 @@ impl Catalog {
                 drop(turn);
                 lock.wait_settled();
             };
-            let _shared_turn = self.cross_process_turns([record.uuid.as_str()])?;
+            let _shared_turn = self.settled_cross_process_turns(&[taken.uuid.as_str()], true)?;
+            // (what landed while it waited for the turns: the head it decides on)
+            let (head, record) = self.table_now(schema, name, &shown)?;
+            if record.uuid != taken.uuid {
+                continue; // (dropped and created again meanwhile: the new table's turns)
+            }
             let before = self.inner.metadata.get(&record.metadata_location)?;
             let mut expired = expired_snapshots(&before, retention);
             let kept = self.keep_for_consumers(&head, &record.uuid, &before, &mut expired)?;
@@ -127,6 +132,7 @@ impl Catalog {
                 sinks: vec![],
                 inputs: vec![],
                 database: database.map(str::to_string),
+                awaits: vec![],
             };
             match self.commit(request) {
                 Ok(_) => {

@@ -1,6 +1,7 @@
 //! The catalog: one redb file that names every schema, table and macro and points at each
 //! table's current Iceberg metadata, plus the commit path that moves those pointers.
 
+pub(crate) mod chains;
 pub(crate) mod check;
 pub mod checkpoint;
 pub(crate) mod commit;

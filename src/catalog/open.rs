@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use iceberg::io::FileIO;
 use tokio::sync::broadcast;
 
+use super::chains::{self, SharedTurns};
 use super::commit::{apply_group, CommitRequest, Committer, Staged, Ticket};
 use super::log_commit::{Landed, LogLink, LogStatus};
 use super::options::{AttachOptions, Durability};
@@ -19,12 +20,10 @@ use super::store::{CommitRecord, Store};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::duckdb_types::Nanoseconds;
 use crate::format::metadata::MetadataCache;
-use crate::io::{absolute, ByteLock};
+use crate::io::absolute;
 use crate::lookup::cache::LookupCache;
 use crate::read::caches::ReadCaches;
 
-/// The bytes of a log-resident catalog's turns file (see `Catalog::cross_process_turns`).
-const TURN_BYTES: u64 = 1 << 16;
 /// How long a commit waits for another process's turn on a table before it commits without
 /// (a process stopped or hung while holding it must not stop every other writer of the table).
 const TURN_WAIT: Duration = Duration::from_secs(2);
@@ -433,31 +432,45 @@ impl Catalog {
 
     /// The commit turns of tables across processes (a log-resident catalog; `Transaction::commit`
     /// takes them after the in-process ones): processes committing to one table take turns from
-    /// reading its head to committing, as threads of one process do, instead of racing and
-    /// redoing their metadata until one gives up. One byte per table (by a hash of its uuid) of
-    /// the file `<catalog>.turns`, locked in ascending order (no deadlock; two tables sharing a
-    /// byte only share turns), each waited for at most [`TURN_WAIT`]. Nothing for a plain
-    /// catalog: one process commits to it.
-    pub(crate) fn cross_process_turns<'a>(&self, uuids: impl IntoIterator<Item = &'a str>) -> Result<Vec<ByteLock>> {
-        if self.inner.log.is_none() || self.inner.store.read_only() {
-            return Ok(vec![]);
+    /// reading its head to handing their request on, as threads of one process do, instead of
+    /// racing and redoing their metadata until one gives up (`chains`). None held for a plain
+    /// catalog (one process commits to it), or when one was kept longer than [`TURN_WAIT`].
+    pub(crate) fn cross_process_turns<'a>(&self, uuids: impl IntoIterator<Item = &'a str>) -> Result<SharedTurns> {
+        match self.shares_turns() {
+            true => SharedTurns::take(&chains::turns_file(&self.inner.store.path), uuids, TURN_WAIT),
+            false => Ok(SharedTurns::none()),
         }
-        let mut bytes: Vec<u64> =
-            uuids.into_iter().map(|u| twox_hash::XxHash3_64::oneshot(u.as_bytes()) % TURN_BYTES).collect();
-        bytes.sort_unstable();
-        bytes.dedup();
-        let mut file = self.inner.store.path.clone().into_os_string();
-        file.push(".turns");
-        let mut turns = Vec::with_capacity(bytes.len());
-        for b in bytes {
-            match crate::io::lock_byte(Path::new(&file), b, TURN_WAIT)? {
-                Some(turn) => turns.push(turn),
-                // a holder that keeps a turn this long is stopped or hung: commit without the
-                // turns, the log's race decides (rebasing as it must)
-                None => return Ok(vec![]),
-            }
+    }
+
+    /// The same, once nothing of the tables is in flight in any process (see
+    /// [`SharedTurns::take_settled`]; `drain` for a commit that is not an append).
+    pub(crate) fn settled_cross_process_turns(&self, uuids: &[&str], drain: bool) -> Result<SharedTurns> {
+        if !self.shares_turns() {
+            return Ok(SharedTurns::none());
         }
-        Ok(turns)
+        // (under the turns, the committed head: what the processes that held them folded)
+        let pointer = |uuid: &str| {
+            self.catch_up()?;
+            Ok(self.state().table_by_uuid(uuid).map(|t| t.metadata_location.clone()))
+        };
+        SharedTurns::take_settled(&chains::turns_file(&self.inner.store.path), uuids, TURN_WAIT, drain, pointer)
+    }
+
+    /// Requests of these chains failed (table uuid, chain, the location it would have put, the
+    /// one it built on): the pointers built on them are doomed (see `SharedTurns::doom`; the
+    /// appends waiting on them give up and are rebuilt). Best effort: a record is trusted no
+    /// longer than `chains::chain_wait`.
+    pub(crate) fn end_chains(&self, failed: &[(String, u64, String, String)]) {
+        let doomed = self.cross_process_turns(failed.iter().map(|(u, ..)| u.as_str())).and_then(|turns| {
+            failed.iter().try_for_each(|(uuid, chain, location, base)| turns.doom(uuid, *chain, location, base))
+        });
+        if let Err(e) = doomed {
+            eprintln!("skade: {}: ending a chain of appends: {e}", self.inner.store.path.display());
+        }
+    }
+
+    fn shares_turns(&self) -> bool {
+        self.inner.log.is_some() && !self.inner.store.read_only()
     }
 
     /// The commit turn of one table (see `Transaction::commit`).
@@ -600,7 +613,25 @@ impl Inner {
     /// The commit path of a log-resident catalog (called by the group-commit leader): the group
     /// goes through the log, then the in-memory state follows the file, with this group's changes
     /// applied directly when nothing else landed in between.
+    /// Appends chained onto other processes' appends go once those have landed: the group is
+    /// committed in segments, each after what its first request built on (`chains`).
     fn commit_through_log(&self, link: &LogLink, group: &[CommitRequest]) -> Vec<Result<Vec<CommitRecord>>> {
+        if group.iter().all(|q| q.awaits.is_empty()) {
+            return self.commit_segment_through_log(link, group);
+        }
+        let turns = chains::turns_file(&self.store.path);
+        let mut results = Vec::with_capacity(group.len());
+        while results.len() < group.len() {
+            let start = results.len();
+            let end = chains::segment_end(&turns, link, &self.store, group, start);
+            results.extend(self.commit_segment_through_log(link, &group[start..end]));
+        }
+        let chained = group.iter().zip(&results).filter(|(q, r)| !q.awaits.is_empty() && r.is_ok()).count();
+        link.chained.fetch_add(chained as u64, Ordering::Relaxed);
+        results
+    }
+
+    fn commit_segment_through_log(&self, link: &LogLink, group: &[CommitRequest]) -> Vec<Result<Vec<CommitRecord>>> {
         crate::failpoint::hit("before_catalog_commit");
         let landed = self.usable_store().and_then(|_| link.commit(&self.store, group));
         let Landed { results, prepared_on, won, folded_alone } = match landed {

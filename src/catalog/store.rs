@@ -256,6 +256,15 @@ impl Store {
         self.read(|tx| Ok(tx.open_table(COUNTERS)?.get(LOG_POSITION)?.map(|v| v.value()).unwrap_or(0)))
     }
 
+    /// The metadata location the file's pointer of a table names (by its keys).
+    pub fn table_location(&self, schema: &str, name: &str) -> Result<Option<String>> {
+        self.read(|tx| {
+            let tables = tx.open_table(TABLES)?;
+            let Some(row) = tables.get((schema, name))? else { return Ok(None) };
+            Ok(Some(serde_json::from_slice::<TableRecord>(row.value())?.metadata_location))
+        })
+    }
+
     /// Runs `f` in a read transaction.
     pub fn read<T>(&self, f: impl FnOnce(&ReadTransaction) -> Result<T>) -> Result<T> {
         self.access(|db| {

@@ -11,7 +11,8 @@ use arrow::datatypes::Schema as ArrowSchema;
 use iceberg::spec::{DataFile, Operation, Struct, TableMetadata};
 use uuid::Uuid;
 
-use super::commit::{Change, CommitRequest, Expect};
+use super::chains::{self, Tentative};
+use super::commit::{Awaited, Change, CommitRequest, Expect};
 use super::consumers::{staged_consumer_changes, StagedConsumer};
 use super::names::{self, key, DEFAULT_SCHEMA};
 use super::open::Catalog;
@@ -1282,7 +1283,8 @@ impl Transaction {
         // different tables still share group commits. Locks are taken in uuid order (no
         // deadlock). An append hands the turn on once queued, its pointer the table's tentative
         // head, which the next append builds on; anything else waits for the table to settle
-        // (see `turns`). Through a commit log the turns are held until the commit lands.
+        // (see `turns`). Through a commit log, processes take turns too, and chain appends the
+        // same way (see `chains`).
         // (DDL of a table takes its turn too: an ALTER committing without one starved the DML of
         // other processes, which waited for the turn and then lost to it)
         let ddl_uuids: HashSet<&str> = st
@@ -1301,7 +1303,9 @@ impl Transaction {
         uuids.dedup();
         // (only when a commit syncs its files: without a sync to overlap, building on a request
         // in flight only adds work, 10% fewer commits of 8 writers under DURABILITY 'none')
-        let chained = self.catalog.chains_appends() && durable;
+        let chained = durable;
+        // (in one process the chain is kept in memory; through a commit log, beside the turns)
+        let local = self.catalog.chains_appends();
         let chains: HashSet<&str> = staged
             .iter()
             .filter(|(r, s)| {
@@ -1340,16 +1344,37 @@ impl Transaction {
                     }
                 }
             };
-            let shared_turns = self.catalog.cross_process_turns(uuids.iter().copied())?;
+            let mut shared_turns = self.catalog.cross_process_turns(uuids.iter().copied())?;
             // (with the turns held, the head read next is the newest: nothing commits to these
             // tables meanwhile, in this process or another, but the appends in flight)
             self.catalog.catch_up()?;
-            let tentative: HashMap<String, String> = uuids
-                .iter()
-                .zip(&held)
-                .filter_map(|(u, h)| h.tentative.as_ref().map(|location| (u.to_string(), location.clone())))
-                .collect();
-            let head = self.catalog.state();
+            let mut head = self.catalog.state();
+            // Across processes: the appends in flight other committers left, to build on.
+            let mut onto: HashMap<String, Tentative> = HashMap::new();
+            if shared_turns.held() {
+                let pointer = |u: &str| head.table_by_uuid(u).map(|t| t.metadata_location.clone());
+                let chainable = |u: &str, t: &Tentative| chains.contains(u) && !settle_first && t.chainable();
+                match shared_turns.links(&uuids, chainable, pointer)? {
+                    Some(links) => onto = links,
+                    None => {
+                        // a table must settle first: this is not an append to it (it drains the
+                        // table), or nothing may build on what is in flight now
+                        let drain = settle_first || uuids.iter().any(|u| !chains.contains(u));
+                        drop(shared_turns);
+                        shared_turns = self.catalog.settled_cross_process_turns(&uuids, drain)?;
+                        self.catalog.catch_up()?;
+                        head = self.catalog.state();
+                    }
+                }
+            }
+            let tentative: HashMap<String, String> = match shared_turns.held() {
+                true => onto.iter().map(|(u, t)| (u.clone(), t.location.clone())).collect(),
+                false => uuids
+                    .iter()
+                    .zip(&held)
+                    .filter_map(|(u, h)| h.tentative.as_ref().map(|location| (u.to_string(), location.clone())))
+                    .collect(),
+            };
             if let Some(e) = last_conflict.take() {
                 // Appends rebase; DDL whose premise no longer holds cannot, nor a consumer's change.
                 self.check_ddl_against(st, &head).map_err(|_| e)?;
@@ -1439,14 +1464,17 @@ impl Transaction {
                 });
             }
             let mut attempt_files = vec![];
-            // When it chains, its manifest lists and metadata.json files are written once the
-            // turns are handed on (the next committer reads them from memory: `Unwritten`).
-            let chains_here = staged.iter().any(|(r, _)| chains.contains(r.uuid.as_str()));
+            // When it chains in one process, its manifest lists and metadata.json files are
+            // written once the turns are handed on (the next committer reads them from memory:
+            // `Unwritten`); across processes, before (the next one reads them from the files).
+            let chains_here =
+                (local || shared_turns.held()) && staged.iter().any(|(r, _)| chains.contains(r.uuid.as_str()));
+            let writes_late = chains_here && local;
             // (a commit's manifests, manifest lists and metadata.json files go to a bucket at once)
             let produced = crate::io::deferred::deferring(|| {
                 let unwritten =
                     self.produce_snapshots(&staged, &created, &head, &tentative, &mut changes, &mut attempt_files)?;
-                if chains_here {
+                if writes_late {
                     return Ok(unwritten);
                 }
                 for u in unwritten {
@@ -1481,6 +1509,13 @@ impl Transaction {
                     _ => None,
                 })
                 .collect();
+            let awaits = onto
+                .iter()
+                .filter_map(|(u, t)| {
+                    let (schema, name) = head.table_by_uuid(u)?.key();
+                    Some(Awaited { uuid: u.clone(), schema, name, base: t.location.clone(), chain: t.chain })
+                })
+                .collect();
             let request = CommitRequest {
                 changes,
                 actor: self.catalog.actor().to_string(),
@@ -1490,6 +1525,7 @@ impl Transaction {
                 sinks: sinks.clone(),
                 inputs: st.reads.clone(),
                 database: self.database().map(str::to_string),
+                awaits,
             };
             // Queued under the turns: it lands after every request queued before it. When it
             // chains, its new pointers become the tables' tentative heads, the turns are handed
@@ -1504,17 +1540,33 @@ impl Transaction {
             }
             let ticket = self.catalog.submit(request);
             let mut in_flight = vec![];
-            if chains_here {
+            let mut published = vec![];
+            if chains_here && local {
                 for ((uuid, turn), held) in uuids.iter().zip(&turns).zip(held.iter_mut()) {
                     if let Some(location) = new_locations.get(*uuid) {
                         held.tentative = Some(location.clone());
                         in_flight.push((turn.clone(), location.clone()));
                     }
                 }
-                drop(held);
-                drop(shared_turns);
+            } else if chains_here {
+                for (uuid, location) in &new_locations {
+                    let (chain, base) = match onto.get(uuid) {
+                        Some(t) => (t.chain, t.location.clone()),
+                        None => {
+                            let base = head.table_by_uuid(uuid).map(|t| t.metadata_location.clone());
+                            (chains::new_chain(), base.unwrap_or_default())
+                        }
+                    };
+                    match shared_turns.publish(&Tentative::new(uuid, location, chain)) {
+                        Ok(true) => published.push((uuid.clone(), chain, location.clone(), base)),
+                        Ok(false) => {}
+                        Err(e) => eprintln!("skade: {e}"), // (then nothing builds on it: it lands first)
+                    }
+                }
             }
             if chains_here {
+                drop(held);
+                drop(shared_turns);
                 crate::failpoint::hit("before_chained_metadata_write");
             }
             let synced = match chains_here {
@@ -1533,6 +1585,10 @@ impl Transaction {
             let outcome = self.catalog.finish(ticket);
             for (turn, location) in &in_flight {
                 turn.settle(location, outcome.is_ok());
+            }
+            if outcome.is_err() && !published.is_empty() {
+                // the pointers built on this one are doomed: nothing builds on them any more
+                self.catalog.end_chains(&published);
             }
             if let Err(e) = synced {
                 written.extend(attempt_files); // (refused: nothing landed)

@@ -20,6 +20,8 @@ pub fn schema() -> SchemaRef {
         Field::new("offers_won", DataType::Int64, false),
         Field::new("offers_lost", DataType::Int64, false),
         Field::new("poll_ms", DataType::Int64, false),
+        // this process's appends that landed built on another append still in flight
+        Field::new("appends_chained", DataType::Int64, false),
     ]))
 }
 
@@ -40,6 +42,7 @@ pub fn rows(catalog: &Catalog) -> Result<RecordBatch> {
         number(|s| s.won),
         number(|s| s.lost),
         number(|s| s.poll_ms),
+        number(|s| s.chained),
     ];
     Ok(RecordBatch::try_new(schema(), columns)?)
 }

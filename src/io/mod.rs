@@ -88,10 +88,7 @@ pub fn remove_stale_staging(dir: &Path, prefix: &str) {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_suffix(".staging")) else { continue };
         let Some(pid) = rest.rsplit('.').next().and_then(|p| p.parse::<libc::pid_t>().ok()) else { continue };
-        // SAFETY: kill with signal 0 only asks whether the process exists.
-        let gone =
-            unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
+        if process_gone(pid) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -102,10 +99,57 @@ pub fn remove_file(path: &Path) {
     let _ = std::fs::remove_file(path);
 }
 
+/// Whether the process `pid` of this machine is gone (one that exists, even another user's, is not).
+pub fn process_gone(pid: libc::pid_t) -> bool {
+    // SAFETY: kill with signal 0 only asks whether the process exists.
+    (unsafe { libc::kill(pid, 0) }) != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
 /// An exclusive lock on one byte of a shared file, across processes (an open file description
 /// lock: independent of threads, released when dropped or when the process dies).
 pub struct ByteLock {
-    _file: File,
+    file: File,
+    path: PathBuf,
+}
+
+impl ByteLock {
+    /// `len` bytes of the locked file at `offset` (zeros past its end), as its other holders
+    /// wrote them.
+    pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        read_file_at(&self.file, offset, len).map_err(|e| io_err("read", &self.path, e))
+    }
+
+    /// Writes `bytes` into the locked file at `offset`, unsynced: what the file holds there is
+    /// for the processes of this machine while it runs.
+    pub fn write_at(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.file.write_all_at(bytes, offset).map_err(|e| io_err("write", &self.path, e))
+    }
+}
+
+/// `len` bytes of `path` at `offset` read without its lock (zeros past its end or when it is
+/// missing): a reader that may see a write half done must tell (a checksum).
+pub fn read_unlocked_at(path: &Path, offset: u64, len: usize) -> Result<Vec<u8>> {
+    match File::open(path) {
+        Ok(file) => read_file_at(&file, offset, len).map_err(|e| io_err("read", path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(vec![0; len]),
+        Err(e) => Err(io_err("open", path, e)),
+    }
+}
+
+fn read_file_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0; len];
+    let mut done = 0;
+    while done < len {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(buf)
 }
 
 /// Takes the lock on byte `offset` of `path` (made when missing), waiting for it at most `wait`:
@@ -129,7 +173,7 @@ pub fn lock_byte(path: &Path, offset: u64, wait: std::time::Duration) -> Result<
         use std::os::fd::AsRawFd;
         // SAFETY: `lock` is a valid flock for the call; the descriptor is open.
         if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) } == 0 {
-            return Ok(Some(ByteLock { _file: file }));
+            return Ok(Some(ByteLock { file, path: path.to_path_buf() }));
         }
         let e = std::io::Error::last_os_error();
         let held = matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES));
