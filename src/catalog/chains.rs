@@ -68,23 +68,45 @@ fn passed(pointer: Option<&str>, location: &str) -> bool {
     }
 }
 
-/// A table's newest append handed on before it landed.
+/// Who wrote something, when: it is trusted while that process lives, for [`chain_wait`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Stamp {
+    at_ms: i64,
+    pid: i32,
+    host: String,
+}
+
+impl Stamp {
+    fn now() -> Stamp {
+        Stamp { at_ms: now_ms(), pid: std::process::id() as i32, host: host().to_string() }
+    }
+
+    fn live(&self) -> bool {
+        let fresh = (now_ms() - self.at_ms).unsigned_abs() < chain_wait().as_millis() as u64;
+        fresh && !(self.host == host() && crate::io::process_gone(self.pid))
+    }
+
+    fn mine(&self) -> bool {
+        self.pid == std::process::id() as i32 && self.host == host()
+    }
+}
+
+/// A table's newest commit handed on before it landed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Tentative {
     pub uuid: String,
     pub location: String,
     pub chain: u64,
-    /// A commit that is not an append waits for the table (its writer's): nothing builds on
-    /// this any more, and it goes first once the table has settled.
+    /// Who made `location` (only its writer vouches for it).
+    writer: Stamp,
+    /// A commit that is not an append waits for the table: nothing builds on this any more, and
+    /// it goes first once the table has settled.
     #[serde(default)]
-    pub draining: bool,
+    drainer: Option<Stamp>,
     /// A request of the chain at this metadata version failed: the requests built on it (at this
     /// version or later) are doomed; `location` is its base, which may still land.
     #[serde(default)]
     pub doomed_from: Option<u64>,
-    at_ms: i64,
-    pid: i32,
-    host: String,
 }
 
 impl Tentative {
@@ -93,38 +115,33 @@ impl Tentative {
             uuid: uuid.to_string(),
             location: location.to_string(),
             chain,
-            draining: false,
+            writer: Stamp::now(),
+            drainer: None,
             doomed_from: None,
-            at_ms: now_ms(),
-            pid: std::process::id() as i32,
-            host: host().to_string(),
         }
     }
 
-    /// Whether it is to be trusted: written within [`chain_wait`] by a process that lives.
-    fn live(&self) -> bool {
-        let fresh = (now_ms() - self.at_ms).unsigned_abs() < chain_wait().as_millis() as u64;
-        fresh && !(self.host == host() && crate::io::process_gone(self.pid))
-    }
-
-    /// Whether what it names may still land, the table's committed pointer being `pointer`.
+    /// Whether what it names may still land, the table's committed pointer being `pointer`: not
+    /// once the pointer is it or passed its version, nor when its writer is gone or it is older
+    /// than [`chain_wait`].
     fn in_flight(&self, pointer: Option<&str>) -> bool {
-        Some(self.location.as_str()) != pointer && !passed(pointer, &self.location) && self.live()
+        Some(self.location.as_str()) != pointer && !passed(pointer, &self.location) && self.writer.live()
     }
 
-    fn mine(&self) -> bool {
-        self.pid == std::process::id() as i32 && self.host == host()
+    /// Whether a commit that is not an append (of another process: `by_others`) waits for it.
+    fn drained(&self, by_others: bool) -> bool {
+        self.drainer.as_ref().is_some_and(|d| d.live() && !(by_others && d.mine()))
     }
 
-    /// Signed by this process now (it vouches for the record while it waits).
-    fn stamped(self) -> Tentative {
-        Tentative { at_ms: now_ms(), pid: std::process::id() as i32, host: host().to_string(), ..self }
+    /// The process that made `location` (pid, host).
+    pub fn writer(&self) -> (i32, String) {
+        (self.writer.pid, self.writer.host.clone())
     }
 
     /// Whether an append may build on what it names: not while a commit that is not an append
     /// waits for the table, nor once part of its chain is doomed (until what it names lands).
     pub fn chainable(&self) -> bool {
-        !self.draining && self.doomed_from.is_none()
+        !self.drained(false) && self.doomed_from.is_none()
     }
 }
 
@@ -230,10 +247,10 @@ impl SharedTurns {
                 let Some(t) = shared.read(uuid)? else { continue };
                 if t.in_flight(pointer(uuid)?.as_deref()) && !waited_enough {
                     unsettled = true;
-                    if drain && (!t.draining || t.mine()) {
-                        shared.write(&Tentative { draining: true, ..t }.stamped())?;
+                    if drain && !t.drained(true) {
+                        shared.write(&Tentative { drainer: Some(Stamp::now()), ..t })?;
                     }
-                } else if t.draining && !t.mine() && t.live() && !waited_enough {
+                } else if t.drained(true) && !waited_enough {
                     unsettled = true; // another committer drained it: it goes first
                 }
             }
@@ -285,7 +302,7 @@ impl SharedTurns {
                     false => return Ok(None),
                 },
                 // (another committer drained it and waits to go first)
-                Some(t) if t.draining && !t.mine() && t.live() => return Ok(None),
+                Some(t) if t.drained(true) => return Ok(None),
                 _ => {}
             }
         }
@@ -306,18 +323,21 @@ impl SharedTurns {
         }
     }
 
-    /// A request of `chain` at `failed` (a metadata location) built on `base` failed: the record
-    /// then names `base` and marks the chain doomed from `failed`'s version, unless it is of
-    /// another chain by now or doomed from an earlier version already.
-    pub fn doom(&self, uuid: &str, chain: u64, failed: &str, base: &str) -> Result<()> {
+    /// A request of `chain` at `failed` (a metadata location) failed: the pointers built on it
+    /// are doomed. It built on `base`, the record of another commit in flight then (which may
+    /// still land: the record names it again, vouched for by its own writer, the chain doomed
+    /// from `failed`'s version), or on the committed head (nothing of the chain can land: the
+    /// record goes). Nothing changes when the record is of another chain by now or doomed from an
+    /// earlier version already.
+    pub fn doom(&self, uuid: &str, chain: u64, failed: &str, base: Option<&Tentative>) -> Result<()> {
         let Some(t) = self.read(uuid)? else { return Ok(()) };
         let from = version(failed);
         if t.chain != chain || t.doomed_from.is_some_and(|d| from.is_none_or(|f| d <= f)) {
             return Ok(());
         }
-        match from {
-            Some(_) => self.write(&Tentative { location: base.to_string(), doomed_from: from, ..t }.stamped()),
-            None => self.clear(uuid, Some(chain)),
+        match (base, from) {
+            (Some(base), Some(_)) => self.write(&Tentative { drainer: t.drainer, doomed_from: from, ..base.clone() }),
+            _ => self.clear(uuid, Some(chain)),
         }
     }
 
@@ -371,40 +391,45 @@ pub(crate) fn segment_end(turns: &Path, link: &LogLink, store: &Store, group: &[
 }
 
 /// Whether `awaited.base` landed by `deadline`: the catalog file's pointer is it. False as soon
-/// as it cannot land any more: the pointer passed its version, or its chain's record no longer
-/// vouches for it (another chain's, doomed from its version, stale, its writer gone).
+/// as it cannot land any more: the pointer passed its version, the process that made it is gone,
+/// or its chain's record no longer vouches for it (another chain's, stale, doomed from its
+/// version).
 fn landed_in_time(turns: &Path, link: &LogLink, store: &Store, awaited: &Awaited, deadline: Instant) -> bool {
     let base_version = version(&awaited.base);
     let mut pause = FIRST_POLL;
     // (a bucket log costs a request per look: the file, which the predecessor folds its own
     // commit into, is looked at in between)
     let every = if link.in_bucket() { 16 } else { 1 };
-    for look in 0.. {
-        let last = Instant::now() >= deadline;
-        if look % every == 0 || last {
-            if link.catch_up(store).is_err() {
-                return false; // (the group's commit meets the same error and reports it)
-            }
+    let landed = |fold: bool| -> Result<Option<String>> {
+        if fold {
+            link.catch_up(store)?;
         }
-        let pointer = match store.table_location(&awaited.schema, &awaited.name) {
-            Ok(pointer) => pointer,
-            Err(_) => return false,
+        store.table_location(&awaited.schema, &awaited.name)
+    };
+    for look in 0.. {
+        let Ok(pointer) = landed(look % every == 0) else {
+            return false; // (the group's commit meets the same error and reports it)
         };
         if pointer.as_deref() == Some(awaited.base.as_str()) {
             return true;
         }
+        let (pid, writer_host) = &awaited.writer;
+        let writer_gone = writer_host == host() && crate::io::process_gone(*pid);
         let vouched = match read_unlocked(turns, &awaited.uuid) {
             Ok(Read::Torn) => true,
+            // (the record of a later append of the chain vouches for it while that append's
+            // writer lives: it waits for this base, and dooms the chain if this one fails)
             Ok(Read::Record(t)) => {
                 t.uuid == awaited.uuid
                     && t.chain == awaited.chain
-                    && t.live()
+                    && t.writer.live()
                     && !t.doomed_from.is_some_and(|d| base_version.is_none_or(|b| b >= d))
             }
             _ => false,
         };
-        if last || !vouched || passed(pointer.as_deref(), &awaited.base) {
-            return false;
+        if writer_gone || !vouched || passed(pointer.as_deref(), &awaited.base) || Instant::now() >= deadline {
+            // (it may have won its position just before: the log says)
+            return landed(true).is_ok_and(|p| p.as_deref() == Some(awaited.base.as_str()));
         }
         back_off(&mut pause);
     }
@@ -478,13 +503,19 @@ mod tests {
     fn a_record_of_a_dead_process_or_too_old_is_not_trusted() {
         let (_dir, file) = turns();
         let shared = SharedTurns::take(&file, ["u1"], chain_wait()).unwrap();
-        let old = Tentative { at_ms: now_ms() - 3 * chain_wait().as_millis() as i64, ..Tentative::new("u1", "m", 1) };
+        let mut old = Tentative::new("u1", "m", 1);
+        old.writer.at_ms -= 3 * chain_wait().as_millis() as i64;
         shared.publish(&old).unwrap();
         assert_eq!(shared.in_flight("u1", None).unwrap(), None);
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id() as i32;
         child.wait().unwrap();
-        shared.publish(&Tentative { pid, ..Tentative::new("u1", "m", 1) }).unwrap();
+        let mut dead = Tentative::new("u1", "m", 1);
+        dead.writer.pid = pid;
+        shared.publish(&dead).unwrap();
+        assert_eq!(shared.in_flight("u1", None).unwrap(), None);
+        // a drainer does not vouch for what another process made
+        shared.publish(&Tentative { drainer: Some(Stamp::now()), ..dead }).unwrap();
         assert_eq!(shared.in_flight("u1", None).unwrap(), None);
     }
 
@@ -497,14 +528,19 @@ mod tests {
         // another commit landed at its version (one that took no turn): it never will
         assert_eq!(shared.in_flight("u1", Some("/m/00003-b.metadata.json")).unwrap(), None);
         // its request failed: the record names its base, the chain doomed from its version
-        shared.doom("u1", 7, "/m/00003-a.metadata.json", "/m/00002-a.metadata.json").unwrap();
+        let base = Tentative::new("u1", "/m/00002-a.metadata.json", 7); // (of another process)
+        shared.doom("u1", 7, "/m/00003-a.metadata.json", Some(&base)).unwrap();
         let t = shared.in_flight("u1", Some("/m/00001-a.metadata.json")).unwrap().unwrap();
         assert_eq!((t.location.as_str(), t.doomed_from, t.chainable()), ("/m/00002-a.metadata.json", Some(3), false));
         // a later failure of the chain keeps the earlier mark; another chain's changes nothing
-        shared.doom("u1", 7, "/m/00004-a.metadata.json", "/m/00003-a.metadata.json").unwrap();
-        shared.doom("u1", 8, "/m/00002-a.metadata.json", "/m/00001-a.metadata.json").unwrap();
+        let later = Tentative::new("u1", "/m/00003-a.metadata.json", 7);
+        shared.doom("u1", 7, "/m/00004-a.metadata.json", Some(&later)).unwrap();
+        shared.doom("u1", 8, "/m/00002-a.metadata.json", None).unwrap();
         let t = shared.read("u1").unwrap().unwrap();
         assert_eq!((t.location.as_str(), t.doomed_from), ("/m/00002-a.metadata.json", Some(3)));
+        // the first of a chain failed (it built on the committed head): nothing of it can land
+        shared.doom("u1", 7, "/m/00002-c.metadata.json", None).unwrap();
+        assert_eq!(shared.read("u1").unwrap(), None);
     }
 
     #[test]

@@ -116,8 +116,10 @@ pub struct Awaited {
     /// The table's keys in the catalog file.
     pub schema: String,
     pub name: String,
-    /// The location it built on.
+    /// The location it built on, and the process that made it (pid, host): it can land only
+    /// while that process lives.
     pub base: String,
+    pub writer: (i32, String),
     pub chain: u64,
 }
 

@@ -457,12 +457,14 @@ impl Catalog {
     }
 
     /// Requests of these chains failed (table uuid, chain, the location it would have put, the
-    /// one it built on): the pointers built on them are doomed (see `SharedTurns::doom`; the
+    /// record of the commit in flight it built on, if any): the pointers built on them are doomed (see `SharedTurns::doom`; the
     /// appends waiting on them give up and are rebuilt). Best effort: a record is trusted no
     /// longer than `chains::chain_wait`.
-    pub(crate) fn end_chains(&self, failed: &[(String, u64, String, String)]) {
+    pub(crate) fn end_chains(&self, failed: &[(String, u64, String, Option<chains::Tentative>)]) {
         let doomed = self.cross_process_turns(failed.iter().map(|(u, ..)| u.as_str())).and_then(|turns| {
-            failed.iter().try_for_each(|(uuid, chain, location, base)| turns.doom(uuid, *chain, location, base))
+            failed
+                .iter()
+                .try_for_each(|(uuid, chain, location, base)| turns.doom(uuid, *chain, location, base.as_ref()))
         });
         if let Err(e) = doomed {
             eprintln!("skade: {}: ending a chain of appends: {e}", self.inner.store.path.display());

@@ -1513,7 +1513,8 @@ impl Transaction {
                 .iter()
                 .filter_map(|(u, t)| {
                     let (schema, name) = head.table_by_uuid(u)?.key();
-                    Some(Awaited { uuid: u.clone(), schema, name, base: t.location.clone(), chain: t.chain })
+                    let (base, writer, chain) = (t.location.clone(), t.writer(), t.chain);
+                    Some(Awaited { uuid: u.clone(), schema, name, base, writer, chain })
                 })
                 .collect();
             let request = CommitRequest {
@@ -1550,15 +1551,10 @@ impl Transaction {
                 }
             } else if chains_here {
                 for (uuid, location) in &new_locations {
-                    let (chain, base) = match onto.get(uuid) {
-                        Some(t) => (t.chain, t.location.clone()),
-                        None => {
-                            let base = head.table_by_uuid(uuid).map(|t| t.metadata_location.clone());
-                            (chains::new_chain(), base.unwrap_or_default())
-                        }
-                    };
+                    let base = onto.get(uuid);
+                    let chain = base.map_or_else(chains::new_chain, |t| t.chain);
                     match shared_turns.publish(&Tentative::new(uuid, location, chain)) {
-                        Ok(true) => published.push((uuid.clone(), chain, location.clone(), base)),
+                        Ok(true) => published.push((uuid.clone(), chain, location.clone(), base.cloned())),
                         Ok(false) => {}
                         Err(e) => eprintln!("skade: {e}"), // (then nothing builds on it: it lands first)
                     }
