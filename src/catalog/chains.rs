@@ -6,7 +6,7 @@
 //! metadata location, its *chain*: the appends built one on another since the table last
 //! settled, and who wrote it when). The next append, of any process on the machine, builds on
 //! that location as threads of one process build on a tentative head (`turns`), and its group
-//! committer waits for it to land before offering its own batch ([`await_bases`]); a commit
+//! committer waits for it to land before offering its own batch ([`segment_end`]); a commit
 //! that is not an append waits until nothing is in flight ([`SharedTurns::take_settled`]).
 //!
 //! The log decides what lands, as before: a request's precondition is the pointer it built on,
