@@ -457,9 +457,9 @@ impl Catalog {
     }
 
     /// Requests of these chains failed (table uuid, chain, the location it would have put, the
-    /// record of the commit in flight it built on, if any): the pointers built on them are doomed (see `SharedTurns::doom`; the
-    /// appends waiting on them give up and are rebuilt). Best effort: a record is trusted no
-    /// longer than `chains::chain_wait`.
+    /// record of the commit in flight it built on, if any): the pointers built on them are doomed
+    /// (see `SharedTurns::doom`; the appends waiting on them give up and are rebuilt). Best
+    /// effort: a record is trusted no longer than `chains::chain_wait`.
     pub(crate) fn end_chains(&self, failed: &[(String, u64, String, Option<chains::Tentative>)]) {
         let doomed = self.cross_process_turns(failed.iter().map(|(u, ..)| u.as_str())).and_then(|turns| {
             failed
@@ -614,9 +614,9 @@ impl Pending {
 impl Inner {
     /// The commit path of a log-resident catalog (called by the group-commit leader): the group
     /// goes through the log, then the in-memory state follows the file, with this group's changes
-    /// applied directly when nothing else landed in between.
-    /// Appends chained onto other processes' appends go once those have landed: the group is
-    /// committed in segments, each after what its first request built on (`chains`).
+    /// applied directly when nothing else landed in between. Appends chained onto other
+    /// processes' appends go once those have landed: the group is committed in segments, each
+    /// after what its first request built on (`chains`).
     fn commit_through_log(&self, link: &LogLink, group: &[CommitRequest]) -> Vec<Result<Vec<CommitRecord>>> {
         if group.iter().all(|q| q.awaits.is_empty()) {
             return self.commit_segment_through_log(link, group);
