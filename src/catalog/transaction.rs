@@ -22,6 +22,7 @@ use super::sinks::SinkChange;
 use super::state::{CatalogState, EntryKind, MacroRecord, SchemaRecord, StateChange, TableRecord};
 use super::store::{CommitRecord, InputRecord};
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::evolve::SchemaChange;
 use crate::format::name_mapping::FileNames;
 use crate::format::partition::{self, PartitionKey};
 use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta, Unwritten};
@@ -138,6 +139,9 @@ pub(super) enum Ddl {
         after: TableRecord,
         operation: &'static str,
         snapshot_id: Option<i64>,
+        /// The change of columns, when it may be made again on a newer head at commit (see
+        /// `transaction_alter::rebuild_alters`); none: the pointer read is its premise.
+        replay: Option<SchemaChange>,
     },
     /// RENAME TO: the same table (uuid, location) under another name.
     RenameTable {
@@ -151,6 +155,17 @@ pub(super) enum Ddl {
         after: MacroRecord,
     },
     DropMacro(Arc<MacroRecord>),
+}
+
+impl Ddl {
+    /// The table this DDL creates, drops, alters or renames.
+    pub(super) fn table_uuid(&self) -> Option<&str> {
+        match self {
+            Ddl::CreateTable(t) => Some(&t.uuid),
+            Ddl::DropTable(t) | Ddl::AlterTable { before: t, .. } | Ddl::RenameTable { before: t, .. } => Some(&t.uuid),
+            _ => None,
+        }
+    }
 }
 
 pub(super) struct TxnState {
@@ -842,10 +857,11 @@ impl Transaction {
         after: TableRecord,
         operation: &'static str,
         snapshot_id: Option<i64>,
+        replay: Option<SchemaChange>,
     ) -> Result<()> {
         let mut st = self.lock()?;
         Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(after.clone()));
-        st.ddl.push(Ddl::AlterTable { before, after, operation, snapshot_id });
+        st.ddl.push(Ddl::AlterTable { before, after, operation, snapshot_id, replay });
         Ok(())
     }
 
@@ -1287,18 +1303,15 @@ impl Transaction {
         // same way (see `chains`).
         // (DDL of a table takes its turn too: an ALTER committing without one starved the DML of
         // other processes, which waited for the turn and then lost to it)
-        let ddl_uuids: HashSet<&str> = st
+        // (owned: an ALTER may be rebuilt on a newer head, see `rebuild_alters`)
+        let ddl_uuids: HashSet<String> = st
             .ddl
             .iter()
-            .filter_map(|d| match d {
-                Ddl::AlterTable { before, .. } | Ddl::RenameTable { before, .. } | Ddl::DropTable(before) => {
-                    Some(before.uuid.as_str())
-                }
-                _ => None,
-            })
+            .filter(|d| !matches!(d, Ddl::CreateTable(_)))
+            .filter_map(|d| d.table_uuid().map(str::to_string))
             .collect();
         let mut uuids: Vec<&str> =
-            staged.iter().map(|(r, _)| r.uuid.as_str()).chain(ddl_uuids.iter().copied()).collect();
+            staged.iter().map(|(r, _)| r.uuid.as_str()).chain(ddl_uuids.iter().map(String::as_str)).collect();
         uuids.sort_unstable();
         uuids.dedup();
         // (only when a commit syncs its files: without a sync to overlap, building on a request
@@ -1308,9 +1321,7 @@ impl Transaction {
         let local = self.catalog.chains_appends();
         let chains: HashSet<&str> = staged
             .iter()
-            .filter(|(r, s)| {
-                chained && appends_only(s) && !ddl_uuids.contains(r.uuid.as_str()) && !created.contains(&r.uuid)
-            })
+            .filter(|(r, s)| chained && appends_only(s) && !ddl_uuids.contains(&r.uuid) && !created.contains(&r.uuid))
             .map(|(r, _)| r.uuid.as_str())
             .collect();
         let turns: Vec<_> = uuids.iter().map(|u| self.catalog.table_lock(u)).collect();
@@ -1375,6 +1386,9 @@ impl Transaction {
                     .filter_map(|(u, h)| h.tentative.as_ref().map(|location| (u.to_string(), location.clone())))
                     .collect(),
             };
+            // (an ALTER of a table only appended to or deleted from since is made again on the head)
+            let wrote: HashSet<&str> = staged.iter().map(|(r, _)| r.uuid.as_str()).collect();
+            self.rebuild_alters(st, &head, &wrote, written, superseded)?;
             if let Some(e) = last_conflict.take() {
                 // Appends rebase; DDL whose premise no longer holds cannot, nor a consumer's change.
                 self.check_ddl_against(st, &head).map_err(|_| e)?;
@@ -1439,7 +1453,7 @@ impl Transaction {
                             snapshot_id: None,
                         }
                     }
-                    Ddl::AlterTable { before, after, operation, snapshot_id } => Change {
+                    Ddl::AlterTable { before, after, operation, snapshot_id, .. } => Change {
                         effect: StateChange::PutTable(after.clone()),
                         expect: Expect::TableAt(before.metadata_location.clone()),
                         operation: (*operation).into(),

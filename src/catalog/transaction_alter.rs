@@ -5,13 +5,14 @@
 //! commit_seq), checked against the table's pointer as read: a concurrent commit to the table
 //! makes it a retryable conflict, never a file written in the wrong schema.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use iceberg::spec::TableMetadata;
 
 use super::names;
-use super::state::{StateChange, TableRecord};
-use super::transaction::{Ddl, TableInfo, Transaction};
+use super::state::{CatalogState, StateChange, TableRecord};
+use super::transaction::{Ddl, TableInfo, Transaction, TxnState};
 use crate::error::{Error, Result};
 use crate::format::evolve::{evolve, SchemaChange};
 use crate::format::metadata;
@@ -54,8 +55,75 @@ impl Transaction {
         let md_location = metadata::metadata_location(&table_location, metadata::next_version(&location));
         self.write_metadata(&md_location, next)?;
         let after = TableRecord { metadata_location: md_location, ..(*record).clone() };
-        self.stage_alter(record, after, change.operation(), None)?;
+        // (a new key's rows were checked on the rows as read: rows appended since were not)
+        let replay = (!matches!(change, SchemaChange::AddPrimaryKey { .. })).then(|| change.clone());
+        self.stage_alter(record, after, change.operation(), None, replay)?;
         Ok(true)
+    }
+
+    /// At commit, with the table's turn held and `head` its newest state: each ALTER whose table
+    /// moved on since the statement only by snapshots (appends, deletes; no change of columns,
+    /// partitioning, sort order, properties or format) is made again on the head, where it
+    /// means what it meant on the table as read. A stream of appends otherwise starves an ALTER,
+    /// whose premise was the exact pointer. Not rebuilt, so a conflict as before: an ALTER of a
+    /// table this transaction also wrote to (its rows were checked, and its deletes made, on the
+    /// table as read), renamed, dropped or altered twice, or one adding a key (rows checked).
+    /// The metadata files it writes go to `written`; the ones they replace to `superseded`.
+    pub(super) fn rebuild_alters(
+        &self,
+        st: &mut TxnState,
+        head: &CatalogState,
+        wrote: &HashSet<&str>,
+        written: &mut Vec<String>,
+        superseded: &mut Vec<String>,
+    ) -> Result<()> {
+        let inner = &self.catalog().inner;
+        for i in 0..st.ddl.len() {
+            let Ddl::AlterTable { before, after, replay: Some(change), .. } = &st.ddl[i] else {
+                continue;
+            };
+            let uuid = before.uuid.as_str();
+            let Some(now) = head.table_by_uuid(uuid) else { continue };
+            let alone = st.ddl.iter().filter(|d| d.table_uuid() == Some(uuid)).count() == 1;
+            if now.metadata_location == before.metadata_location
+                || !alone
+                || wrote.contains(uuid)
+                || now.key() != before.key()
+            {
+                continue;
+            }
+            let (read, made, newest) = (
+                inner.metadata.get(&before.metadata_location)?,
+                inner.metadata.get(&after.metadata_location)?,
+                inner.metadata.get(&now.metadata_location)?,
+            );
+            if !metadata::same_but_snapshots(&read, &newest) {
+                continue;
+            }
+            let shown = names::table_shown(self.database(), &now.schema, &now.name);
+            let Some(next) = evolve(&newest, &now.metadata_location, change, self.catalog().nanoseconds(), &shown)?
+            else {
+                continue;
+            };
+            // (the same columns, field ids and specs as the statement made: the same change)
+            if !metadata::same_but_snapshots(&made, &next) {
+                continue;
+            }
+            let location = metadata::metadata_location(next.location(), metadata::next_version(&now.metadata_location));
+            written.push(location.clone());
+            inner.metadata.write(&location, &next)?;
+            inner.metadata.insert(&location, Arc::new(next));
+            let replaced = after.metadata_location.clone();
+            written.retain(|w| *w != replaced);
+            superseded.push(replaced);
+            let after = TableRecord { metadata_location: location, ..(**now).clone() };
+            Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(after.clone()));
+            if let Ddl::AlterTable { before, after: made, .. } = &mut st.ddl[i] {
+                *before = now.clone();
+                *made = after;
+            }
+        }
+        Ok(())
     }
 
     /// ADD PRIMARY KEY: the live rows of `table` (as this transaction sees them) must hold no NULL
@@ -180,7 +248,7 @@ impl Transaction {
                 .upgrade_format_version(target)?;
             let (md_location, snapshot_id) = self.commit_row_ids(&upgraded.build()?.metadata, &location)?;
             let after = TableRecord { metadata_location: md_location, ..(*record).clone() };
-            self.stage_alter(record, after, "upgrade_format_version", Some(snapshot_id))?;
+            self.stage_alter(record, after, "upgrade_format_version", Some(snapshot_id), None)?;
             return Ok((number(before), number(target)));
         }
         let next = iceberg::spec::TableMetadata::clone(&table.metadata)
@@ -191,7 +259,7 @@ impl Transaction {
         let md_location = metadata::metadata_location(next.location(), metadata::next_version(&location));
         self.write_metadata(&md_location, next)?;
         let after = TableRecord { metadata_location: md_location, ..(*record).clone() };
-        self.stage_alter(record, after, "upgrade_format_version", None)?;
+        self.stage_alter(record, after, "upgrade_format_version", None, None)?;
         Ok((number(before), number(target)))
     }
 

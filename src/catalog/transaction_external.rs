@@ -169,7 +169,7 @@ impl Transaction {
             true => None,
             false => next.current_snapshot().map(|s| s.snapshot_id()),
         };
-        self.stage_alter(record, after, operation_of(&next, &added), snapshot_id)?;
+        self.stage_alter(record, after, operation_of(&next, &added), snapshot_id, None)?;
         Ok(Updated { metadata_location: md_location, metadata: next })
     }
 

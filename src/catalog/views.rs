@@ -182,7 +182,7 @@ impl Transaction {
         let after = TableRecord { metadata_location: md_location, ..(*before).clone() };
         let mut st = self.lock()?;
         Arc::make_mut(&mut st.view).apply(&StateChange::PutTable(after.clone()));
-        st.ddl.push(Ddl::AlterTable { before, after, operation, snapshot_id: None });
+        st.ddl.push(Ddl::AlterTable { before, after, operation, snapshot_id: None, replay: None });
         Ok(())
     }
 }

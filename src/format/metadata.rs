@@ -118,6 +118,27 @@ pub fn new_table_with(
     build(properties)
 }
 
+/// Whether `a` and `b` differ only by snapshots (appends, deletes, expiry): the same format,
+/// columns (every schema, the current one), partition specs, sort orders and properties. A
+/// change of columns made on one means the same on the other.
+pub fn same_but_snapshots(a: &TableMetadata, b: &TableMetadata) -> bool {
+    a.format_version() == b.format_version()
+        && a.uuid() == b.uuid()
+        && a.location() == b.location()
+        && a.last_column_id() == b.last_column_id()
+        && a.current_schema_id() == b.current_schema_id()
+        && a.schemas_iter().len() == b.schemas_iter().len()
+        && a.schemas_iter().all(|s| b.schema_by_id(s.schema_id()) == Some(s))
+        && a.default_partition_spec_id() == b.default_partition_spec_id()
+        && a.last_partition_id() == b.last_partition_id()
+        && a.partition_specs_iter().len() == b.partition_specs_iter().len()
+        && a.partition_specs_iter().all(|p| b.partition_spec_by_id(p.spec_id()) == Some(p))
+        && a.default_sort_order_id() == b.default_sort_order_id()
+        && a.sort_orders_iter().len() == b.sort_orders_iter().len()
+        && a.sort_orders_iter().all(|o| b.sort_order_by_id(o.order_id) == Some(o))
+        && a.properties() == b.properties()
+}
+
 /// `<table>/metadata/<version>-<uuid>.metadata.json`, Iceberg's conventional name.
 pub fn metadata_location(table_location: &str, version: u64) -> String {
     format!("{table_location}/metadata/{version:05}-{}.metadata.json", Uuid::new_v4())

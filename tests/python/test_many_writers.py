@@ -125,6 +125,52 @@ def test_transactions_over_two_tables_in_both_orders_never_deadlock(tmp_path):
     assert errors == [] and done["appends"] > 0 and done["mixed"] > 0
 
 
+def test_alter_table_lands_through_a_stream_of_appends(tmp_path):
+    """ALTER TABLE while two writers append to the table without a pause: each ALTER is made
+    again on the table's head at commit (only snapshots came between), so none is starved into a
+    conflict; every acknowledged row is there, in the columns the last ALTER left."""
+    import time
+    db = connect()
+    db.execute(f"ATTACH '{tmp_path / 'lake.skade'}' AS lake (TYPE skade)")
+    db.execute("CREATE TABLE lake.t (id BIGINT PRIMARY KEY, w INTEGER)")
+    acknowledged, altered, errors = [], [], []
+
+    def appender(w):
+        def work(stop):
+            cur, n = db.cursor(), w * 1_000_000
+            while time.monotonic() < stop:
+                try:
+                    cur.execute(f"INSERT INTO lake.t (id, w) VALUES ({n}, {w})")
+                    acknowledged.append(n)
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errors.append(repr(e))
+                n += 1
+        return work
+
+    def alterer(stop):
+        cur, k = db.cursor(), 0
+        while time.monotonic() < stop or k < 3:
+            for sql in (f"ALTER TABLE lake.t ADD COLUMN c{k} VARCHAR",
+                        f"ALTER TABLE lake.t RENAME COLUMN c{k} TO d{k}",
+                        f"ALTER TABLE lake.t DROP COLUMN d{k}"):
+                try:
+                    cur.execute(sql)
+                    altered.append(sql)
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errors.append(f"{sql}: {e!r}")
+            k += 1
+
+    run_for(2, appender(1), appender(2), alterer)
+    assert errors == [], errors[:5]
+    assert len(altered) >= 9 and len(acknowledged) > 10
+    assert sorted(r[0] for r in db.execute("SELECT id FROM lake.t").fetchall()) == sorted(acknowledged)
+    assert [r[0] for r in db.execute("DESCRIBE lake.t").fetchall()] == ["id", "w"]
+    ops = [r[0] for r in db.execute("SELECT operation FROM skade_commits_since('lake', 1)").fetchall()]
+    assert ops.count("add_column") == len(altered) // 3 and ops.count("append") == len(acknowledged)
+    assert {r[1] for r in db.execute("SELECT * FROM skade_check('lake')").fetchall()} == {"ok"}
+    db.close()
+
+
 def test_appends_chained_on_a_request_that_fails_are_rebuilt_not_failed(tmp_path):
     """Two transactions race to create one table while appending to t: the loser fails at the
     group commit, after other appends chained on it; those are rebuilt on the committed head (they

@@ -10,12 +10,17 @@ import time
 
 from conftest import EXTENSION, connect
 
-WRITER = """
+# (each child process attaches the lake through its commit log, then runs its part)
+ATTACHED = """
 import sys, threading, time, duckdb
-ext, lake, log, start, threads, seconds = sys.argv[1:7]
+ext, lake, log = sys.argv[1:4]
 con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
 con.execute(f"LOAD '{ext}'")
 con.execute(f"ATTACH '{lake}' AS lake (TYPE skade, COMMIT_LOG '{log}', COMMIT_LOG_POLL_MS 20)")
+"""
+
+WRITER = ATTACHED + """
+start, threads, seconds = sys.argv[4:7]
 out = threading.Lock()
 stop = time.monotonic() + float(seconds)
 def write(w):
@@ -23,7 +28,7 @@ def write(w):
     n = int(start) + w * 100_000
     while time.monotonic() < stop:
         try:
-            cur.execute(f"INSERT INTO lake.t VALUES ({n}, {w})")
+            cur.execute(f"INSERT INTO lake.t (id, w) VALUES ({n}, {w})")
             line = f"ok {n}"
         except Exception as e:
             line = "error " + str(e).replace(chr(10), " ")
@@ -43,12 +48,16 @@ def attach(con, tmp_path):
                 f"(TYPE skade, COMMIT_LOG '{tmp_path / 'lake.log'}', COMMIT_LOG_POLL_MS 20)")
 
 
+def spawn(tmp_path, script, *args, env=None):
+    """A child process running `script` (one of the above) on the lake, with `args` after it."""
+    return subprocess.Popen([sys.executable, "-c", script, EXTENSION, str(tmp_path / "lake.skade"),
+                             str(tmp_path / "lake.log"), *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
 def writers(tmp_path, envs, threads=2, seconds=2.0):
     """Runs one writer process per environment in `envs` at once; their output lines."""
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, EXTENSION, str(tmp_path / "lake.skade"),
-                               str(tmp_path / "lake.log"), str(i * 1_000_000), str(threads), str(seconds)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=dict(os.environ, **env))
+    procs = [spawn(tmp_path, WRITER, i * 1_000_000, threads, seconds, env=dict(os.environ, **env))
              for i, env in enumerate(envs)]
     outs = []
     for p in procs:
@@ -148,13 +157,8 @@ def test_a_process_killed_after_handing_the_turn_on_stops_no_one(tmp_path):
     check_lake(tmp_path, [1, 3])
 
 
-MAINTAINER = """
-import sys, time, duckdb
-ext, lake, log, seconds = sys.argv[1:5]
-con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
-con.execute(f"LOAD '{ext}'")
-con.execute(f"ATTACH '{lake}' AS lake (TYPE skade, COMMIT_LOG '{log}', COMMIT_LOG_POLL_MS 20)")
-stop, k = time.monotonic() + float(seconds), 0
+MAINTAINER = ATTACHED + """
+stop, k = time.monotonic() + float(sys.argv[4]), 0
 while time.monotonic() < stop:
     con.execute(f"DELETE FROM lake.t WHERE id = {-1 - k}")
     print("deleted", -1 - k, flush=True)
@@ -163,6 +167,35 @@ while time.monotonic() < stop:
     k += 1
     time.sleep(0.1)
 """
+
+
+ALTERER = ATTACHED + """
+stop, k = time.monotonic() + float(sys.argv[4]), 0
+while time.monotonic() < stop:
+    for sql in (f"ALTER TABLE lake.t ADD COLUMN c{k} VARCHAR", f"ALTER TABLE lake.t DROP COLUMN c{k}"):
+        try:
+            con.execute(sql)
+            print("altered", flush=True)
+        except Exception as e:
+            print("error", sql, str(e).replace(chr(10), " "), flush=True)
+    k += 1
+"""
+
+
+def test_alter_table_goes_through_a_stream_of_chained_appends(tmp_path):
+    """A process altering the table's columns while two others append to it without a pause:
+    each ALTER drains the appends in flight and is made again on the head it then holds the turn
+    of, so none is starved into a conflict, and no append fails."""
+    create(tmp_path)
+    alterer = spawn(tmp_path, ALTERER, 2)
+    outs = writers(tmp_path, [{}, {}], seconds=2.5)
+    out, err = alterer.communicate(timeout=120)
+    assert alterer.returncode == 0, err[-2000:]
+    assert "error" not in out, out[:2000]
+    assert out.count("altered") >= 4
+    errors = [line for o in outs for line in o if line.startswith("error ")]
+    assert not errors, errors[:5]
+    check_lake(tmp_path, [int(line.split()[1]) for o in outs for line in o if line.startswith("ok ")])
 
 
 def test_deletes_and_expiry_go_through_a_stream_of_chained_appends(tmp_path):
@@ -174,9 +207,7 @@ def test_deletes_and_expiry_go_through_a_stream_of_chained_appends(tmp_path):
     attach(con, tmp_path)
     con.execute("INSERT INTO lake.t SELECT -1 - i, -1 FROM range(100) t(i)")
     con.close()
-    maintainer = subprocess.Popen([sys.executable, "-c", MAINTAINER, EXTENSION, str(tmp_path / "lake.skade"),
-                                   str(tmp_path / "lake.log"), "2"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    maintainer = spawn(tmp_path, MAINTAINER, 2)
     outs = writers(tmp_path, [{}, {}], seconds=2.5)
     out, err = maintainer.communicate(timeout=120)
     assert maintainer.returncode == 0, err[-2000:]
