@@ -99,10 +99,18 @@ pub fn remove_file(path: &Path) {
     let _ = std::fs::remove_file(path);
 }
 
-/// Whether the process `pid` of this machine is gone (one that exists, even another user's, is not).
+/// Whether the process `pid` of this machine is gone (one that exists, even another user's, is
+/// not; a zombie, dead but not yet reaped by its parent, is: a writer killed under a harness or a
+/// shell that has not waited for it yet holds nothing any more).
 pub fn process_gone(pid: libc::pid_t) -> bool {
     // SAFETY: kill with signal 0 only asks whether the process exists.
-    (unsafe { libc::kill(pid, 0) }) != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    if (unsafe { libc::kill(pid, 0) }) != 0 {
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    }
+    // (Linux: the state follows the command name, which is in parentheses and may hold any byte)
+    let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else { return false };
+    let state = stat.iter().rposition(|&b| b == b')').and_then(|end| stat.get(end + 2));
+    matches!(state, Some(b'Z' | b'X'))
 }
 
 /// An exclusive lock on one byte of a shared file, across processes (an open file description
@@ -359,4 +367,26 @@ pub fn absolute(path: &Path) -> Result<PathBuf> {
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
     Error::io(format!("cannot {what} {}: {}", path.display(), crate::error::io_message(&e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::process_gone;
+
+    #[test]
+    fn a_process_is_gone_once_dead_even_before_it_is_reaped() {
+        assert!(!process_gone(std::process::id() as libc::pid_t));
+        let mut child = std::process::Command::new("sleep").arg("0.05").spawn().expect("sleep runs");
+        let pid = child.id() as libc::pid_t;
+        assert!(!process_gone(pid), "a live child");
+        // (not waited for: it becomes a zombie, which still answers kill(pid, 0))
+        let start = std::time::Instant::now();
+        while !process_gone(pid) {
+            assert!(start.elapsed() < std::time::Duration::from_secs(10), "a zombie counted as alive");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "still a zombie: only the state shows it is dead");
+        child.wait().expect("reaped");
+        assert!(process_gone(pid));
+    }
 }
