@@ -25,7 +25,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::evolve::SchemaChange;
 use crate::format::name_mapping::FileNames;
 use crate::format::partition::{self, PartitionKey};
-use crate::format::snapshot::{produce, stage_snapshot, KeyCheck, StagedSnapshot, TableDelta, Unwritten};
+use crate::format::snapshot::{produce, stage_snapshot, write_all, KeyCheck, StagedSnapshot, TableDelta, Unwritten};
 use crate::format::sort_order::{self, SortKey};
 use crate::format::{metadata, schema};
 use crate::io::{remove_files, sync_files, sync_files_but};
@@ -196,6 +196,15 @@ pub(super) struct TxnState {
 }
 
 impl TxnState {
+    /// The metadata files of this transaction's ALTERs that may be made again on a newer head
+    /// at commit (see `transaction_alter::rebuild_alters`).
+    fn rebuildable_alters(&self) -> impl Iterator<Item = &str> {
+        self.ddl.iter().filter_map(|d| match d {
+            Ddl::AlterTable { after, replay: Some(_), .. } => Some(after.metadata_location.as_str()),
+            _ => None,
+        })
+    }
+
     /// Notes a read of `table` (a lineage input of the commit).
     fn read(&mut self, table: &TableInfo) {
         let snapshot_id = match table.version {
@@ -1286,14 +1295,19 @@ impl Transaction {
         // Data files and manifests are this transaction's whatever head it lands on: synced
         // before any turn is taken, in this committer's own thread.
         let durable = self.catalog.durable_at_commit();
+        // (the metadata of an ALTER that may be made again on a newer head is synced once its
+        // commit knows which it lands: see `rebuild_alters`)
+        let rebuildable: HashSet<String> = st.rebuildable_alters().map(str::to_string).collect();
         if durable {
             // (each table's metadata folder is synced once, with its manifest list and metadata)
             let metadata_dirs: HashSet<&std::path::Path> = staged
                 .iter()
                 .filter_map(|(r, _)| std::path::Path::new(crate::io::local_path(&r.metadata_location)).parent())
                 .collect();
-            sync_files_but(written.iter().map(String::as_str), |d| metadata_dirs.contains(d))?;
+            let files = written.iter().filter(|w| !rebuildable.contains(*w)).map(String::as_str);
+            sync_files_but(files, |d| metadata_dirs.contains(d))?;
         }
+        let mut alters_synced: HashSet<String> = HashSet::new();
         // Writers of one table take turns from reading its head to queueing their request, so
         // concurrent commits queue instead of racing and redoing their metadata; writers of
         // different tables still share group commits. Locks are taken in uuid order (no
@@ -1389,6 +1403,12 @@ impl Transaction {
             // (an ALTER of a table only appended to or deleted from since is made again on the head)
             let wrote: HashSet<&str> = staged.iter().map(|(r, _)| r.uuid.as_str()).collect();
             self.rebuild_alters(st, &head, &wrote, written, superseded)?;
+            if durable {
+                let alters: Vec<String> =
+                    st.rebuildable_alters().filter(|l| !alters_synced.contains(*l)).map(str::to_string).collect();
+                sync_files(alters.iter().map(String::as_str))?;
+                alters_synced.extend(alters);
+            }
             if let Some(e) = last_conflict.take() {
                 // Appends rebase; DDL whose premise no longer holds cannot, nor a consumer's change.
                 self.check_ddl_against(st, &head).map_err(|_| e)?;
@@ -1491,9 +1511,7 @@ impl Transaction {
                 if writes_late {
                     return Ok(unwritten);
                 }
-                for u in unwritten {
-                    block_on(u.write(&inner.file_io))?;
-                }
+                block_on(write_all(unwritten, &inner.file_io))?;
                 Ok(vec![])
             });
             let unwritten = match produced {
@@ -1583,7 +1601,7 @@ impl Transaction {
                 // (to a bucket, the manifest lists and metadata.json files go at once)
                 true => crate::io::deferred::deferring(|| {
                     crate::failpoint::fail("chained_metadata_write").map_err(Error::io)?; // (dropped unwritten)
-                    unwritten.into_iter().try_for_each(|u| block_on(u.write(&inner.file_io)))
+                    block_on(write_all(unwritten, &inner.file_io))
                 })
                 .and_then(|()| match durable {
                     true => sync_files(attempt_files.iter().map(String::as_str)),
@@ -1609,7 +1627,9 @@ impl Transaction {
                     written.clear(); // the files now belong to the committed snapshots
                     return Ok(records);
                 }
-                Err(e) if e.kind == ErrorKind::Conflict && !staged.is_empty() => {
+                // (a lone ALTER too: on a bucket lake another host's commit may not have been
+                // folded yet when it was made again; it is made again on the newer head)
+                Err(e) if e.kind == ErrorKind::Conflict && (!staged.is_empty() || !rebuildable.is_empty()) => {
                     superseded.append(&mut attempt_files);
                     last_conflict = Some(e);
                     // (the pointers built on a request that failed are doomed: rebuilt on the

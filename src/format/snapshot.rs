@@ -212,6 +212,15 @@ impl Unwritten<'_> {
     }
 }
 
+/// Writes each of `unwritten` in turn (see [`Unwritten::write`]); those after a failure are
+/// dropped unwritten.
+pub async fn write_all(unwritten: Vec<Unwritten<'_>>, file_io: &FileIO) -> Result<()> {
+    for u in unwritten {
+        u.write(file_io).await?;
+    }
+    Ok(())
+}
+
 impl Drop for Unwritten<'_> {
     fn drop(&mut self) {
         self.caches.unpin_list(&self.list_path, self.written);

@@ -131,6 +131,27 @@ def test_a_consumer_gets_every_change_once_whichever_host_consumes(bucket_lake):
     assert sorted(got) == list(range(15)) + list(range(100, 115))
 
 
+def test_an_alter_lands_through_another_hosts_appends(bucket_lake):
+    """A lone ALTER TABLE on one host while another host appends to the table: the append may
+    reach this host only after the ALTER was made again on the head it knew, so its request
+    loses at the log; it is made again on the newer head, not failed (as a transaction with data
+    is rebased)."""
+    url, host = bucket_lake
+    a, b = host(), host()
+    a.sql("CREATE TABLE lake.t (id BIGINT, v VARCHAR)")
+    until(lambda: b.sql("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'lake'") == [[1]])
+    for k in range(4):
+        a.sql("BEGIN")
+        a.sql(f"ALTER TABLE lake.t ADD COLUMN c{k} INTEGER")
+        b.sql(f"INSERT INTO lake.t (id, v) VALUES ({k}, 'b')")
+        a.sql("COMMIT")
+    assert [r[0] for r in a.sql("DESCRIBE lake.t")] == ["id", "v", "c0", "c1", "c2", "c3"]
+    until(lambda: a.sql("SELECT count(*) FROM lake.t") == [[4]])
+    ops = [r[0] for r in a.sql("SELECT operation FROM skade_commits_since('lake', 1) ORDER BY commit_seq")]
+    assert sorted(ops) == ["add_column"] * 4 + ["append"] * 4
+    assert {r[1] for r in a.sql("SELECT * FROM skade_check('lake')")} == {"ok"}
+
+
 def test_two_hosts_creating_one_lake_at_once_make_one(s3_env, tmp_path):
     url = f"s3://{s3_bucket(s3_env, 'race-' + uuid.uuid4().hex[:12])}/lake"
     hosts = [Process() for _ in range(3)]
