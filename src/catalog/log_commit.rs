@@ -167,7 +167,7 @@ impl LogLink {
                 None => {
                     // Landed: the batch is the durable record. A fold that fails here (a full disk)
                     // is done by the next commit or poll, of this process or another.
-                    let folded = store.write(true, |tx| fold(tx, [(h + 1, &batch)], &self.location));
+                    let folded = fold_into(store, [(h + 1, &batch)], &self.location);
                     match &folded {
                         Ok(_) => self.looked_at(asked),
                         Err(e) => {
@@ -281,7 +281,7 @@ impl LogLink {
             .iter()
             .map(|b| Ok((b.seq, LogBatch::decode(&b.bytes, b.seq, &self.location)?)))
             .collect::<Result<Vec<_>>>()?;
-        store.write(true, |tx| fold(tx, decoded.iter().map(|(s, b)| (*s, b)), &self.location))
+        fold_into(store, decoded.iter().map(|(s, b)| (*s, b)), &self.location)
     }
 
     /// Folds into the file whatever the log holds past its checkpoint (other hosts' commits, or
@@ -338,7 +338,7 @@ impl LogLink {
             let batch = LogBatch::new(BatchKind::ReserveSnapshotIds { first, count });
             match self.offer(h + 1, &batch)? {
                 None => {
-                    store.write(true, |tx| fold(tx, [(h + 1, &batch)], &self.location))?;
+                    fold_into(store, [(h + 1, &batch)], &self.location)?;
                     return Ok(first);
                 }
                 Some(winners) => {
@@ -455,6 +455,15 @@ fn last_committed_at(tx: &WriteTransaction) -> Result<i64> {
 /// The file's last folded log position.
 fn position(tx: &WriteTransaction) -> Result<u64> {
     Ok(tx.open_table(COUNTERS)?.get(LOG_POSITION)?.map(|v| v.value()).unwrap_or(0))
+}
+
+/// [`fold`] in a write transaction of its own, committed (synced) only when it folded a batch:
+/// another process has often folded them first.
+fn fold_into<'a>(store: &Store, batches: impl IntoIterator<Item = (u64, &'a LogBatch)>, location: &str) -> Result<u64> {
+    store.write_if_changed(true, |tx| {
+        let folded = fold(tx, batches, location)?;
+        Ok((folded, folded > 0))
+    })
 }
 
 /// Folds `batches` (position, batch), in order, into the file: those at or below its checkpoint
