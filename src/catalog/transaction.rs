@@ -196,11 +196,14 @@ pub(super) struct TxnState {
 }
 
 impl TxnState {
-    /// The metadata files of this transaction's ALTERs that may be made again on a newer head
-    /// at commit (see `transaction_alter::rebuild_alters`).
-    fn rebuildable_alters(&self) -> impl Iterator<Item = &str> {
+    /// This transaction's moves of a table's pointer (ALTER TABLE, another engine's commit):
+    /// the pointer read, the new one, and whether it may be made again on a newer head at commit
+    /// (see `transaction_alter::rebuild_alters`).
+    fn alters(&self) -> impl Iterator<Item = (&TableRecord, &str, bool)> {
         self.ddl.iter().filter_map(|d| match d {
-            Ddl::AlterTable { after, replay: Some(_), .. } => Some(after.metadata_location.as_str()),
+            Ddl::AlterTable { before, after, replay, .. } => {
+                Some((before.as_ref(), after.metadata_location.as_str(), replay.is_some()))
+            }
             _ => None,
         })
     }
@@ -1295,16 +1298,18 @@ impl Transaction {
         // Data files and manifests are this transaction's whatever head it lands on: synced
         // before any turn is taken, in this committer's own thread.
         let durable = self.catalog.durable_at_commit();
-        // (the metadata of an ALTER that may be made again on a newer head is synced once its
-        // commit knows which it lands: see `rebuild_alters`)
-        let rebuildable: HashSet<String> = st.rebuildable_alters().map(str::to_string).collect();
+        // (an ALTER's metadata is synced once its commit knows which file it lands, if any: it
+        // may be made again on a newer head, see `rebuild_alters`, and a concurrent expiry may
+        // have removed the one a statement wrote, which then cannot land)
+        let alter_files: HashSet<String> = st.alters().map(|(_, after, _)| after.to_string()).collect();
+        let rebuildable = st.alters().any(|(_, _, rebuildable)| rebuildable);
         if durable {
             // (each table's metadata folder is synced once, with its manifest list and metadata)
             let metadata_dirs: HashSet<&std::path::Path> = staged
                 .iter()
                 .filter_map(|(r, _)| std::path::Path::new(crate::io::local_path(&r.metadata_location)).parent())
                 .collect();
-            let files = written.iter().filter(|w| !rebuildable.contains(*w)).map(String::as_str);
+            let files = written.iter().filter(|w| !alter_files.contains(*w)).map(String::as_str);
             sync_files_but(files, |d| metadata_dirs.contains(d))?;
         }
         let mut alters_synced: HashSet<String> = HashSet::new();
@@ -1404,8 +1409,13 @@ impl Transaction {
             let wrote: HashSet<&str> = staged.iter().map(|(r, _)| r.uuid.as_str()).collect();
             self.rebuild_alters(st, &head, &wrote, written, superseded)?;
             if durable {
-                let alters: Vec<String> =
-                    st.rebuildable_alters().filter(|l| !alters_synced.contains(*l)).map(str::to_string).collect();
+                // (when every DDL premise holds on the head: otherwise nothing of it lands)
+                let lands = self.check_ddl_against(st, &head).is_ok();
+                let alters: Vec<String> = st
+                    .alters()
+                    .filter(|(_, after, _)| lands && !alters_synced.contains(*after))
+                    .map(|(_, after, _)| after.to_string())
+                    .collect();
                 sync_files(alters.iter().map(String::as_str))?;
                 alters_synced.extend(alters);
             }
@@ -1629,7 +1639,7 @@ impl Transaction {
                 }
                 // (a lone ALTER too: on a bucket lake another host's commit may not have been
                 // folded yet when it was made again; it is made again on the newer head)
-                Err(e) if e.kind == ErrorKind::Conflict && (!staged.is_empty() || !rebuildable.is_empty()) => {
+                Err(e) if e.kind == ErrorKind::Conflict && (!staged.is_empty() || rebuildable) => {
                     superseded.append(&mut attempt_files);
                     last_conflict = Some(e);
                     // (the pointers built on a request that failed are doomed: rebuilt on the

@@ -107,10 +107,20 @@ pub fn process_gone(pid: libc::pid_t) -> bool {
     if (unsafe { libc::kill(pid, 0) }) != 0 {
         return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
     }
-    // (Linux: the state follows the command name, which is in parentheses and may hold any byte)
-    let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else { return false };
-    let state = stat.iter().rposition(|&b| b == b')').and_then(|end| stat.get(end + 2));
-    matches!(state, Some(b'Z' | b'X'))
+    // (Linux: dead when every thread is; the leader's state alone says Z once its main thread
+    // exits, while other threads may run on. A thread's state follows its name, which is in
+    // parentheses and may hold any byte.)
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    let mut any = false;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read(task.path().join("stat")) else { continue };
+        let state = stat.iter().rposition(|&b| b == b')').and_then(|end| stat.get(end + 2));
+        if !matches!(state, Some(b'Z' | b'X')) {
+            return false;
+        }
+        any = true;
+    }
+    any
 }
 
 /// An exclusive lock on one byte of a shared file, across processes (an open file description
