@@ -92,11 +92,14 @@ impl Transaction {
             {
                 continue;
             }
-            let (read, made, newest) = (
-                inner.metadata.get(&before.metadata_location)?,
-                inner.metadata.get(&after.metadata_location)?,
-                inner.metadata.get(&now.metadata_location)?,
-            );
+            // (an expiry since may have removed the files read: then it is not made again, and
+            // its premise decides, a conflict)
+            let got = |location: &str| inner.metadata.get(location).ok();
+            let (Some(read), Some(made), Some(newest)) =
+                (got(&before.metadata_location), got(&after.metadata_location), got(&now.metadata_location))
+            else {
+                continue;
+            };
             if !metadata::same_but_snapshots(&read, &newest) {
                 continue;
             }
