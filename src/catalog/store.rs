@@ -279,22 +279,7 @@ impl Store {
     /// Runs `f` in a write transaction and commits it (fsynced when `durable`). Nothing is
     /// committed when `f` fails.
     pub fn write<T>(&self, durable: bool, f: impl FnOnce(&WriteTransaction) -> Result<T>) -> Result<T> {
-        if self.read_only {
-            return Err(Error::permission(format!("skade catalog {} is attached read-only", self.path.display())));
-        }
-        self.access(|db| {
-            let Db::ReadWrite(db) = db else {
-                return Err(Error::internal("a read-only store was opened writable"));
-            };
-            let mut tx = db.begin_write()?;
-            // (a shared file's commits are durable whatever is asked: redb allows no other)
-            if !self.shared {
-                tx.set_durability(if durable { redb::Durability::Immediate } else { redb::Durability::None })?;
-            }
-            let out = f(&tx)?;
-            tx.commit()?;
-            Ok(out)
-        })
+        self.write_if_changed(durable, |tx| Ok((f(tx)?, true)))
     }
 
     /// [`write`](Self::write), committed only when `f` says it changed the file (its flag);
@@ -313,6 +298,7 @@ impl Store {
                 return Err(Error::internal("a read-only store was opened writable"));
             };
             let mut tx = db.begin_write()?;
+            // (a shared file's commits are durable whatever is asked: redb allows no other)
             if !self.shared {
                 tx.set_durability(if durable { redb::Durability::Immediate } else { redb::Durability::None })?;
             }
